@@ -1,0 +1,33 @@
+// Package lock hands out leases on a DynamoDB lock table: N workers take slots 0..N-1 of a group
+// (AcquireSlot), or one process takes a named Mutex. It is the identity step of dynapart's process
+// partitioning: the slot number says which share of the table a worker reads.
+//
+// # Guarantees
+//
+//   - At most one holder per slot at a time, as long as the holders' clocks differ by less than
+//     MaxClockSkew (or with WithSkewImmune, regardless of clock offsets): a holder's
+//     [Lease.Context] is cancelled at its expiry minus the safety margin, before anyone may take
+//     the slot over.
+//   - Every acquisition increments the slot's fencing token ([Lease.Token]); every write after
+//     acquisition (renew, [Lease.SaveCheckpoint], [Lease.MarkFinished], [Lease.Release]) is a
+//     conditional write on owner and token, so a stale holder fails with [ErrLeaseLost] and
+//     changes nothing.
+//   - A standby takes a slot as soon as it is released, or once it has expired; a lease whose
+//     renewals stop (crash, lost connection) ends in a cancelled context, never a hang.
+//   - A group records n (and optional meta) on its meta item; a caller that disagrees gets a
+//     *[GroupMismatchError] instead of overlapping with the others.
+//
+// # Example
+//
+//	locks, _ := lock.New(db, "dynapart-leases", lock.WithLeaseTTL(10*time.Second))
+//	lease, err := locks.AcquireSlot(ctx, "emails", 8) // waits as a standby while 8 are held
+//	if err != nil { return err }
+//	defer lease.Release(context.WithoutCancel(ctx))
+//	work(lease.Context(), lease.Slot(), lease.Checkpoint()) // stops when the lease is lost
+//
+// # Data model
+//
+// Lease table: pk (S) "group#<name>" or "mutex#<name>", sk (N) the slot (0 for a mutex, -1 for the
+// group's meta item). Slot attributes: owner, token, version (+1 per renew), expires_at (ms,
+// holder's clock), acquired_at, released, checkpoint, finished. See DESIGN.md, "Data model".
+package lock

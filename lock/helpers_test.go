@@ -1,0 +1,159 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/require"
+
+	"github.com/dynapart/dynapart/internal/clock"
+	"github.com/dynapart/dynapart/internal/ddbtest"
+)
+
+func TestMain(m *testing.M) { ddbtest.Main(m) }
+
+// t0 is ms-aligned, as expires_at is stored in ms.
+var t0 = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// failsafe bounds every wait on a signal, so a bug fails the test instead of hanging it.
+const failsafe = 20 * time.Second
+
+// lockTable creates a fresh lock table with lock.CreateTable and deletes it after the test.
+func lockTable(t testing.TB) (*dynamodb.Client, string) {
+	t.Helper()
+	db := ddbtest.Client(t)
+	name := ddbtest.TableName(t, "lock")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, CreateTable(ctx, db, name))
+	ddbtest.DeleteOnCleanup(t, db, name)
+	return db, name
+}
+
+var errInjected = errors.New("injected transport error")
+
+// faultyDB wraps a client: it counts calls, can drop writes (a holder cut off from DynamoDB, or a
+// crashed one), and can fail an UpdateItem after the server applied it (a lost response).
+type faultyDB struct {
+	DynamoDBClient
+	calls            atomic.Int64
+	dropWrites       atomic.Bool
+	failAfterUpdates atomic.Int32 // this many next UpdateItems are applied but report an error
+	updatesDelivered atomic.Int64
+}
+
+func (f *faultyDB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	f.calls.Add(1)
+	return f.DynamoDBClient.GetItem(ctx, in, o...)
+}
+
+func (f *faultyDB) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	f.calls.Add(1)
+	return f.DynamoDBClient.Query(ctx, in, o...)
+}
+
+func (f *faultyDB) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	f.calls.Add(1)
+	if f.dropWrites.Load() {
+		return nil, errInjected
+	}
+	return f.DynamoDBClient.PutItem(ctx, in, o...)
+}
+
+func (f *faultyDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	f.calls.Add(1)
+	if f.dropWrites.Load() {
+		return nil, errInjected
+	}
+	out, err := f.DynamoDBClient.UpdateItem(ctx, in, o...)
+	if err == nil {
+		f.updatesDelivered.Add(1)
+		if f.failAfterUpdates.Add(-1) >= 0 {
+			return nil, errInjected
+		}
+		f.failAfterUpdates.Store(0)
+	}
+	return out, err
+}
+
+// events collects the test hooks' signals of one client.
+type events struct {
+	standby chan time.Time // a standby's wake-up time
+	renewed chan string    // a renew's outcome
+}
+
+func newClient(t testing.TB, db DynamoDBClient, table string, opts ...Option) (*Client, *events) {
+	t.Helper()
+	c, err := New(db, table, opts...)
+	require.NoError(t, err)
+	ev := &events{standby: make(chan time.Time, 64), renewed: make(chan string, 64)}
+	c.hooks.standby = func(_ string, wake time.Time) { ev.standby <- wake }
+	c.hooks.renewed = func(_ *Lease, outcome string) { ev.renewed <- outcome }
+	return c, ev
+}
+
+func recv[T any](t testing.TB, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(failsafe):
+		t.Fatalf("timed out waiting for %s", what)
+		var zero T
+		return zero
+	}
+}
+
+func waitDone(t testing.TB, l *Lease, what string) {
+	t.Helper()
+	select {
+	case <-l.Done():
+	case <-time.After(failsafe):
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+type acquired struct {
+	lease *Lease
+	err   error
+}
+
+// standby runs AcquireSlot on its own goroutine; the result arrives on the returned channel.
+func standby(ctx context.Context, c *Client, group string, n int, opts ...AcquireOption) <-chan acquired {
+	ch := make(chan acquired, 1)
+	go func() {
+		l, err := c.AcquireSlot(ctx, group, n, opts...)
+		ch <- acquired{l, err}
+	}()
+	return ch
+}
+
+// advanceTo moves the fake clock forward to at (never backwards).
+func advanceTo(clk *clock.Fake, at time.Time) {
+	if d := at.Sub(clk.Now()); d > 0 {
+		clk.Advance(d)
+	}
+}
+
+// rawItem reads an item as stored, for before/after comparisons.
+func rawItem(t testing.TB, db *dynamodb.Client, table, pk string, sk int) map[string]types.AttributeValue {
+	t.Helper()
+	out, err := db.GetItem(context.Background(), &dynamodb.GetItemInput{
+		TableName: aws.String(table), Key: key(pk, sk), ConsistentRead: aws.Bool(true),
+	})
+	require.NoError(t, err)
+	return out.Item
+}
+
+func release(t testing.TB, ls ...*Lease) {
+	t.Helper()
+	for _, l := range ls {
+		require.NoError(t, l.Release(context.Background()))
+	}
+}

@@ -1,0 +1,201 @@
+package lock
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Attribute names of the lease table (DESIGN.md, "Data model").
+const (
+	attrPK         = "pk"
+	attrSK         = "sk"
+	attrOwner      = "owner"
+	attrToken      = "token"
+	attrVersion    = "version"
+	attrExpiresAt  = "expires_at"
+	attrReleased   = "released"
+	attrCheckpoint = "checkpoint"
+	attrFinished   = "finished"
+	attrAcquiredAt = "acquired_at"
+	attrN          = "n"
+	attrMeta       = "meta"
+
+	metaSK = -1
+)
+
+func groupPK(group string) string { return "group#" + group }
+func mutexPK(name string) string  { return "mutex#" + name }
+
+// slotItem is one slot (or mutex) item as read from the table.
+type slotItem struct {
+	sk         int
+	exists     bool
+	owner      string
+	token      int64
+	version    int64
+	expiresAt  time.Time
+	acquiredAt time.Time
+	released   bool
+	finished   bool
+	checkpoint string
+}
+
+type metaItem struct {
+	exists bool
+	n      int
+	meta   map[string]string
+}
+
+func avS(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
+func avN(n int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+}
+func avB(b bool) types.AttributeValue      { return &types.AttributeValueMemberBOOL{Value: b} }
+func avT(t time.Time) types.AttributeValue { return avN(t.UnixMilli()) }
+
+func key(pk string, sk int) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{attrPK: avS(pk), attrSK: avN(int64(sk))}
+}
+
+func getS(m map[string]types.AttributeValue, name string) string {
+	if v, ok := m[name].(*types.AttributeValueMemberS); ok {
+		return v.Value
+	}
+	return ""
+}
+
+func getN(m map[string]types.AttributeValue, name string) int64 {
+	if v, ok := m[name].(*types.AttributeValueMemberN); ok {
+		n, _ := strconv.ParseInt(v.Value, 10, 64)
+		return n
+	}
+	return 0
+}
+
+func getB(m map[string]types.AttributeValue, name string) bool {
+	v, ok := m[name].(*types.AttributeValueMemberBOOL)
+	return ok && v.Value
+}
+
+func getT(m map[string]types.AttributeValue, name string) time.Time {
+	if _, ok := m[name]; !ok {
+		return time.Time{}
+	}
+	return time.UnixMilli(getN(m, name)).UTC()
+}
+
+func decodeSlot(m map[string]types.AttributeValue) slotItem {
+	if len(m) == 0 {
+		return slotItem{}
+	}
+	return slotItem{
+		sk:         int(getN(m, attrSK)),
+		exists:     true,
+		owner:      getS(m, attrOwner),
+		token:      getN(m, attrToken),
+		version:    getN(m, attrVersion),
+		expiresAt:  getT(m, attrExpiresAt),
+		acquiredAt: getT(m, attrAcquiredAt),
+		released:   getB(m, attrReleased),
+		finished:   getB(m, attrFinished),
+		checkpoint: getS(m, attrCheckpoint),
+	}
+}
+
+func decodeMeta(m map[string]types.AttributeValue) metaItem {
+	if len(m) == 0 {
+		return metaItem{}
+	}
+	mi := metaItem{exists: true, n: int(getN(m, attrN)), meta: map[string]string{}}
+	if mm, ok := m[attrMeta].(*types.AttributeValueMemberM); ok {
+		for k, v := range mm.Value {
+			if s, ok := v.(*types.AttributeValueMemberS); ok {
+				mi.meta[k] = s.Value
+			}
+		}
+	}
+	return mi
+}
+
+func encodeMeta(pk string, n int, meta map[string]string) map[string]types.AttributeValue {
+	item := key(pk, metaSK)
+	item[attrN] = avN(int64(n))
+	m := make(map[string]types.AttributeValue, len(meta))
+	for k, v := range meta {
+		m[k] = avS(v)
+	}
+	item[attrMeta] = &types.AttributeValueMemberM{Value: m}
+	return item
+}
+
+// readAll reads every item under pk with one consistent Query (more only past 1 MB): the slots by
+// sk, and the meta item.
+func (c *Client) readAll(ctx context.Context, pk string) (map[int]slotItem, metaItem, error) {
+	slots := map[int]slotItem{}
+	var meta metaItem
+	in := &dynamodb.QueryInput{
+		TableName:                 aws.String(c.table),
+		KeyConditionExpression:    aws.String("#pk = :pk"),
+		ExpressionAttributeNames:  map[string]string{"#pk": attrPK},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": avS(pk)},
+		ConsistentRead:            aws.Bool(true),
+	}
+	for {
+		out, err := c.db.Query(ctx, in)
+		if err != nil {
+			return nil, meta, fmt.Errorf("lock: query %q: %w", pk, c.readErr(err))
+		}
+		for _, it := range out.Items {
+			if getN(it, attrSK) == metaSK {
+				meta = decodeMeta(it)
+				continue
+			}
+			s := decodeSlot(it)
+			slots[s.sk] = s
+		}
+		if len(out.LastEvaluatedKey) == 0 {
+			return slots, meta, nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+}
+
+// readSlot reads one slot item with a consistent GetItem.
+func (c *Client) readSlot(ctx context.Context, pk string, sk int) (slotItem, error) {
+	out, err := c.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(c.table), Key: key(pk, sk), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return slotItem{}, fmt.Errorf("lock: read %s/%d: %w", pk, sk, c.readErr(err))
+	}
+	s := decodeSlot(out.Item)
+	s.sk = sk
+	return s, nil
+}
+
+// checkMeta compares the group's recorded n and meta with the caller's. Meta is compared only when
+// the caller gave WithGroupMeta.
+func checkMeta(group string, have metaItem, n int, meta map[string]string) error {
+	if have.n != n {
+		return &GroupMismatchError{Group: group, Field: "n", Have: strconv.Itoa(have.n), Want: strconv.Itoa(n)}
+	}
+	if meta == nil {
+		return nil
+	}
+	keys := maps.Clone(have.meta)
+	maps.Copy(keys, meta)
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
+		if have.meta[k] != meta[k] {
+			return &GroupMismatchError{Group: group, Field: "meta." + k, Have: have.meta[k], Want: meta[k]}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,365 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Lease is one held slot (or mutex). Its Context is cancelled as soon as the lease may no longer be
+// ours; every write through it is fenced on owner and token. Release it when done.
+type Lease struct {
+	c          *Client
+	pk         string
+	group      string
+	slot       int
+	token      int64
+	acquiredAt time.Time
+	tookOver   bool
+	checkpoint string
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	stop   chan struct{} // closed to stop the heartbeat
+	hbDone chan struct{} // closed when the heartbeat goroutine has returned
+
+	mu        sync.Mutex
+	version   int64
+	expiresAt time.Time
+	endedAt   time.Time // by the holder's clock, when ctx was cancelled
+
+	relMu    sync.Mutex
+	relDone  bool
+	relErr   error
+	stopOnce sync.Once
+}
+
+func (c *Client) newLease(t target, before, got slotItem, now time.Time) *Lease {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	l := &Lease{
+		c: c, pk: t.pk, group: t.name, slot: got.sk, token: got.token,
+		acquiredAt: c.clock.Now(),
+		tookOver:   before.exists && before.owner != "" && !before.released,
+		checkpoint: got.checkpoint,
+		ctx:        ctx, cancel: cancel,
+		stop: make(chan struct{}), hbDone: make(chan struct{}),
+		version: got.version, expiresAt: got.expiresAt,
+	}
+	go l.heartbeat(now)
+	return l
+}
+
+// Group returns the group name (the mutex name for a mutex lease).
+func (l *Lease) Group() string { return l.group }
+
+// Slot returns the slot number (0 for a mutex).
+func (l *Lease) Slot() int { return l.slot }
+
+// Token returns the fencing token: it grows by one on every acquisition of the slot, so a larger
+// token always means a later holder.
+func (l *Lease) Token() int64 { return l.token }
+
+// Owner returns the owner id of the client that holds the lease.
+func (l *Lease) Owner() string { return l.c.owner }
+
+// Context is cancelled when the lease is lost (a renew or fenced write found another holder), when
+// the holder's clock passes ExpiresAt minus the safety margin, or on Release. context.Cause says
+// which: an error wrapping ErrLeaseLost, or ErrReleased.
+func (l *Lease) Context() context.Context { return l.ctx }
+
+// Done is Context().Done().
+func (l *Lease) Done() <-chan struct{} { return l.ctx.Done() }
+
+// Err is nil while the lease is held, else the cause of the cancellation.
+func (l *Lease) Err() error {
+	if l.ctx.Err() == nil {
+		return nil
+	}
+	return context.Cause(l.ctx)
+}
+
+// Checkpoint returns the checkpoint stored on the slot when this lease was acquired ("" if none):
+// where the previous holder got to.
+func (l *Lease) Checkpoint() string { return l.checkpoint }
+
+// ExpiresAt returns the expiry last written by this holder (by its clock).
+func (l *Lease) ExpiresAt() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.expiresAt
+}
+
+// AcquiredAt returns when the acquisition write succeeded, by the client's clock.
+func (l *Lease) AcquiredAt() time.Time { return l.acquiredAt }
+
+// TookOver reports whether the slot was taken from a holder that had not released it (it crashed
+// or lost its connection), so work it had in flight may need recovering.
+func (l *Lease) TookOver() bool { return l.tookOver }
+
+func (l *Lease) version_() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.version
+}
+
+// end cancels the lease context once, remembering when (for the tests' history checks).
+func (l *Lease) end(cause error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ctx.Err() != nil {
+		return
+	}
+	l.endedAt = l.c.clock.Now()
+	l.cancel(cause)
+}
+
+func (l *Lease) lost(format string, args ...any) error {
+	return fmt.Errorf("%w: %s slot %d token %d: %s", ErrLeaseLost, l.group, l.slot, l.token, fmt.Sprintf(format, args...))
+}
+
+func (l *Lease) localExpiry() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.expiresAt.Add(-l.c.margin)
+}
+
+type renewResult struct {
+	outcome   string // "ok", "settled" (applied, found by re-read), "unknown", "lost", "aborted"
+	version   int64
+	expiresAt time.Time
+	err       error
+}
+
+// heartbeat renews the lease every heartbeat interval and cancels its context at the local expiry.
+// It keeps exactly one clock timer pending, and a renew runs on its own goroutine so that a renew
+// stuck on a dead connection can never delay the local expiry.
+func (l *Lease) heartbeat(sent time.Time) {
+	defer close(l.hbDone)
+	c := l.c
+	nextRenew := sent.Add(c.heartbeat)
+	var results chan renewResult // nil while no renew is in flight
+	var callCancel context.CancelFunc = func() {}
+	defer func() {
+		callCancel()
+		if results != nil {
+			<-results
+		}
+	}()
+	timer := c.clock.After(earliest(nextRenew, l.localExpiry()).Sub(c.clock.Now()))
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-l.ctx.Done():
+			return // a fenced write found the lease lost
+		case r := <-results:
+			results = nil
+			callCancel()
+			if l.apply(r) {
+				return
+			}
+		case <-timer:
+			now := c.clock.Now()
+			if !now.Before(l.localExpiry()) {
+				// Never renew a lease we already consider expired: someone may take it any moment.
+				l.end(l.lost("expired by the holder's clock at %s", l.localExpiry().Format(time.RFC3339Nano)))
+				c.log.Warn("lock: lease expired locally", "pk", l.pk, "slot", l.slot, "token", l.token)
+				return
+			}
+			if !now.Before(nextRenew) {
+				if results == nil {
+					results, callCancel = l.startRenew(now)
+				}
+				nextRenew = now.Add(c.heartbeat)
+			}
+			timer = c.clock.After(earliest(nextRenew, l.localExpiry()).Sub(now))
+		}
+	}
+}
+
+// startRenew runs one renew on its own goroutine; its result arrives on the returned channel.
+func (l *Lease) startRenew(now time.Time) (chan renewResult, context.CancelFunc) {
+	// Cancelling ctx (stop, or the lease ended) aborts both the write and the settling re-read.
+	ctx, cancel := context.WithCancel(l.ctx)
+	ch := make(chan renewResult, 1)
+	version, exp := l.version_()+1, now.Add(l.c.ttl)
+	go func() { ch <- l.renew(ctx, version, exp) }()
+	return ch, cancel
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// apply records a renew's result; it reports whether the lease is over.
+func (l *Lease) apply(r renewResult) bool {
+	if h := l.c.hooks.renewed; h != nil {
+		defer h(l, r.outcome)
+	}
+	switch r.outcome {
+	case "ok", "settled":
+		l.mu.Lock()
+		l.version, l.expiresAt = r.version, r.expiresAt
+		l.mu.Unlock()
+	case "lost":
+		l.end(r.err)
+		l.c.log.Warn("lock: lease lost", "pk", l.pk, "slot", l.slot, "token", l.token, "err", r.err)
+		return true
+	default:
+		l.c.log.Warn("lock: renew failed, will retry", "pk", l.pk, "slot", l.slot, "token", l.token, "err", r.err)
+	}
+	return false
+}
+
+// renew writes the new expiry and version, fenced on owner and token. An error that leaves the
+// outcome unknown is settled by a consistent re-read: our owner, token and new version on the item
+// mean the renew landed.
+func (l *Lease) renew(ctx context.Context, version int64, exp time.Time) renewResult {
+	c := l.c
+	// A hung call gives up after one heartbeat (real time), so a later heartbeat can try again;
+	// the local expiry does not wait for it either way.
+	wctx, cancel := context.WithTimeout(ctx, c.heartbeat)
+	defer cancel()
+	_, err := c.db.UpdateItem(wctx, &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(c.table),
+		Key:                                 key(l.pk, l.slot),
+		UpdateExpression:                    aws.String("SET #exp = :exp, #version = :version"),
+		ConditionExpression:                 aws.String(fencedCondition),
+		ExpressionAttributeNames:            fencedNames(map[string]string{"#exp": attrExpiresAt, "#version": attrVersion}),
+		ExpressionAttributeValues:           l.fencedValues(map[string]types.AttributeValue{":exp": avT(exp), ":version": avN(version)}),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err == nil {
+		return renewResult{outcome: "ok", version: version, expiresAt: exp}
+	}
+	if cf, ok := conditionFailed(err); ok {
+		cur := decodeSlot(cf.Item)
+		return renewResult{outcome: "lost", err: l.lost("renew found owner %q token %d released %t", cur.owner, cur.token, cur.released)}
+	}
+	if ctx.Err() != nil {
+		return renewResult{outcome: "aborted", err: err}
+	}
+	rctx, rcancel := context.WithTimeout(ctx, c.heartbeat)
+	defer rcancel()
+	cur, rerr := c.readSlot(rctx, l.pk, l.slot)
+	switch {
+	case rerr != nil:
+		return renewResult{outcome: "unknown", err: errors.Join(err, rerr)}
+	case cur.owner != c.owner || cur.token != l.token || cur.released:
+		return renewResult{outcome: "lost", err: l.lost("renew failed (%v) and the item shows owner %q token %d released %t", err, cur.owner, cur.token, cur.released)}
+	case cur.version == version:
+		return renewResult{outcome: "settled", version: version, expiresAt: exp}
+	default:
+		return renewResult{outcome: "unknown", err: err}
+	}
+}
+
+const fencedCondition = "#owner = :me AND #token = :myToken AND #rel = :false"
+
+func fencedNames(m map[string]string) map[string]string {
+	m["#owner"], m["#token"], m["#rel"] = attrOwner, attrToken, attrReleased
+	return m
+}
+
+func (l *Lease) fencedValues(m map[string]types.AttributeValue) map[string]types.AttributeValue {
+	m[":me"], m[":myToken"], m[":false"] = avS(l.c.owner), avN(l.token), avB(false)
+	return m
+}
+
+// fencedWrite applies update to the lease's item only while it is still ours (owner, token, not
+// released). A failed condition means we lost it: the context is cancelled and ErrLeaseLost
+// returned; the item is unchanged.
+func (l *Lease) fencedWrite(ctx context.Context, what, update string, names map[string]string, values map[string]types.AttributeValue) error {
+	if l.released() {
+		return fmt.Errorf("lock: %s: %w (%w)", what, ErrLeaseLost, ErrReleased)
+	}
+	_, err := l.c.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(l.c.table),
+		Key:                                 key(l.pk, l.slot),
+		UpdateExpression:                    aws.String(update),
+		ConditionExpression:                 aws.String(fencedCondition),
+		ExpressionAttributeNames:            fencedNames(names),
+		ExpressionAttributeValues:           l.fencedValues(values),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err == nil {
+		return nil
+	}
+	if cf, ok := conditionFailed(err); ok {
+		cur := decodeSlot(cf.Item)
+		lerr := l.lost("%s found owner %q token %d released %t", what, cur.owner, cur.token, cur.released)
+		l.end(lerr)
+		return lerr
+	}
+	return fmt.Errorf("lock: %s %s slot %d: %w", what, l.group, l.slot, l.c.tableErr(err))
+}
+
+func (l *Lease) released() bool {
+	l.relMu.Lock()
+	defer l.relMu.Unlock()
+	return l.relDone
+}
+
+// SaveCheckpoint stores value on the slot, fenced on owner and token: a stale holder gets
+// ErrLeaseLost and changes nothing. The next holder of the slot sees it as Checkpoint().
+func (l *Lease) SaveCheckpoint(ctx context.Context, value string) error {
+	return l.fencedWrite(ctx, "save checkpoint", "SET #cp = :cp",
+		map[string]string{"#cp": attrCheckpoint}, map[string]types.AttributeValue{":cp": avS(value)})
+}
+
+// MarkFinished marks the slot's share done (fenced): the slot is never handed out again until
+// ResetGroup, and once every slot is finished AcquireSlot returns ErrGroupFinished.
+func (l *Lease) MarkFinished(ctx context.Context) error {
+	return l.fencedWrite(ctx, "mark finished", "SET #fin = :true",
+		map[string]string{"#fin": attrFinished}, map[string]types.AttributeValue{":true": avB(true)})
+}
+
+// Release gives the slot back at once (released = true, fenced) so a standby can take it without
+// waiting for expiry. It stops the heartbeat and waits for it, and cancels the context with
+// ErrReleased before the write, so no work continues while the next holder starts. It is
+// idempotent; it returns an error wrapping ErrLeaseLost when the lease had already been lost.
+// After a transport error it may be called again.
+func (l *Lease) Release(ctx context.Context) error {
+	l.relMu.Lock()
+	defer l.relMu.Unlock()
+	if l.relDone {
+		return l.relErr
+	}
+	l.stopOnce.Do(func() { close(l.stop) })
+	<-l.hbDone
+	var wasLost error
+	if l.ctx.Err() != nil && !errors.Is(context.Cause(l.ctx), ErrReleased) {
+		wasLost = context.Cause(l.ctx)
+	}
+	l.end(ErrReleased)
+	_, err := l.c.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(l.c.table),
+		Key:                                 key(l.pk, l.slot),
+		UpdateExpression:                    aws.String("SET #rel = :true"),
+		ConditionExpression:                 aws.String("#owner = :me AND #token = :myToken"),
+		ExpressionAttributeNames:            map[string]string{"#owner": attrOwner, "#token": attrToken, "#rel": attrReleased},
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":me": avS(l.c.owner), ":myToken": avN(l.token), ":true": avB(true)},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	switch cf, ok := conditionFailed(err); {
+	case err == nil:
+		l.relErr = wasLost
+	case ok:
+		cur := decodeSlot(cf.Item)
+		l.relErr = l.lost("release found owner %q token %d", cur.owner, cur.token)
+	default:
+		return fmt.Errorf("lock: release %s slot %d: %w", l.group, l.slot, l.c.tableErr(err))
+	}
+	l.relDone = true
+	l.c.log.Info("lock: released", "pk", l.pk, "slot", l.slot, "token", l.token, "err", l.relErr)
+	return l.relErr
+}

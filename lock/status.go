@@ -1,0 +1,105 @@
+package lock
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// GroupStatus is a snapshot of a group: its recorded n and meta and every slot 0..N-1.
+type GroupStatus struct {
+	Group string
+	N     int // 0 when the group has never been used
+	Meta  map[string]string
+	Slots []SlotStatus
+}
+
+// SlotStatus is one slot. A slot never acquired appears with zero values.
+type SlotStatus struct {
+	Slot       int
+	Owner      string
+	Token      int64
+	Version    int64
+	ExpiresAt  time.Time
+	Released   bool
+	Finished   bool
+	Checkpoint string
+	// Held says a contender using this client would not take the slot now: not released and
+	// expires_at + MaxClockSkew not yet passed, by the caller's clock.
+	Held bool
+}
+
+// GroupStatus reads the group with one consistent Query.
+func (c *Client) GroupStatus(ctx context.Context, group string) (*GroupStatus, error) {
+	if group == "" {
+		return nil, bad("group", "must not be empty")
+	}
+	slots, meta, err := c.readAll(ctx, groupPK(group))
+	if err != nil {
+		return nil, err
+	}
+	st := &GroupStatus{Group: group, N: meta.n, Meta: meta.meta}
+	n := meta.n
+	for s := range slots {
+		n = max(n, s+1)
+	}
+	now := c.clock.Now()
+	for s := range n {
+		it, ok := slots[s]
+		ss := SlotStatus{Slot: s}
+		if ok {
+			ss = SlotStatus{
+				Slot: s, Owner: it.owner, Token: it.token, Version: it.version, ExpiresAt: it.expiresAt,
+				Released: it.released, Finished: it.finished, Checkpoint: it.checkpoint,
+				Held: c.held(it, now),
+			}
+		}
+		st.Slots = append(st.Slots, ss)
+	}
+	return st, nil
+}
+
+func (c *Client) held(it slotItem, now time.Time) bool {
+	return it.exists && it.owner != "" && !it.released && !now.After(it.expiresAt.Add(c.skew))
+}
+
+// ResetGroup clears every slot's finished flag and checkpoint so a one-shot job can run again. It
+// refuses with ErrGroupBusy while any slot is held, and each slot is reset only if it is unchanged
+// since that check (token and version), so a slot acquired meanwhile is left alone and reported.
+func (c *Client) ResetGroup(ctx context.Context, group string) error {
+	if group == "" {
+		return bad("group", "must not be empty")
+	}
+	pk := groupPK(group)
+	slots, _, err := c.readAll(ctx, pk)
+	if err != nil {
+		return err
+	}
+	now := c.clock.Now()
+	for s, it := range slots {
+		if c.held(it, now) {
+			return fmt.Errorf("lock: reset group %q: slot %d held by %q: %w", group, s, it.owner, ErrGroupBusy)
+		}
+	}
+	for s, it := range slots {
+		_, err := c.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName:                 aws.String(c.table),
+			Key:                       key(pk, s),
+			UpdateExpression:          aws.String("REMOVE #fin, #cp"),
+			ConditionExpression:       aws.String("#token = :token AND #version = :version"),
+			ExpressionAttributeNames:  map[string]string{"#fin": attrFinished, "#cp": attrCheckpoint, "#token": attrToken, "#version": attrVersion},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":token": avN(it.token), ":version": avN(it.version)},
+		})
+		if _, ok := conditionFailed(err); ok {
+			return fmt.Errorf("lock: reset group %q: slot %d changed during the reset: %w", group, s, ErrGroupBusy)
+		}
+		if err != nil {
+			return fmt.Errorf("lock: reset group %q slot %d: %w", group, s, c.tableErr(err))
+		}
+	}
+	return nil
+}
