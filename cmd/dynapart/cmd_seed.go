@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
+)
+
+func newSeedCmd(g *globals) *cobra.Command {
+	var table, key string
+	var items, start, payload, parallel int
+	cmd := &cobra.Command{
+		Use:   "seed",
+		Short: "Write N demo items into a table, with progress",
+		Long: `Writes --items demo items with keys --start .. --start+items-1 (creating the table with --key
+if it does not exist). Keys: S "item-00000042", N 42, B the 8-byte big-endian number. Each item
+has n (N), payload (S, --payload-bytes long) and grp (S, one of 10 groups).
+
+BatchWriteItem, 25 items a request, --parallel requests in flight; unprocessed items are retried.`,
+		Example: `  dynapart seed --table users --items 20000
+  dynapart seed --table files --items 1000000 --key file_id:N --payload-bytes 400`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if table == "" {
+				return usagef("--table is required")
+			}
+			if items < 0 || start < 0 || payload < 0 {
+				return usagef("--items, --start and --payload-bytes must not be negative")
+			}
+			if parallel < 1 {
+				return usagef("--parallel must be at least 1, got %d", parallel)
+			}
+			ks, err := parseKeySpec("key", key)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			db, err := g.dynamoClient(ctx)
+			if err != nil {
+				return err
+			}
+			if _, err := ensureSourceTable(ctx, db, table, ks); err != nil {
+				return err
+			}
+			return seed(ctx, db, table, ks, start, items, payload, parallel)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&table, "table", "", "table to write (required)")
+	f.StringVar(&key, "key", "id:S", "partition key as NAME:TYPE (S, N or B)")
+	f.IntVar(&items, "items", 1000, "number of items")
+	f.IntVar(&start, "start", 0, "first key number")
+	f.IntVar(&payload, "payload-bytes", 100, "size of each item's payload attribute")
+	f.IntVar(&parallel, "parallel", 8, "BatchWriteItem requests in flight")
+	return cmd
+}
+
+// demoKey is the key value of item i.
+func demoKey(t types.ScalarAttributeType, i int) types.AttributeValue {
+	switch t {
+	case types.ScalarAttributeTypeN:
+		return &types.AttributeValueMemberN{Value: strconv.Itoa(i)}
+	case types.ScalarAttributeTypeB:
+		b := make([]byte, 8)
+		binary.BigEndian.PutUint64(b, uint64(i))
+		return &types.AttributeValueMemberB{Value: b}
+	default:
+		return &types.AttributeValueMemberS{Value: fmt.Sprintf("item-%08d", i)}
+	}
+}
+
+func seed(ctx context.Context, db *dynamodb.Client, table string, ks keySpec, start, items, payloadBytes, parallel int) error {
+	payload := strings.Repeat("x", payloadBytes)
+	var written atomic.Int64
+	batches := make(chan []types.WriteRequest)
+	eg, ectx := errgroup.WithContext(ctx)
+	eg.Go(func() error {
+		defer close(batches)
+		for lo := start; lo < start+items; lo += 25 {
+			hi := min(lo+25, start+items)
+			reqs := make([]types.WriteRequest, 0, hi-lo)
+			for i := lo; i < hi; i++ {
+				reqs = append(reqs, types.WriteRequest{PutRequest: &types.PutRequest{Item: map[string]types.AttributeValue{
+					ks.Name:   demoKey(ks.Type, i),
+					"n":       &types.AttributeValueMemberN{Value: strconv.Itoa(i)},
+					"grp":     &types.AttributeValueMemberS{Value: "g" + strconv.Itoa(i%10)},
+					"payload": &types.AttributeValueMemberS{Value: payload},
+				}}})
+			}
+			select {
+			case batches <- reqs:
+			case <-ectx.Done():
+				return ectx.Err()
+			}
+		}
+		return nil
+	})
+	for range parallel {
+		eg.Go(func() error {
+			for reqs := range batches {
+				for attempt := 0; len(reqs) > 0; attempt++ {
+					out, err := db.BatchWriteItem(ectx, &dynamodb.BatchWriteItemInput{RequestItems: map[string][]types.WriteRequest{table: reqs}})
+					if err != nil {
+						return fmt.Errorf("seed %q: %w", table, err)
+					}
+					written.Add(int64(len(reqs) - len(out.UnprocessedItems[table])))
+					reqs = out.UnprocessedItems[table]
+					if len(reqs) > 0 {
+						time.Sleep(min(time.Duration(attempt+1)*50*time.Millisecond, time.Second)) // back off on unprocessed items
+					}
+				}
+			}
+			return nil
+		})
+	}
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		showProgress(stop, "seed "+table, &written, int64(items))
+	}()
+	err := eg.Wait()
+	close(stop)
+	wg.Wait()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "seeded %d items into %q\n", written.Load(), table)
+	return nil
+}
+
+// showProgress draws a live bar on a terminal, or logs a line every 2s otherwise, until stop.
+func showProgress(stop <-chan struct{}, label string, n *atomic.Int64, total int64) {
+	tty := isTerminal(os.Stderr)
+	every := 2 * time.Second
+	if tty {
+		every = 200 * time.Millisecond
+	}
+	var m rateMeter
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			if tty {
+				clearLine(os.Stderr)
+			}
+			return
+		case now := <-t.C:
+			done := n.Load()
+			rate := m.update(now, done)
+			if tty {
+				clearLine(os.Stderr)
+				fmt.Fprintf(os.Stderr, "%s ▕%s▏ %d/%d %6.0f/s ETA %s", label, bar(done, total, 30), done, total, rate, eta(done, total, rate))
+			} else {
+				fmt.Fprintf(os.Stderr, "%s progress done=%d total=%d rate=%.0f/s\n", label, done, total, rate)
+			}
+		}
+	}
+}

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dynapart/dynapart/lock"
+	"github.com/dynapart/dynapart/worker"
+)
+
+type slotJSON struct {
+	Slot       int       `json:"slot"`
+	Owner      string    `json:"owner"`
+	Token      int64     `json:"token"`
+	Version    int64     `json:"version"`
+	Held       bool      `json:"held"`
+	ExpiresAt  time.Time `json:"expires_at"`
+	Released   bool      `json:"released"`
+	Finished   bool      `json:"finished"`
+	Checkpoint string    `json:"checkpoint,omitempty"`
+}
+
+type statusJSON struct {
+	Group    string            `json:"group"`
+	Workers  int               `json:"workers"`
+	Meta     map[string]string `json:"meta,omitempty"`
+	Finished bool              `json:"finished"`
+	Slots    []slotJSON        `json:"slots"`
+}
+
+func newStatusCmd(g *globals) *cobra.Command {
+	var group, leaseTable string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show a group's slots: owner, token, expiry, checkpoint, finished",
+		Long: `Shows, for each slot of --group: the owner (worker id), its fencing token, whether the lease is
+held now and until when, whether the slot's share is finished, and how far its checkpoint is.
+The group of a work command is TABLE/JOB unless --group was given (e.g. users/default).`,
+		Example: `  dynapart status --group users/default
+  dynapart status --group users/default --json | jq '.slots[] | select(.held)'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if group == "" {
+				return usagef("--group is required (the work command's --group, default TABLE/JOB)")
+			}
+			ctx := cmd.Context()
+			db, err := g.dynamoClient(ctx)
+			if err != nil {
+				return err
+			}
+			if err := lock.CheckTable(ctx, db, leaseTable); err != nil {
+				return err
+			}
+			lc, err := lock.New(db, leaseTable)
+			if err != nil {
+				return err
+			}
+			st, err := lc.GroupStatus(ctx, group)
+			if err != nil {
+				return err
+			}
+			out := statusJSON{Group: group, Workers: st.N, Meta: st.Meta, Finished: st.N > 0}
+			for _, s := range st.Slots {
+				out.Slots = append(out.Slots, slotJSON{Slot: s.Slot, Owner: s.Owner, Token: s.Token, Version: s.Version,
+					Held: s.Held, ExpiresAt: s.ExpiresAt, Released: s.Released, Finished: s.Finished, Checkpoint: s.Checkpoint})
+				out.Finished = out.Finished && s.Finished
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(out)
+			}
+			if st.N == 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), "group %q has never run (no slots in %q)\n", group, leaseTable)
+				return nil
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "group %s: %d slots %v finished=%v\n", group, st.N, st.Meta, out.Finished)
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "SLOT\tOWNER\tTOKEN\tHELD\tEXPIRES\tFINISHED\tCHECKPOINT")
+			for _, s := range out.Slots {
+				exp := "-"
+				if !s.ExpiresAt.IsZero() {
+					exp = s.ExpiresAt.Format(time.RFC3339)
+				}
+				fmt.Fprintf(tw, "%d\t%s\t%d\t%v\t%s\t%v\t%s\n", s.Slot, orDash(s.Owner), s.Token, s.Held, exp, s.Finished, checkpointSummary(s.Checkpoint))
+			}
+			return tw.Flush()
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&group, "group", "", "lease group (required; work's default is TABLE/JOB)")
+	f.StringVar(&leaseTable, "lease-table", worker.DefaultLeaseTable, "lease table")
+	f.BoolVar(&asJSON, "json", false, "print JSON for scripts")
+	return cmd
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// checkpointSummary shortens a checkpoint to its pass and size.
+func checkpointSummary(cp string) string {
+	if cp == "" {
+		return "-"
+	}
+	if len(cp) > 40 {
+		return fmt.Sprintf("%s… (%d bytes)", cp[:24], len(cp))
+	}
+	return cp
+}

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/dynapart/dynapart/worker"
+)
+
+// ledgerFlags select a ledger the way `work` does.
+type ledgerFlags struct {
+	table, job, kind, ledgerTable, prefix string
+}
+
+func (l *ledgerFlags) add(f *pflag.FlagSet) {
+	f.StringVar(&l.table, "table", "", "source table (required)")
+	f.StringVar(&l.job, "job", "default", "job name (table ledger: the job whose state to read)")
+	f.StringVar(&l.kind, "ledger", "inline", "ledger: inline (state on the items) or table (a separate ledger table)")
+	f.StringVar(&l.ledgerTable, "ledger-table", worker.DefaultLedgerTable, "ledger table, for --ledger table")
+	f.StringVar(&l.prefix, "attr-prefix", "dp_", "inline ledger attribute prefix")
+}
+
+func (l *ledgerFlags) open(ctx context.Context, g *globals) (worker.Ledger, error) {
+	if l.table == "" {
+		return nil, usagef("--table is required")
+	}
+	if l.kind != "inline" && l.kind != "table" {
+		return nil, usagef("--ledger %q: want inline or table", l.kind)
+	}
+	db, err := g.dynamoClient(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t, err := describe(ctx, db, l.table)
+	if err != nil {
+		return nil, err
+	}
+	if t == nil {
+		return nil, usagef("--table %q: table does not exist", l.table)
+	}
+	var keys []string
+	for _, k := range t.KeySchema {
+		if k.KeyType == types.KeyTypeHash {
+			keys = append([]string{aws.ToString(k.AttributeName)}, keys...)
+		} else {
+			keys = append(keys, aws.ToString(k.AttributeName))
+		}
+	}
+	if l.kind == "table" {
+		lt, err := describe(ctx, db, l.ledgerTable)
+		if err != nil {
+			return nil, err
+		}
+		if lt == nil {
+			return nil, usagef("--ledger-table %q: table does not exist", l.ledgerTable)
+		}
+		return worker.NewTableLedger(db, l.ledgerTable, l.job, l.table, keys)
+	}
+	return worker.NewInlineLedger(db, l.table, keys, worker.InlineOptions{Prefix: l.prefix})
+}
+
+func newVerifyCmd(g *globals) *cobra.Command {
+	var lf ledgerFlags
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "verify",
+		Short: "Count items by state; exit 0 only when every item is done",
+		Long: `Reads the whole source table (and the ledger table for --ledger table) and counts items by
+state: done, pending (never claimed, or waiting for a retry), claimed (in flight) and failed
+(dead-lettered). Exits 0 only when every item is done, 1 otherwise.
+
+--json prints {"total":..,"done":..,"pending":..,"claimed":..,"failed":..}.`,
+		Example: `  dynapart verify --table users
+  dynapart verify --table users --ledger table --job campaign-42 --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			l, err := lf.open(ctx, g)
+			if err != nil {
+				return err
+			}
+			s, err := l.Summarize(ctx)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				if err := json.NewEncoder(cmd.OutOrStdout()).Encode(s); err != nil {
+					return err
+				}
+			} else {
+				fmt.Fprintf(cmd.OutOrStdout(), "total %d  done %d  pending %d  claimed %d  failed %d\n", s.Total, s.Done, s.Pending, s.Claimed, s.Failed)
+			}
+			if s.Done != s.Total {
+				return &exitError{code: exitRuntime, msg: fmt.Sprintf("%d of %d items are not done", s.Total-s.Done, s.Total)}
+			}
+			return nil
+		},
+	}
+	lf.add(cmd.Flags())
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON for scripts")
+	return cmd
+}
+
+func newFailedCmd(g *globals) *cobra.Command {
+	var lf ledgerFlags
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "failed",
+		Short: "List dead-lettered items with their last error",
+		Long: `Lists the items that were dead-lettered (after --max-attempts failed attempts, or a permanent
+error) with their key, the number of attempts and the last error.`,
+		Example: `  dynapart failed --table users
+  dynapart failed --table users --ledger table --job campaign-42 --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			l, err := lf.open(ctx, g)
+			if err != nil {
+				return err
+			}
+			n := 0
+			enc := json.NewEncoder(cmd.OutOrStdout())
+			err = l.DeadLetters(ctx, func(d worker.DeadLetter) error {
+				n++
+				key, kerr := plainJSON(d.Key)
+				if kerr != nil {
+					return kerr
+				}
+				if asJSON {
+					return enc.Encode(map[string]any{"key": json.RawMessage(key), "attempts": d.Attempts, "error": d.Error, "at": d.At})
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s\tattempts=%d\tat=%s\t%s\n", key, d.Attempts, d.At.Format(time.RFC3339), d.Error)
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			if !asJSON {
+				fmt.Fprintf(os.Stderr, "%d failed items\n", n)
+			}
+			return nil
+		},
+	}
+	lf.add(cmd.Flags())
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per line")
+	return cmd
+}

@@ -1,0 +1,375 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/require"
+
+	"github.com/dynapart/dynapart/internal/ddbtest"
+)
+
+var dynapartBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "dynapart-cli-test-")
+	if err != nil {
+		panic(err)
+	}
+	dynapartBin = filepath.Join(dir, "dynapart")
+	if out, err := exec.Command("go", "build", "-race", "-o", dynapartBin, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build dynapart: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	defer os.RemoveAll(dir)
+	ddbtest.Main(m)
+}
+
+// cli runs the binary against the test endpoint and returns stdout, stderr and the exit code.
+type cli struct {
+	t        *testing.T
+	endpoint string
+	dir      string
+}
+
+func newCLI(t *testing.T) *cli {
+	return &cli{t: t, endpoint: ddbtest.Endpoint(t), dir: t.TempDir()}
+}
+
+func (c *cli) command(args ...string) *exec.Cmd {
+	cmd := exec.Command(dynapartBin, args...)
+	cmd.Dir = c.dir
+	cmd.Env = append(os.Environ(), "DYNAPART_ENDPOINT="+c.endpoint, "AWS_ACCESS_KEY_ID=", "AWS_PROFILE=")
+	return cmd
+}
+
+func (c *cli) run(args ...string) (stdout, stderr string, code int) {
+	c.t.Helper()
+	cmd := c.command(args...)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	code = 0
+	if err != nil {
+		ee, ok := err.(*exec.ExitError)
+		require.True(c.t, ok, "run %v: %v", args, err)
+		code = ee.ExitCode()
+	}
+	return o.String(), e.String(), code
+}
+
+func (c *cli) mustRun(args ...string) string {
+	c.t.Helper()
+	out, errOut, code := c.run(args...)
+	require.Equal(c.t, 0, code, "dynapart %v\nstdout: %s\nstderr: %s", args, out, errOut)
+	return out
+}
+
+func tableNames(t *testing.T, db *dynamodb.Client) []string {
+	var names []string
+	var start *string
+	for {
+		out, err := db.ListTables(context.Background(), &dynamodb.ListTablesInput{ExclusiveStartTableName: start})
+		require.NoError(t, err)
+		names = append(names, out.TableNames...)
+		if out.LastEvaluatedTableName == nil {
+			return names
+		}
+		start = out.LastEvaluatedTableName
+	}
+}
+
+func TestBadUsageExits2AndWritesNothing(t *testing.T) {
+	c := newCLI(t)
+	db := ddbtest.Client(t)
+	before := tableNames(t, db)
+	tbl := ddbtest.TableName(t, "never")
+	cases := []struct {
+		args []string
+		says string
+	}{
+		{[]string{"work", "--workers", "2"}, "--table"},
+		{[]string{"work", "--table", tbl, "--workers", "0"}, "--workers"},
+		{[]string{"work", "--table", tbl, "--workers", "2", "--mode", "sideways"}, "--mode"},
+		{[]string{"work", "--table", tbl, "--workers", "2", "--ledger", "paper"}, "--ledger"},
+		{[]string{"init", "--table", tbl, "--endpoint", "not a url"}, "--endpoint"},
+		{[]string{"init", "--table", tbl, "--endpoint", "ftp://x"}, "--endpoint"},
+		{[]string{"init", "--table", tbl, "--key", "id:X"}, "--key"},
+		{[]string{"seed", "--table", tbl, "--items", "-1"}, "--items"},
+		{[]string{"partition", "--workers", "0", "a"}, "--workers"},
+		{[]string{"partition", "--workers", "2", "--type", "B", "!!notbase64"}, "base64"},
+		{[]string{"verify"}, "--table"},
+		{[]string{"work", "--table", tbl, "--workers", "2", "--no-such-flag"}, "no-such-flag"},
+		{[]string{"frobnicate"}, "frobnicate"},
+		{[]string{"work", "--table", tbl, "--workers", "2", "--once"}, tbl}, // missing table
+	}
+	for _, tc := range cases {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			_, stderr, code := c.run(tc.args...)
+			require.Equal(t, 2, code, "stderr: %s", stderr)
+			require.Contains(t, stderr, tc.says)
+		})
+	}
+	t.Run("env", func(t *testing.T) {
+		cmd := c.command("work", "--table", tbl)
+		cmd.Env = append(cmd.Env, "DYNAPART_WORKERS=many")
+		var e bytes.Buffer
+		cmd.Stderr = &e
+		err := cmd.Run()
+		require.Error(t, err)
+		require.Equal(t, 2, cmd.ProcessState.ExitCode())
+		require.Contains(t, e.String(), "DYNAPART_WORKERS")
+	})
+	require.ElementsMatch(t, before, tableNames(t, db), "bad usage must create no table")
+}
+
+func TestPartitionCommand(t *testing.T) {
+	c := newCLI(t)
+	out := c.mustRun("partition", "--workers", "4", "--type", "N", "1", "2", "7", "-5", "12345678901234567890123456789012345678")
+	require.Equal(t, "1\t1\n2\t2\n7\t3\n-5\t3\n12345678901234567890123456789012345678\t2\n", out)
+}
+
+// TestEndToEnd: init, seed, three `work --once --exec` processes for two slots, verify.
+func TestEndToEnd(t *testing.T) {
+	c := newCLI(t)
+	db := ddbtest.Client(t)
+	table := ddbtest.TableName(t, "")
+	leases := ddbtest.TableName(t, "lease")
+	ddbtest.DeleteOnCleanup(t, db, table)
+	ddbtest.DeleteOnCleanup(t, db, leases)
+	c.mustRun("init", "--table", table, "--key", "id:S", "--lease-table", leases)
+	c.mustRun("init", "--table", table, "--key", "id:S", "--lease-table", leases) // idempotent
+	c.mustRun("seed", "--table", table, "--items", "300")
+
+	_, _, code := c.run("verify", "--table", table)
+	require.Equal(t, 1, code, "nothing is done yet")
+
+	log := filepath.Join(c.dir, "handled.log")
+	script := fmt.Sprintf(`printf '%%s %%s\n' "$DYNAPART_SLOT" "$(cat | head -c 200 | tr -d '\n' | cut -c1-30)" >> %s`, log)
+	var procs []*exec.Cmd
+	for i := range 3 {
+		p := c.command("work", "--table", table, "--lease-table", leases, "--workers", "2", "--once",
+			"--exec", script, "--lease-ttl", "3s", "--owner", fmt.Sprintf("w%d", i), "--progress", "none")
+		var e bytes.Buffer
+		p.Stderr = &e
+		require.NoError(t, p.Start())
+		procs = append(procs, p)
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("worker %d stderr:\n%s", i, e.String())
+			}
+		})
+	}
+	for _, p := range procs {
+		require.NoError(t, p.Wait())
+	}
+	out := c.mustRun("verify", "--table", table, "--json")
+	var s map[string]int
+	require.NoError(t, json.Unmarshal([]byte(out), &s))
+	require.Equal(t, map[string]int{"total": 300, "done": 300, "pending": 0, "claimed": 0, "failed": 0}, s)
+	b, err := os.ReadFile(log)
+	require.NoError(t, err)
+	require.Equal(t, 300, strings.Count(string(b), "\n"))
+
+	status := c.mustRun("status", "--group", table+"/default", "--lease-table", leases, "--json")
+	var st statusJSON
+	require.NoError(t, json.Unmarshal([]byte(status), &st))
+	require.Equal(t, 2, st.Workers)
+	require.True(t, st.Finished)
+}
+
+// progressReader follows a worker's --progress json lines.
+type progressReader struct {
+	lines chan progressLine
+}
+
+func followProgress(r io.Reader) *progressReader {
+	p := &progressReader{lines: make(chan progressLine, 1024)}
+	go func() {
+		defer close(p.lines)
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			var l progressLine
+			if json.Unmarshal(sc.Bytes(), &l) == nil {
+				select {
+				case p.lines <- l:
+				default: // the test reads only what it waits for
+				}
+			}
+		}
+	}()
+	return p
+}
+
+// waitFor returns the first line that matches, or fails after the timeout.
+func (p *progressReader) waitFor(t *testing.T, timeout time.Duration, match func(progressLine) bool) progressLine {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		select {
+		case l, ok := <-p.lines:
+			require.True(t, ok, "worker exited before the expected progress")
+			if match(l) {
+				return l
+			}
+		case <-deadline:
+			t.Fatalf("no matching progress within %s", timeout)
+		}
+	}
+}
+
+// TestSIGKILLMidRun: a slot holder is killed with SIGKILL; the standby takes over and the job
+// finishes with every item done once.
+func TestSIGKILLMidRun(t *testing.T) {
+	c := newCLI(t)
+	db := ddbtest.Client(t)
+	table, leases := ddbtest.TableName(t, ""), ddbtest.TableName(t, "lease")
+	ddbtest.DeleteOnCleanup(t, db, table)
+	ddbtest.DeleteOnCleanup(t, db, leases)
+	c.mustRun("init", "--table", table, "--lease-table", leases)
+	c.mustRun("seed", "--table", table, "--items", "3000")
+
+	type proc struct {
+		cmd    *exec.Cmd
+		prog   *progressReader
+		record string
+	}
+	start := func(i int) *proc {
+		rec := filepath.Join(c.dir, fmt.Sprintf("w%d.keys", i))
+		p := c.command("work", "--table", table, "--lease-table", leases, "--workers", "2", "--once",
+			"--lease-ttl", "2s", "--heartbeat", "500ms", "--standby-poll", "200ms", "--concurrency", "4",
+			"--owner", fmt.Sprintf("w%d", i), "--progress", "json", "--record", rec)
+		stdout, err := p.StdoutPipe()
+		require.NoError(t, err)
+		require.NoError(t, p.Start())
+		t.Cleanup(func() { _ = p.Process.Kill() })
+		return &proc{cmd: p, prog: followProgress(stdout), record: rec}
+	}
+	ps := []*proc{start(0), start(1), start(2)}
+	// Kill the first worker seen holding a slot after it has completed some items.
+	var victim *proc
+	for victim == nil {
+		for _, p := range ps {
+			l := p.prog.waitFor(t, time.Minute, func(progressLine) bool { return true })
+			if l.Slot >= 0 && l.Completed >= 100 {
+				victim = p
+				break
+			}
+		}
+	}
+	require.NoError(t, victim.cmd.Process.Signal(syscall.SIGKILL))
+	_ = victim.cmd.Wait()
+	for _, p := range ps {
+		if p != victim {
+			require.NoError(t, p.cmd.Wait())
+		}
+	}
+	out := c.mustRun("verify", "--table", table, "--json")
+	require.JSONEq(t, `{"total":3000,"done":3000,"pending":0,"claimed":0,"failed":0}`, out)
+	counts := map[string]int{}
+	for _, p := range ps {
+		_, err := readRecord(p.record, counts)
+		require.NoError(t, err)
+	}
+	require.Len(t, counts, 3000)
+	for k, n := range counts {
+		require.Equal(t, 1, n, "key %s completed %d times", k, n)
+	}
+}
+
+// TestSIGTERMReleasesSlot: SIGTERM makes a holder release its slot; the standby takes it without
+// waiting for the lease to expire.
+func TestSIGTERMReleasesSlot(t *testing.T) {
+	c := newCLI(t)
+	db := ddbtest.Client(t)
+	table, leases := ddbtest.TableName(t, ""), ddbtest.TableName(t, "lease")
+	ddbtest.DeleteOnCleanup(t, db, table)
+	ddbtest.DeleteOnCleanup(t, db, leases)
+	c.mustRun("init", "--table", table, "--lease-table", leases)
+	c.mustRun("seed", "--table", table, "--items", "10")
+	start := func(owner string) (*exec.Cmd, *progressReader) {
+		p := c.command("work", "--table", table, "--lease-table", leases, "--workers", "1", "--lease-ttl", "60s",
+			"--standby-poll", "100ms", "--poll-interval", "1h", "--owner", owner, "--progress", "json")
+		stdout, err := p.StdoutPipe()
+		require.NoError(t, err)
+		require.NoError(t, p.Start())
+		t.Cleanup(func() { _ = p.Process.Kill() })
+		return p, followProgress(stdout)
+	}
+	a, ap := start("a")
+	ap.waitFor(t, time.Minute, func(l progressLine) bool { return l.Event == "lease-acquired" })
+	b, bp := start("b")
+	bp.waitFor(t, time.Minute, func(l progressLine) bool { return l.State == "standby" })
+
+	sent := time.Now()
+	require.NoError(t, a.Process.Signal(syscall.SIGTERM))
+	l := bp.waitFor(t, 30*time.Second, func(l progressLine) bool { return l.Event == "lease-acquired" })
+	took := time.Since(sent)
+	require.NoError(t, a.Wait(), "SIGTERM is a graceful stop: exit 0")
+	require.Zero(t, l.Takeovers, "the slot was released, not taken over after expiry")
+	require.Less(t, took, 30*time.Second, "the standby must not wait for the 60s lease TTL")
+	t.Logf("SIGTERM to standby acquisition: %s", took)
+	require.NoError(t, b.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, b.Wait())
+}
+
+// TestExecIsInjectionProof: keys full of shell syntax and non-UTF-8 bytes reach the command only
+// on stdin and in DYNAPART_KEY; nothing in them is executed.
+func TestExecIsInjectionProof(t *testing.T) {
+	c := newCLI(t)
+	db := ddbtest.Client(t)
+	ctx := context.Background()
+	evil := []string{`a"b'c`, `$(touch PWNED1)`, "`touch PWNED2`", "line\nbreak", `'; touch PWNED3; '`, `\x00 & | ; > PWNED4`}
+	table := ddbtest.CreateTable(t, db, ddbtest.Key{Name: "id", Type: "S"})
+	for _, k := range evil {
+		_, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]typesAV{"id": sAV(k), "note": sAV("$(touch PWNED5)")}})
+		require.NoError(t, err)
+	}
+	btable := ddbtest.CreateTable(t, db, ddbtest.Key{Name: "id", Type: "B"})
+	_, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(btable), Item: map[string]typesAV{"id": bAV([]byte{0xff, 0xfe, '$', '(', 0x00, '\n'})}})
+	require.NoError(t, err)
+	leases := ddbtest.TableName(t, "lease")
+	ddbtest.DeleteOnCleanup(t, db, leases)
+	c.mustRun("init", "--table", table, "--lease-table", leases)
+
+	seen := filepath.Join(c.dir, "seen")
+	script := fmt.Sprintf(`printf '%%s\n' "$DYNAPART_KEY" >> %s; cat > /dev/null`, seen)
+	for _, tbl := range []string{table, btable} {
+		c.mustRun("work", "--table", tbl, "--lease-table", leases, "--workers", "1", "--once", "--exec", script, "--progress", "none")
+		c.mustRun("verify", "--table", tbl)
+	}
+	entries, err := os.ReadDir(c.dir)
+	require.NoError(t, err)
+	for _, e := range entries {
+		require.NotContains(t, e.Name(), "PWNED", "a key was executed")
+	}
+	b, err := os.ReadFile(seen)
+	require.NoError(t, err)
+	for _, k := range evil {
+		var want bytes.Buffer
+		enc := json.NewEncoder(&want)
+		enc.SetEscapeHTML(false)
+		require.NoError(t, enc.Encode(map[string]string{"id": k}))
+		require.Contains(t, string(b), want.String())
+	}
+	require.Contains(t, string(b), `{"id":"//4kKAAK"}`)
+}
+
+type typesAV = types.AttributeValue
+
+func sAV(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+func bAV(v []byte) types.AttributeValue { return &types.AttributeValueMemberB{Value: v} }

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/dynapart/dynapart/worker"
+)
+
+// metrics exposes a worker's counters to Prometheus.
+type metrics struct {
+	reg      *prometheus.Registry
+	items    *prometheus.CounterVec
+	latency  prometheus.Histogram
+	leases   *prometheus.CounterVec
+	takeover prometheus.Counter
+}
+
+func newMetrics(w func() worker.Stats) *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		items: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dynapart_items_total",
+			Help: "Items by outcome: completed, retried, dead_lettered, released, claim_lost, skipped."}, []string{"outcome"}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "dynapart_handler_seconds",
+			Help: "Handler latency.", Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 14)}),
+		leases: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dynapart_lease_events_total",
+			Help: "Lease events: acquired, lost, released, finished."}, []string{"event"}),
+		takeover: prometheus.NewCounter(prometheus.CounterOpts{Name: "dynapart_takeovers_total",
+			Help: "Slots taken over from a holder that had not released (crashed or frozen)."}),
+	}
+	gauge := func(name, help string, f func(worker.Stats) float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return f(w()) })
+	}
+	m.reg.MustRegister(m.items, m.latency, m.leases, m.takeover,
+		gauge("dynapart_rcu_consumed", "Read capacity units consumed by this worker's scans.", func(s worker.Stats) float64 { return s.RCU }),
+		gauge("dynapart_wcu_consumed", "Write capacity units consumed by this worker's ledger writes.", func(s worker.Stats) float64 { return s.WCU }),
+		gauge("dynapart_slot", "The slot held now, -1 when none (standby).", func(s worker.Stats) float64 { return float64(s.Slot) }),
+		gauge("dynapart_lease_held", "1 while this worker holds a slot lease.", func(s worker.Stats) float64 {
+			if s.State == "working" {
+				return 1
+			}
+			return 0
+		}),
+		gauge("dynapart_items_scanned", "Items read from the slot's share.", func(s worker.Stats) float64 { return float64(s.Scanned) }),
+	)
+	return m
+}
+
+func (m *metrics) hooks() worker.Hooks {
+	return worker.Hooks{
+		OnItem: func(e worker.ItemEvent) {
+			m.items.WithLabelValues(string(e.Outcome)).Inc()
+			if e.Duration > 0 {
+				m.latency.Observe(e.Duration.Seconds())
+			}
+		},
+		OnLease: func(e worker.LeaseEvent) {
+			m.leases.WithLabelValues(e.Kind).Inc()
+			if e.Kind == "acquired" && e.TookOver {
+				m.takeover.Inc()
+			}
+		},
+	}
+}
+
+// serve runs the /metrics endpoint until ctx ends.
+func (m *metrics) serve(ctx context.Context, addr string) (func(), error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, usagef("--metrics-addr %q: %v", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			_ = err
+		}
+	}()
+	return func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		<-done
+	}, nil
+}
+
+func chainHooks(hs ...worker.Hooks) worker.Hooks {
+	return worker.Hooks{
+		OnItem: func(e worker.ItemEvent) {
+			for _, h := range hs {
+				if h.OnItem != nil {
+					h.OnItem(e)
+				}
+			}
+		},
+		OnLease: func(e worker.LeaseEvent) {
+			for _, h := range hs {
+				if h.OnLease != nil {
+					h.OnLease(e)
+				}
+			}
+		},
+	}
+}

@@ -1,0 +1,327 @@
+package worker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/dynapart/dynapart/lock"
+	"github.com/dynapart/dynapart/scan"
+)
+
+// DynamoDBClient is every DynamoDB call the worker makes (through lock, scan and the ledgers); any
+// *dynamodb.Client fits, and tests wrap it to inject faults.
+type DynamoDBClient interface {
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	Scan(ctx context.Context, in *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
+	DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
+	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+}
+
+// LedgerKind selects where item state is kept.
+type LedgerKind string
+
+const (
+	// LedgerInline keeps the state as attributes on the item itself (prefix AttrPrefix).
+	LedgerInline LedgerKind = "inline"
+	// LedgerTable keeps the state in a separate table keyed by (job, item key); the source table is
+	// only read, and a new Job processes every item again.
+	LedgerTable LedgerKind = "table"
+)
+
+// Default table names.
+const (
+	DefaultLeaseTable  = "dynapart-leases"
+	DefaultLedgerTable = "dynapart-ledger"
+)
+
+// Config configures a Worker. Only Client, Table and Workers are required; every other field says
+// its default.
+type Config struct {
+	// Client talks to DynamoDB. Required.
+	Client DynamoDBClient
+	// Table is the source table whose items are processed. Required.
+	Table string
+	// LeaseTable holds the slot leases (see lock.CreateTable). Defaults to "dynapart-leases".
+	LeaseTable string
+	// Group names the set of slots the workers share. Defaults to Table + "/" + Job.
+	Group string
+	// Workers is N, the number of slots (workers beyond N wait as hot standbys). Required, >= 1.
+	Workers int
+
+	// Mode is how a slot finds its share: scan.ModeSegment (parallel scan segments), scan.ModeFilter
+	// (scan and keep items whose partition attribute maps to the slot) or scan.ModeIndex (query a
+	// sparse pending index). Defaults to scan.ModeSegment.
+	Mode scan.Mode
+	// SubSegments is the number of scan segments per slot, read in parallel. Defaults to 4.
+	SubSegments int
+	// PartitionAttr is the attribute filter mode partitions by. Defaults to the table's partition key.
+	PartitionAttr string
+	// IndexName, ShardAttr and Shards describe the sparse pending index of index mode. IndexName
+	// defaults to "dp_pending", ShardAttr to "dp_shard", Shards to 16 (must be >= Workers).
+	IndexName string
+	ShardAttr string
+	Shards    int
+	// ConsistentRead makes the scan strongly consistent. Defaults to false.
+	ConsistentRead bool
+	// Projection limits the attributes read to these (keys and ledger attributes are always read).
+	// Defaults to all attributes.
+	Projection []string
+	// ReadRate limits this worker's scan to so many RCU per second. Defaults to 0 (unlimited).
+	ReadRate float64
+
+	// Concurrency is the number of handlers in flight. Defaults to 16.
+	Concurrency int
+	// BatchClaims claims up to 25 items of a page in one TransactWriteItems instead of one
+	// UpdateItem per item. Defaults to false.
+	BatchClaims bool
+	// CompleteOnly skips the claim: each item is handled and then completed with one conditional
+	// write, for handlers that are themselves one conditional write. Defaults to false.
+	CompleteOnly bool
+
+	// LeaseTTL is the slot lease's time to live. Defaults to 10s.
+	LeaseTTL time.Duration
+	// Heartbeat is how often the lease is renewed. Defaults to LeaseTTL / 3.
+	Heartbeat time.Duration
+	// MaxClockSkew is the clock difference tolerated between workers. Defaults to 1s.
+	MaxClockSkew time.Duration
+	// StandbyPoll is how often a standby looks for a free slot. Defaults to 1s.
+	StandbyPoll time.Duration
+	// ClaimTTL is how long a claim protects an item. The handler's context is cancelled shortly
+	// before. Defaults to 1m.
+	ClaimTTL time.Duration
+	// MaxAttempts is the number of attempts before an item is dead-lettered. Defaults to 5.
+	MaxAttempts int
+	// RetryBackoff is the delay before the second attempt; it doubles per attempt (with jitter) up to
+	// MaxRetryBackoff. Defaults to 1s and 5m.
+	RetryBackoff    time.Duration
+	MaxRetryBackoff time.Duration
+
+	// Once processes the slot's share one time and returns (after retries have settled); otherwise
+	// the worker rescans every PollInterval until ctx ends. Defaults to false (continuous).
+	Once bool
+	// PollInterval is the pause between passes in continuous mode, and the longest wait between
+	// passes of a once job that has retries pending. Defaults to 30s (continuous) / 5s (once).
+	PollInterval time.Duration
+	// CheckpointInterval is how often the scan position is saved on the lease. Defaults to 1s.
+	CheckpointInterval time.Duration
+	// DrainTimeout is how long handlers in flight may finish after shutdown starts. Defaults to 10s.
+	DrainTimeout time.Duration
+	// DeadlineMargin: when ctx has a deadline (Lambda), claiming stops this long before it, leaving
+	// time to drain, checkpoint and release. Defaults to 2s.
+	DeadlineMargin time.Duration
+
+	// Job names the job; with the table ledger a new job processes everything again. Defaults to
+	// "default".
+	Job string
+	// Ledger selects the ledger. Defaults to LedgerInline.
+	Ledger LedgerKind
+	// LedgerTable is the table ledger's table. Defaults to "dynapart-ledger".
+	LedgerTable string
+	// AttrPrefix is the inline ledger's attribute prefix. Defaults to "dp_".
+	AttrPrefix string
+
+	// Owner identifies this worker in leases and claims. Defaults to hostname-pid-random.
+	Owner string
+	// Logger receives structured logs. Defaults to slog.Default().
+	Logger *slog.Logger
+	// Clock drives lease and claim timing. Defaults to the system clock.
+	Clock lock.Clock
+	// Hooks receive events for metrics. Defaults to none.
+	Hooks Hooks
+}
+
+// Hooks are called synchronously from the worker's goroutines; they must be fast and safe for
+// concurrent use.
+type Hooks struct {
+	// OnItem is called once per item outcome.
+	OnItem func(ItemEvent)
+	// OnLease is called when the worker's lease changes.
+	OnLease func(LeaseEvent)
+}
+
+// Outcome is what became of an item.
+type Outcome string
+
+// Item outcomes.
+const (
+	OutcomeCompleted    Outcome = "completed"
+	OutcomeRetried      Outcome = "retried"
+	OutcomeDeadLettered Outcome = "dead_lettered"
+	OutcomeReleased     Outcome = "released"
+	OutcomeClaimLost    Outcome = "claim_lost"
+	OutcomeSkipped      Outcome = "skipped" // done, failed or held by another worker
+)
+
+// ItemEvent reports one item's outcome.
+type ItemEvent struct {
+	Outcome  Outcome
+	Key      Key
+	Slot     int
+	Attempt  int
+	Duration time.Duration // handler time, 0 when no handler ran
+}
+
+// LeaseEvent reports a lease change: "acquired", "lost", "released", "finished".
+type LeaseEvent struct {
+	Kind     string
+	Slot     int
+	Token    int64
+	TookOver bool
+}
+
+func (c *Config) withDefaults() Config {
+	d := *c
+	if d.LeaseTable == "" {
+		d.LeaseTable = DefaultLeaseTable
+	}
+	if d.Job == "" {
+		d.Job = "default"
+	}
+	if d.Group == "" {
+		d.Group = d.Table + "/" + d.Job
+	}
+	if d.Mode == "" {
+		d.Mode = scan.ModeSegment
+	}
+	if d.SubSegments == 0 {
+		d.SubSegments = 4
+	}
+	if d.IndexName == "" {
+		d.IndexName = "dp_pending"
+	}
+	if d.ShardAttr == "" {
+		d.ShardAttr = "dp_shard"
+	}
+	if d.Shards == 0 {
+		d.Shards = 16
+	}
+	if d.Concurrency == 0 {
+		d.Concurrency = 16
+	}
+	if d.LeaseTTL == 0 {
+		d.LeaseTTL = 10 * time.Second
+	}
+	if d.Heartbeat == 0 {
+		d.Heartbeat = d.LeaseTTL / 3
+	}
+	if d.MaxClockSkew == 0 {
+		d.MaxClockSkew = time.Second
+	}
+	if d.StandbyPoll == 0 {
+		d.StandbyPoll = time.Second
+	}
+	if d.ClaimTTL == 0 {
+		d.ClaimTTL = time.Minute
+	}
+	if d.MaxAttempts == 0 {
+		d.MaxAttempts = 5
+	}
+	if d.RetryBackoff == 0 {
+		d.RetryBackoff = time.Second
+	}
+	if d.MaxRetryBackoff == 0 {
+		d.MaxRetryBackoff = 5 * time.Minute
+	}
+	if d.PollInterval == 0 {
+		d.PollInterval = 30 * time.Second
+		if d.Once {
+			d.PollInterval = 5 * time.Second
+		}
+	}
+	if d.CheckpointInterval == 0 {
+		d.CheckpointInterval = time.Second
+	}
+	if d.DrainTimeout == 0 {
+		d.DrainTimeout = 10 * time.Second
+	}
+	if d.DeadlineMargin == 0 {
+		d.DeadlineMargin = 2 * time.Second
+	}
+	if d.Ledger == "" {
+		d.Ledger = LedgerInline
+	}
+	if d.LedgerTable == "" {
+		d.LedgerTable = DefaultLedgerTable
+	}
+	if d.AttrPrefix == "" {
+		d.AttrPrefix = "dp_"
+	}
+	if d.Owner == "" {
+		d.Owner = defaultOwner()
+	}
+	if d.Logger == nil {
+		d.Logger = slog.Default()
+	}
+	if d.Clock == nil {
+		d.Clock = realClock{}
+	}
+	return d
+}
+
+func (c *Config) validate() error {
+	bad := func(field, format string, args ...any) error {
+		return &ConfigError{Field: field, Reason: fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case c.Client == nil:
+		return bad("Client", "required")
+	case c.Table == "":
+		return bad("Table", "required")
+	case c.Workers < 1:
+		return bad("Workers", "must be at least 1, got %d", c.Workers)
+	case c.SubSegments < 1:
+		return bad("SubSegments", "must be at least 1, got %d", c.SubSegments)
+	case c.Concurrency < 1:
+		return bad("Concurrency", "must be at least 1, got %d", c.Concurrency)
+	case c.LeaseTTL <= 2*c.Heartbeat:
+		return bad("LeaseTTL", "must exceed 2 x Heartbeat (%s), got %s", c.Heartbeat, c.LeaseTTL)
+	case c.ClaimTTL < time.Second:
+		return bad("ClaimTTL", "must be at least 1s, got %s", c.ClaimTTL)
+	case c.MaxAttempts < 1:
+		return bad("MaxAttempts", "must be at least 1, got %d", c.MaxAttempts)
+	case c.RetryBackoff < 0 || c.MaxRetryBackoff < c.RetryBackoff:
+		return bad("RetryBackoff", "must be >= 0 and <= MaxRetryBackoff (%s), got %s", c.MaxRetryBackoff, c.RetryBackoff)
+	case c.Ledger != LedgerInline && c.Ledger != LedgerTable:
+		return bad("Ledger", "must be %q or %q, got %q", LedgerInline, LedgerTable, c.Ledger)
+	case c.Ledger == LedgerTable && c.LedgerTable == c.Table:
+		return bad("LedgerTable", "must differ from Table %q", c.Table)
+	case c.LeaseTable == c.Table:
+		return bad("LeaseTable", "must differ from Table %q", c.Table)
+	case c.CompleteOnly && c.BatchClaims:
+		return bad("BatchClaims", "cannot be combined with CompleteOnly (complete-only makes no claims)")
+	case c.DrainTimeout < 0 || c.DeadlineMargin < 0 || c.PollInterval < 0 || c.CheckpointInterval <= 0:
+		return bad("DrainTimeout", "durations must not be negative")
+	}
+	if _, err := scan.ParseMode(string(c.Mode)); err != nil {
+		return bad("Mode", "%v", err)
+	}
+	if c.Mode == scan.ModeIndex && c.Shards < c.Workers {
+		return bad("Shards", "must be at least Workers (%d) in index mode, got %d", c.Workers, c.Shards)
+	}
+	return nil
+}
+
+func defaultOwner() string {
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "worker"
+	}
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time                         { return time.Now() }
+func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }

@@ -1,0 +1,42 @@
+// Package worker is the dynapart framework: N workers share the processing of a DynamoDB table so
+// that every item is handled exactly once, survives worker crashes, and stays fast.
+//
+// # The loop
+//
+// [Worker.Run] takes a slot 0..N-1 of a lease group (package lock; waiting as a hot standby while
+// every slot is held), resumes from the slot's checkpoint, reads the slot's share (package scan:
+// parallel scan segments, a partition filter, or a sparse pending index), claims each item with a
+// conditional write in the [Ledger], runs the [Handler] with bounded concurrency, completes the
+// item with a write fenced on the claim, and saves the scan position on the lease as pages finish.
+//
+// # Guarantees
+//
+//   - Every item's state moves to done at most once, and, while workers keep running, at least once:
+//     exactly once for the state.
+//   - A handler's side effects are at-least-once: an item whose worker dies after the side effect but
+//     before the completion write is handled again. [Item] carries the claim's fencing token and an
+//     idempotency key to make side effects idempotent.
+//   - Partitioning is for speed, conditional writes are for correctness: a wrong N, a stale worker or
+//     an overlap costs throughput, never a double completion.
+//
+// # Ledgers
+//
+// The inline ledger keeps the state on the item (attributes dp_status, dp_owner, dp_slot, dp_token,
+// dp_claim_until, dp_attempts, dp_retry_at, dp_error, dp_done_at). The table ledger keeps it in a
+// separate table keyed by job and item key, so the source table is only read and a new job name
+// processes everything again.
+//
+// # Handler errors
+//
+// nil completes the item. A plain error is a failed attempt, retried with exponential backoff until
+// Config.MaxAttempts, then dead-lettered with the error text. [RetryAfter] sets the next attempt's
+// time; [Permanent] dead-letters at once. A panic is recovered and counts as a failed attempt.
+//
+// # Example
+//
+//	w, err := worker.New(worker.Config{Client: db, Table: "users", Workers: 4, Once: true})
+//	if err != nil { return err }
+//	err = w.Run(ctx, func(ctx context.Context, it worker.Item) error {
+//		return sendEmail(ctx, it.Key, it.IdempotencyKey)
+//	})
+package worker

@@ -1,0 +1,170 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/require"
+
+	"github.com/dynapart/dynapart/internal/clock"
+	"github.com/dynapart/dynapart/internal/ddbtest"
+	"github.com/dynapart/dynapart/lock"
+)
+
+// fixture is a source table with n items, a lease table and a ledger table.
+type fixture struct {
+	db          *dynamodb.Client
+	table       string
+	leaseTable  string
+	ledgerTable string
+}
+
+func newFixture(t testing.TB, n int) *fixture {
+	t.Helper()
+	db := ddbtest.Client(t)
+	f := &fixture{db: db, table: ddbtest.CreateTable(t, db, ddbtest.Key{Name: "id", Type: "S"})}
+	ctx := context.Background()
+	f.leaseTable = ddbtest.TableName(t, "lease")
+	require.NoError(t, lock.CreateTable(ctx, db, f.leaseTable))
+	ddbtest.DeleteOnCleanup(t, db, f.leaseTable)
+	f.ledgerTable = ddbtest.TableName(t, "ledger")
+	require.NoError(t, CreateLedgerTable(ctx, db, f.ledgerTable))
+	ddbtest.DeleteOnCleanup(t, db, f.ledgerTable)
+	f.seed(t, 0, n, nil)
+	return f
+}
+
+func itemKey(i int) string { return fmt.Sprintf("item-%06d", i) }
+
+// seed writes items lo..lo+n-1; extra may add attributes to item i.
+func (f *fixture) seed(t testing.TB, lo, n int, extra func(i int, item map[string]types.AttributeValue)) {
+	t.Helper()
+	ctx := context.Background()
+	for start := lo; start < lo+n; start += 25 {
+		var reqs []types.WriteRequest
+		for i := start; i < min(start+25, lo+n); i++ {
+			item := map[string]types.AttributeValue{
+				"id": &types.AttributeValueMemberS{Value: itemKey(i)},
+				"n":  &types.AttributeValueMemberN{Value: strconv.Itoa(i)},
+			}
+			if extra != nil {
+				extra(i, item)
+			}
+			reqs = append(reqs, types.WriteRequest{PutRequest: &types.PutRequest{Item: item}})
+		}
+		for len(reqs) > 0 {
+			out, err := f.db.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: map[string][]types.WriteRequest{f.table: reqs}})
+			require.NoError(t, err)
+			reqs = out.UnprocessedItems[f.table]
+		}
+	}
+}
+
+func (f *fixture) config(kind LedgerKind) Config {
+	return Config{
+		Client: f.db, Table: f.table, LeaseTable: f.leaseTable, LedgerTable: f.ledgerTable, Ledger: kind,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+}
+
+func (f *fixture) ledger(t testing.TB, kind LedgerKind, job string) Ledger {
+	t.Helper()
+	if job == "" {
+		job = "default"
+	}
+	var l Ledger
+	var err error
+	if kind == LedgerTable {
+		l, err = NewTableLedger(f.db, f.ledgerTable, job, f.table, []string{"id"})
+	} else {
+		l, err = NewInlineLedger(f.db, f.table, []string{"id"}, InlineOptions{})
+	}
+	require.NoError(t, err)
+	return l
+}
+
+func skey(id string) Key { return Key{"id": &types.AttributeValueMemberS{Value: id}} }
+
+func keyID(k Key) string { return k["id"].(*types.AttributeValueMemberS).Value }
+
+// completions records which worker completed which item, from the OnItem hook.
+type completions struct {
+	mu    sync.Mutex
+	by    map[string][]string
+	total atomic.Int64
+}
+
+func newCompletions() *completions { return &completions{by: map[string][]string{}} }
+
+func (c *completions) hook(owner string) func(ItemEvent) {
+	return func(e ItemEvent) {
+		if e.Outcome != OutcomeCompleted {
+			return
+		}
+		c.mu.Lock()
+		c.by[keyID(e.Key)] = append(c.by[keyID(e.Key)], owner)
+		c.mu.Unlock()
+		c.total.Add(1)
+	}
+}
+
+// crashable wraps a client; after crash() every call fails at once, like a dead process whose
+// writes never arrive.
+type crashable struct {
+	DynamoDBClient
+	dead atomic.Bool
+}
+
+var errCrashed = errors.New("test: worker crashed")
+
+func (c *crashable) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	if c.dead.Load() {
+		return nil, errCrashed
+	}
+	return c.DynamoDBClient.GetItem(ctx, in, o...)
+}
+func (c *crashable) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	if c.dead.Load() {
+		return nil, errCrashed
+	}
+	return c.DynamoDBClient.PutItem(ctx, in, o...)
+}
+func (c *crashable) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if c.dead.Load() {
+		return nil, errCrashed
+	}
+	return c.DynamoDBClient.UpdateItem(ctx, in, o...)
+}
+func (c *crashable) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	if c.dead.Load() {
+		return nil, errCrashed
+	}
+	return c.DynamoDBClient.Query(ctx, in, o...)
+}
+func (c *crashable) Scan(ctx context.Context, in *dynamodb.ScanInput, o ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
+	if c.dead.Load() {
+		return nil, errCrashed
+	}
+	return c.DynamoDBClient.Scan(ctx, in, o...)
+}
+func (c *crashable) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, o ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	if c.dead.Load() {
+		return nil, errCrashed
+	}
+	return c.DynamoDBClient.TransactWriteItems(ctx, in, o...)
+}
+
+var _ = aws.String
+
+func newTestClock() *clock.Fake { return clock.NewFake(time.Now()) }

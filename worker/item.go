@@ -1,0 +1,66 @@
+package worker
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"sort"
+
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Handler processes one claimed item. Returning nil completes it; an error is a failed attempt
+// (see Permanent and RetryAfter); a panic is recovered and counted as a failed attempt.
+type Handler func(ctx context.Context, item Item) error
+
+// Item is one claimed item as the handler sees it.
+type Item struct {
+	// Key is the item's primary key.
+	Key Key
+	// Attrs are the item's attributes as scanned (the projection, if one was configured).
+	Attrs map[string]types.AttributeValue
+	// Attempt is 1 for the first claim of the item, +1 for every later one.
+	Attempt int
+	// Slot is the slot the item was claimed under.
+	Slot int
+	// Token is the fencing token of the slot lease the claim was made under. Together with
+	// Attempt it identifies this claim: a side effect store may refuse writes from older claims.
+	Token int64
+	// IdempotencyKey is stable for the item within a job (the same on every attempt): use it to
+	// make side effects idempotent (an e-mail provider's idempotency key, a conditional put).
+	IdempotencyKey string
+}
+
+// Unmarshal decodes the item's attributes into v (attributevalue.UnmarshalMap).
+func (i Item) Unmarshal(v any) error { return attributevalue.UnmarshalMap(i.Attrs, v) }
+
+// idempotencyKey hashes the job name and the key attributes (sorted by name, type-tagged).
+func idempotencyKey(job string, key Key) string {
+	h := sha256.New()
+	writePart := func(b []byte) {
+		var n [4]byte
+		binary.BigEndian.PutUint32(n[:], uint32(len(b)))
+		h.Write(n[:])
+		h.Write(b)
+	}
+	writePart([]byte(job))
+	names := make([]string, 0, len(key))
+	for k := range key {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		writePart([]byte(k))
+		switch v := key[k].(type) {
+		case *types.AttributeValueMemberS:
+			writePart(append([]byte("S"), v.Value...))
+		case *types.AttributeValueMemberN:
+			writePart(append([]byte("N"), v.Value...))
+		case *types.AttributeValueMemberB:
+			writePart(append([]byte("B"), v.Value...))
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}

@@ -1,0 +1,81 @@
+package worker
+
+import (
+	"context"
+	"sync/atomic"
+
+	"github.com/dynapart/dynapart/lock"
+)
+
+type counters struct {
+	scanned, claimed, skipped, completed, retried, deadLettered, released, claimLost, panics atomic.Int64
+	leases, takeovers, leasesLost, passes                                                    atomic.Int64
+}
+
+// Stats is a snapshot of what a Worker has done since it was made.
+type Stats struct {
+	Slot  int    `json:"slot"`  // the slot held now, -1 when none
+	Token int64  `json:"token"` // the lease token held now
+	State string `json:"state"` // idle, standby, working, finished
+
+	Scanned      int64 `json:"scanned"`       // items read from the slot's share
+	Claimed      int64 `json:"claimed"`       // claims won
+	Skipped      int64 `json:"skipped"`       // items done, failed or held by another worker
+	Completed    int64 `json:"completed"`     // items this worker moved to done
+	Retried      int64 `json:"retried"`       // failed attempts scheduled for a retry
+	DeadLettered int64 `json:"dead_lettered"` // items moved to failed
+	Released     int64 `json:"released"`      // claims given back at shutdown
+	ClaimLost    int64 `json:"claim_lost"`    // completions refused because the claim was no longer current
+	Panics       int64 `json:"panics"`        // recovered handler panics
+
+	Leases     int64 `json:"leases"`      // slot leases acquired
+	Takeovers  int64 `json:"takeovers"`   // leases taken from a holder that had not released
+	LeasesLost int64 `json:"leases_lost"` // leases lost while working
+	Passes     int64 `json:"passes"`      // completed scans of a share
+
+	RCU float64 `json:"rcu"` // read capacity consumed by the scans
+	WCU float64 `json:"wcu"` // write capacity consumed by the ledger
+}
+
+type wcuReporter interface{ ConsumedWCU() float64 }
+
+// Stats returns a snapshot of the worker's counters. Safe to call while Run runs.
+func (w *Worker) Stats() Stats {
+	s := &w.stats
+	w.mu.Lock()
+	out := Stats{Slot: w.slot, Token: w.token, State: w.state, RCU: w.rcuDone}
+	if w.scanner != nil {
+		out.RCU += w.scanner.Stats().RCU
+	}
+	if r, ok := w.ledger.(wcuReporter); ok {
+		out.WCU = r.ConsumedWCU()
+	}
+	w.mu.Unlock()
+	out.Scanned, out.Claimed, out.Skipped = s.scanned.Load(), s.claimed.Load(), s.skipped.Load()
+	out.Completed, out.Retried, out.DeadLettered = s.completed.Load(), s.retried.Load(), s.deadLettered.Load()
+	out.Released, out.ClaimLost, out.Panics = s.released.Load(), s.claimLost.Load(), s.panics.Load()
+	out.Leases, out.Takeovers, out.LeasesLost, out.Passes = s.leases.Load(), s.takeovers.Load(), s.leasesLost.Load(), s.passes.Load()
+	return out
+}
+
+// JobFinished reports whether every slot of the worker's group is marked finished (a once job is
+// done). Lambda and schedulers use it to know when to stop invoking workers.
+func (w *Worker) JobFinished(ctx context.Context) (bool, error) {
+	locks, err := lock.New(w.cfg.Client, w.cfg.LeaseTable, lock.WithOwner(w.cfg.Owner), lock.WithClock(w.cfg.Clock))
+	if err != nil {
+		return false, err
+	}
+	st, err := locks.GroupStatus(ctx, w.cfg.Group)
+	if err != nil {
+		return false, err
+	}
+	if st.N == 0 {
+		return false, nil
+	}
+	for _, s := range st.Slots {
+		if !s.Finished {
+			return false, nil
+		}
+	}
+	return len(st.Slots) >= st.N, nil
+}
