@@ -78,6 +78,10 @@ type Config struct {
 	Projection []string
 	// ReadRate limits this worker's scan to so many RCU per second. Defaults to 0 (unlimited).
 	ReadRate float64
+	// PageSize is the number of items a scan request evaluates. Smaller pages checkpoint more
+	// often (a successor rescans less), larger ones cost fewer requests. Defaults to 250 (or the
+	// scan package's automatic size when ReadRate is set).
+	PageSize int32
 
 	// Concurrency is the number of handlers in flight. Defaults to 16.
 	Concurrency int
@@ -205,6 +209,9 @@ func (c *Config) withDefaults() Config {
 	if d.Shards == 0 {
 		d.Shards = 16
 	}
+	if d.PageSize == 0 && d.ReadRate == 0 {
+		d.PageSize = 250
+	}
 	if d.Concurrency == 0 {
 		d.Concurrency = 16
 	}
@@ -279,6 +286,8 @@ func (c *Config) validate() error {
 		return bad("Table", "required")
 	case c.Workers < 1:
 		return bad("Workers", "must be at least 1, got %d", c.Workers)
+	case c.PageSize < 0:
+		return bad("PageSize", "must not be negative, got %d", c.PageSize)
 	case c.SubSegments < 1:
 		return bad("SubSegments", "must be at least 1, got %d", c.SubSegments)
 	case c.Concurrency < 1:

@@ -469,7 +469,7 @@ func (w *Worker) runPass(ctx context.Context, e *env, lease *lock.Lease, h Handl
 		Client: c.Client, Table: c.Table, Slot: lease.Slot(),
 		Plan:          scan.Plan{Mode: c.Mode, Slots: c.Workers, SubSegments: c.SubSegments},
 		PartitionAttr: c.PartitionAttr, IndexName: c.IndexName, ShardAttr: c.ShardAttr, Shards: c.Shards,
-		ConsistentRead: c.ConsistentRead, Projection: projection, ReadRate: c.ReadRate,
+		ConsistentRead: c.ConsistentRead, Projection: projection, ReadRate: c.ReadRate, PageLimit: c.PageSize,
 		Resume:       cp.scan,
 		OnCheckpoint: func(v string) { latest.Store(&v) },
 	}
@@ -585,40 +585,56 @@ func (w *Worker) dispatch(ctx context.Context, e *env, lease *lock.Lease, p *sca
 		}
 		todo = append(todo, task{item: it, key: key})
 	}
-	if c.BatchClaims && len(todo) > 0 {
-		reqs := make([]ClaimRequest, len(todo))
+	if !c.BatchClaims {
+		for _, t := range todo {
+			select {
+			case tasks <- t:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	}
+	// Batched claims: claim 25 at a time and hand each batch over before claiming the next, so
+	// claims are never made far ahead of the handlers.
+	for lo := 0; lo < len(todo); lo += maxBatch {
+		chunk := todo[lo:min(lo+maxBatch, len(todo))]
+		now := c.Clock.Now()
 		until := now.Add(c.ClaimTTL)
-		for i, t := range todo {
+		reqs := make([]ClaimRequest, len(chunk))
+		for i, t := range chunk {
 			reqs[i] = w.claimRequest(t.key, lease, now, until)
 		}
 		outs, err := e.ledger.Claim(ctx, reqs)
 		if err != nil {
 			return fmt.Errorf("dynapart: claim batch: %w", err)
 		}
-		kept := todo[:0]
+		var claimed []task
 		for i, o := range outs {
-			if o.Claimed {
-				w.stats.claimed.Add(1)
-				cl := o.Claim
-				todo[i].claim = &cl
-				kept = append(kept, todo[i])
+			if !o.Claimed {
+				w.skipped(chunk[i].key, o.Status, lease, now, ps)
+				chunk[i].item.Ack()
 				continue
 			}
-			w.skipped(todo[i].key, o.Status, lease, now, ps)
-			todo[i].item.Ack()
+			w.stats.claimed.Add(1)
+			cl := o.Claim
+			chunk[i].claim = &cl
+			claimed = append(claimed, chunk[i])
 		}
-		todo = kept
-	}
-	for i, t := range todo {
-		select {
-		case tasks <- t:
-		case <-ctx.Done():
-			w.releaseUnsent(ctx, e, todo[i:])
-			return ctx.Err()
+		for i, t := range claimed {
+			select {
+			case tasks <- t:
+			case <-ctx.Done():
+				w.releaseUnsent(ctx, e, claimed[i:])
+				return ctx.Err()
+			}
 		}
 	}
 	return nil
 }
+
+// maxBatch is the most items one TransactWriteItems claims.
+const maxBatch = 25
 
 func (w *Worker) releaseUnsent(ctx context.Context, e *env, ts []task) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)

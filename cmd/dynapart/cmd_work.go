@@ -19,13 +19,13 @@ import (
 )
 
 type workFlags struct {
-	table, group, mode, partitionAttr, job, ledger, ledgerTable, leaseTable, prefix     string
-	exec, metricsAddr, owner, progress, record, indexName, shardAttr                    string
-	workers, subSegments, concurrency, maxAttempts, shards                              int
-	leaseTTL, heartbeat, claimTTL, pollInterval, drainTimeout, execTimeout, standbyPoll time.Duration
-	retryBackoff                                                                        time.Duration
-	once, completeOnly, batchClaims, consistent                                         bool
-	readRate                                                                            float64
+	table, group, mode, partitionAttr, job, ledger, ledgerTable, leaseTable, prefix              string
+	exec, metricsAddr, owner, progress, record, indexName, shardAttr                             string
+	workers, subSegments, concurrency, maxAttempts, shards, pageSize                             int
+	leaseTTL, heartbeat, claimTTL, pollInterval, drainTimeout, execTimeout, standbyPoll, maxSkew time.Duration
+	retryBackoff                                                                                 time.Duration
+	once, completeOnly, batchClaims, consistent                                                  bool
+	readRate                                                                                     float64
 }
 
 func newWorkCmd(g *globals) *cobra.Command {
@@ -66,10 +66,12 @@ once. A second signal exits at once.`,
 	fl.StringVar(&f.mode, "mode", "segment", "how a slot finds its share: segment (parallel scan), filter (partition function), index (pending index)")
 	fl.StringVar(&f.partitionAttr, "partition-attr", "", "filter mode: attribute to partition by (default the table's partition key)")
 	fl.IntVar(&f.subSegments, "sub-segments", 4, "scan segments per slot, read in parallel")
+	fl.IntVar(&f.pageSize, "page-size", 250, "items per scan request; smaller pages checkpoint more often")
 	fl.IntVar(&f.concurrency, "concurrency", 16, "handlers in flight")
 	fl.DurationVar(&f.leaseTTL, "lease-ttl", 10*time.Second, "slot lease time to live; a dead worker's slot is taken over after it")
 	fl.DurationVar(&f.heartbeat, "heartbeat", 0, "lease renewal interval (default lease-ttl/3)")
 	fl.DurationVar(&f.standbyPoll, "standby-poll", time.Second, "how often a standby looks for a free slot (jittered)")
+	fl.DurationVar(&f.maxSkew, "max-clock-skew", time.Second, "clock difference tolerated between workers (added to the wait before a takeover)")
 	fl.DurationVar(&f.claimTTL, "claim-ttl", time.Minute, "how long a claim protects an item (handler time limit)")
 	fl.BoolVar(&f.once, "once", false, "process the share once and exit (default: continuous)")
 	fl.DurationVar(&f.pollInterval, "poll-interval", 0, "pause between passes (default 30s continuous, 5s once)")
@@ -197,9 +199,9 @@ func runWork(cmd *cobra.Command, g *globals, f *workFlags) error {
 		Client: db, Table: f.table, LeaseTable: f.leaseTable, Group: f.group, Workers: f.workers,
 		Mode: mode, SubSegments: f.subSegments, PartitionAttr: f.partitionAttr,
 		IndexName: f.indexName, ShardAttr: f.shardAttr, Shards: f.shards,
-		ConsistentRead: f.consistent, ReadRate: f.readRate,
+		ConsistentRead: f.consistent, ReadRate: f.readRate, PageSize: int32(f.pageSize),
 		Concurrency: f.concurrency, BatchClaims: f.batchClaims, CompleteOnly: f.completeOnly,
-		LeaseTTL: f.leaseTTL, Heartbeat: f.heartbeat, StandbyPoll: f.standbyPoll, ClaimTTL: f.claimTTL, MaxAttempts: f.maxAttempts,
+		LeaseTTL: f.leaseTTL, Heartbeat: f.heartbeat, StandbyPoll: f.standbyPoll, MaxClockSkew: f.maxSkew, ClaimTTL: f.claimTTL, MaxAttempts: f.maxAttempts,
 		RetryBackoff: f.retryBackoff, Once: f.once, PollInterval: f.pollInterval, DrainTimeout: f.drainTimeout,
 		Job: f.job, Ledger: worker.LedgerKind(f.ledger), LedgerTable: f.ledgerTable, AttrPrefix: f.prefix,
 		Owner: f.owner, Logger: log, Hooks: chainHooks(hooks...),
