@@ -21,10 +21,12 @@ func newPartitionCmd(_ *globals) *cobra.Command {
 		Long: `Prints, for each KEY, the partition filter mode assigns it to among --workers slots:
 an integer Number by value mod N (exact for all 38 digits, never negative), any other Number by
 CRC-32 of its decimal text mod N, a String by CRC-32 (IEEE) of its UTF-8 bytes mod N, and a
-Binary by CRC-32 of its bytes mod N. Binary keys are given in base64. Needs no AWS access.`,
+Binary by CRC-32 of its bytes mod N. Binary keys are given in base64. Needs no AWS access.
+Put -- before the keys when one starts with a minus sign.`,
 		Example: `  dynapart partition --workers 4 --type N 1 2 3 12345678901234567890123456789012345678
   dynapart partition --workers 16 user-1 user-2
-  dynapart partition --workers 3 --type B AAECAw==`,
+  dynapart partition --workers 3 --type B AAECAw==
+  dynapart partition --workers 4 --type N -- -5 -6`,
 		RunE: func(cmd *cobra.Command, keys []string) error {
 			if workers < 1 {
 				return usagef("--workers must be at least 1, got %d", workers)
