@@ -37,6 +37,24 @@ build-linux: ## a static Linux binary bin/dynapart-linux (for the LocalStack com
 	@mkdir -p bin
 	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -o bin/dynapart-linux ./cmd/dynapart
 
+.PHONY: bench
+bench: deps build ## every benchmark against a DynamoDB Local it starts; writes BENCHMARKS.md (takes minutes)
+	@set -euo pipefail; \
+	eval "$$($(DDB) start)"; \
+	trap '$(DDB) stop $$DDB_PID' EXIT; \
+	DYNAPART_TEST_ENDPOINT=$$DDB_ENDPOINT $(GO) run ./internal/bench/run -endpoint $$DDB_ENDPOINT -out BENCHMARKS.md
+
+.PHONY: chaos
+chaos: deps build ## chaos, fault and bad-input scenarios (long version); writes RELIABILITY.md
+	@$(GO) run ./internal/chaos/run -out RELIABILITY.md
+
+.PHONY: fuzz
+fuzz: ## run each fuzz target for FUZZTIME (default 30s)
+	@for t in $$($(GO) test -list 'Fuzz.*' ./... 2>/dev/null | grep -E '^(Fuzz|ok)' | awk '/^ok/{pkg=$$2} /^Fuzz/{print pkg":"$$1}'); do \
+		pkg=$${t%%:*}; name=$${t##*:}; echo "== $$pkg $$name"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $${FUZZTIME:-30s} $$pkg || exit 1; \
+	done
+
 .PHONY: demo
 demo: deps build ## the flagship: 4 workers, 3 slots, one SIGKILL, a standby takes over; exit 0 only if every item is done once
 	@bin/dynapart demo
