@@ -1,0 +1,162 @@
+// Command interviewers replays the "interviewer added twice" incident: a calendar update is
+// processed at the same time by a web request and by a background poller, both check whether the
+// interviewer is on the interview, both find it is not, and both insert a row.
+//
+// It runs the naive check-then-insert, then the two fixes: a uniqueness item written in one
+// transaction with the row (the missing unique constraint), and an advisory lock.Mutex per
+// interview. It prints the duplicates each left and the time per update each costs.
+//
+//	dynapart local &
+//	go run ./examples/interviewers --endpoint http://127.0.0.1:8000
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/dynapart/dynapart/lock"
+)
+
+func main() {
+	endpoint := flag.String("endpoint", os.Getenv("DYNAPART_ENDPOINT"), "DynamoDB endpoint, e.g. http://127.0.0.1:8000 (default $DYNAPART_ENDPOINT; empty: the AWS SDK chain)")
+	updates := flag.Int("updates", 100, "calendar updates raced by the web request and the poller, per approach")
+	single := flag.Int("single", 200, "uncontended updates timed per approach")
+	keep := flag.Bool("keep", false, "keep the tables this run creates")
+	flag.Parse()
+
+	ctx := context.Background()
+	db, err := newClient(ctx, *endpoint)
+	if err != nil {
+		log.Fatal(err)
+	}
+	suffix := time.Now().Format("20060102-150405")
+	table, leases := "interviews-"+suffix, "interviews-leases-"+suffix
+	if err := createInterviewsTable(ctx, db, table); err != nil {
+		log.Fatal(err)
+	}
+	if err := lock.CreateTable(ctx, db, leases); err != nil {
+		log.Fatal(err)
+	}
+	if !*keep {
+		defer deleteTables(db, table, leases)
+	}
+	if err := run(ctx, db, table, leases, *updates, *single); err != nil {
+		log.Print(err)
+		if !*keep {
+			deleteTables(db, table, leases)
+		}
+		os.Exit(1)
+	}
+}
+
+// run races the updates through each approach and prints what happened.
+func run(ctx context.Context, db *dynamodb.Client, table, leases string, updates, single int) error {
+	s := &Store{DB: db, Table: table}
+	approaches, err := Approaches(s, db, leases)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%d calendar updates, each processed at once by the web request and the poller\n\n", updates)
+	for _, a := range approaches {
+		res, err := Race(ctx, s, a.Add, a.Name+"-race", updates, a.Name != "mutex")
+		if err != nil {
+			return fmt.Errorf("%s: %w", a.Name, err)
+		}
+		mean, err := MeanUncontended(ctx, a.Add, a.Name+"-single", single)
+		if err != nil {
+			return fmt.Errorf("%s: %w", a.Name, err)
+		}
+		fmt.Printf("%-7s %-44s %3d of %d interviews with a duplicate interviewer; %6.1f ms per update raced, %5.1f ms alone\n",
+			a.Name, a.What, res.Duplicates, res.Updates, ms(res.MeanAdd), ms(mean))
+	}
+	return nil
+}
+
+// Approach is one way of adding an interviewer.
+type Approach struct {
+	Name, What string
+	Add        AddFunc
+}
+
+// Approaches returns the naive code and the two fixes. The web request and the poller are
+// separate processes, so each has its own lock client (its own owner id).
+func Approaches(s *Store, db lock.DynamoDBClient, leaseTable string) ([]Approach, error) {
+	var clients [2]*lock.Client
+	for i := range clients {
+		c, err := lock.New(db, leaseTable, lock.WithPollInterval(20*time.Millisecond),
+			lock.WithOwner(fmt.Sprintf("interviewers-%d-%d", os.Getpid(), i)))
+		if err != nil {
+			return nil, err
+		}
+		clients[i] = c
+	}
+	locked := func(ctx context.Context, id, interviewer, source string, _ func()) (bool, error) {
+		c := clients[0]
+		if source == "poller" {
+			c = clients[1]
+		}
+		return s.AddLocked(ctx, c, id, interviewer, source)
+	}
+	return []Approach{
+		{"naive", "(check, then insert)", s.AddNaive},
+		{"unique", "(uniqueness item in a transaction)", s.AddUnique},
+		{"mutex", "(lock.Mutex \"interview#<id>\")", locked},
+	}, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func newClient(ctx context.Context, endpoint string) (*dynamodb.Client, error) {
+	if endpoint == "" {
+		cfg, err := config.LoadDefaultConfig(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return dynamodb.NewFromConfig(cfg), nil
+	}
+	// DynamoDB Local accepts any credentials.
+	return dynamodb.New(dynamodb.Options{
+		Region:       "us-east-1",
+		Credentials:  credentials.NewStaticCredentialsProvider("dynapart", "dynapart", ""),
+		BaseEndpoint: aws.String(endpoint),
+	}), nil
+}
+
+func createInterviewsTable(ctx context.Context, db *dynamodb.Client, name string) error {
+	_, err := db.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName:   aws.String(name),
+		BillingMode: types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{
+			{AttributeName: aws.String(attrInterview), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(attrSK), AttributeType: types.ScalarAttributeTypeS},
+		},
+		KeySchema: []types.KeySchemaElement{
+			{AttributeName: aws.String(attrInterview), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String(attrSK), KeyType: types.KeyTypeRange},
+		},
+	})
+	var inUse *types.ResourceInUseException
+	if err != nil && !errors.As(err, &inUse) {
+		return fmt.Errorf("create table %s: %w", name, err)
+	}
+	return dynamodb.NewTableExistsWaiter(db).Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)}, time.Minute)
+}
+
+func deleteTables(db *dynamodb.Client, names ...string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, n := range names {
+		_, _ = db.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(n)})
+	}
+}
