@@ -79,7 +79,7 @@ type Config struct {
 	// ReadRate limits this worker's scan to so many RCU per second. Defaults to 0 (unlimited).
 	ReadRate float64
 	// PageSize is the number of items a scan request evaluates. Smaller pages checkpoint more
-	// often (a successor rescans less), larger ones cost fewer requests. Defaults to 250 (or the
+	// often (a successor rescans less), larger ones cost fewer requests. Defaults to 1000 (or the
 	// scan package's automatic size when ReadRate is set).
 	PageSize int32
 
@@ -210,7 +210,7 @@ func (c *Config) withDefaults() Config {
 		d.Shards = 16
 	}
 	if d.PageSize == 0 && d.ReadRate == 0 {
-		d.PageSize = 250
+		d.PageSize = 1000
 	}
 	if d.Concurrency == 0 {
 		d.Concurrency = 16

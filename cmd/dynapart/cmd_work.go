@@ -66,7 +66,7 @@ once. A second signal exits at once.`,
 	fl.StringVar(&f.mode, "mode", "segment", "how a slot finds its share: segment (parallel scan), filter (partition function), index (pending index)")
 	fl.StringVar(&f.partitionAttr, "partition-attr", "", "filter mode: attribute to partition by (default the table's partition key)")
 	fl.IntVar(&f.subSegments, "sub-segments", 4, "scan segments per slot, read in parallel")
-	fl.IntVar(&f.pageSize, "page-size", 250, "items per scan request; smaller pages checkpoint more often")
+	fl.IntVar(&f.pageSize, "page-size", 1000, "items per scan request; smaller pages checkpoint more often")
 	fl.IntVar(&f.concurrency, "concurrency", 16, "handlers in flight")
 	fl.DurationVar(&f.leaseTTL, "lease-ttl", 10*time.Second, "slot lease time to live; a dead worker's slot is taken over after it")
 	fl.DurationVar(&f.heartbeat, "heartbeat", 0, "lease renewal interval (default lease-ttl/3)")
