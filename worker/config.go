@@ -147,7 +147,7 @@ type Config struct {
 // Hooks are called synchronously from the worker's goroutines; they must be fast and safe for
 // concurrent use.
 type Hooks struct {
-	// OnItem is called once per item outcome.
+	// OnItem is called when a claim is won and once per item outcome.
 	OnItem func(ItemEvent)
 	// OnLease is called when the worker's lease changes.
 	OnLease func(LeaseEvent)
@@ -156,8 +156,10 @@ type Hooks struct {
 // Outcome is what became of an item.
 type Outcome string
 
-// Item outcomes.
+// Item outcomes. OutcomeClaimed is reported when a claim is won, before the handler runs; every
+// claimed item later reports one of the others (unless its worker dies).
 const (
+	OutcomeClaimed      Outcome = "claimed"
 	OutcomeCompleted    Outcome = "completed"
 	OutcomeRetried      Outcome = "retried"
 	OutcomeDeadLettered Outcome = "dead_lettered"

@@ -124,6 +124,32 @@ func (c *completions) hook(owner string) func(ItemEvent) {
 type crashable struct {
 	DynamoDBClient
 	dead atomic.Bool
+
+	mu      sync.Mutex
+	touched map[string]bool // item ids this client has sent a write for
+}
+
+func (c *crashable) touch(keys ...map[string]types.AttributeValue) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.touched == nil {
+		c.touched = map[string]bool{}
+	}
+	for _, k := range keys {
+		if v, ok := k["id"].(*types.AttributeValueMemberS); ok {
+			c.touched[v.Value] = true
+		}
+		if v, ok := k["pk"].(*types.AttributeValueMemberS); ok { // table ledger rows end in the item id
+			c.touched[v.Value[max(0, len(v.Value)-len("item-000000")):]] = true
+		}
+	}
+}
+
+// wrote reports whether this client ever sent a write for the item.
+func (c *crashable) wrote(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.touched[id]
 }
 
 var errCrashed = errors.New("test: worker crashed")
@@ -144,6 +170,7 @@ func (c *crashable) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput
 	if c.dead.Load() {
 		return nil, errCrashed
 	}
+	c.touch(in.Key)
 	return c.DynamoDBClient.UpdateItem(ctx, in, o...)
 }
 func (c *crashable) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
@@ -161,6 +188,11 @@ func (c *crashable) Scan(ctx context.Context, in *dynamodb.ScanInput, o ...func(
 func (c *crashable) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, o ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
 	if c.dead.Load() {
 		return nil, errCrashed
+	}
+	for _, it := range in.TransactItems {
+		if it.Update != nil {
+			c.touch(it.Update.Key)
+		}
 	}
 	return c.DynamoDBClient.TransactWriteItems(ctx, in, o...)
 }

@@ -523,13 +523,25 @@ func (w *Worker) runPass(ctx context.Context, e *env, lease *lock.Lease, h Handl
 	}()
 
 	tasks := make(chan task, c.Concurrency)
+	// With batched claims, successful items are completed in batches too, by one goroutine.
+	var completions chan completion
+	completerDone := make(chan struct{})
+	if bc, ok := e.ledger.(BatchCompleter); ok && c.BatchClaims {
+		completions = make(chan completion, c.Concurrency)
+		go func() {
+			defer close(completerDone)
+			w.completer(ctx, e, bc, completions, ps)
+		}()
+	} else {
+		close(completerDone)
+	}
 	var wg sync.WaitGroup
 	for range c.Concurrency {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for t := range tasks {
-				w.process(ctx, workCtx, e, lease, h, t, ps)
+				w.process(ctx, workCtx, e, lease, h, t, ps, completions)
 			}
 		}()
 	}
@@ -538,6 +550,10 @@ func (w *Worker) runPass(ctx context.Context, e *env, lease *lock.Lease, h Handl
 	})
 	close(tasks)
 	wg.Wait()
+	if completions != nil {
+		close(completions)
+	}
+	<-completerDone
 	close(saverStop)
 	<-saverDone
 
@@ -619,6 +635,7 @@ func (w *Worker) dispatch(ctx context.Context, e *env, lease *lock.Lease, p *sca
 			w.stats.claimed.Add(1)
 			cl := o.Claim
 			chunk[i].claim = &cl
+			w.itemEvent(OutcomeClaimed, cl.Key, cl.Slot, cl.Attempt, 0)
 			claimed = append(claimed, chunk[i])
 		}
 		for i, t := range claimed {
@@ -724,7 +741,7 @@ func (w *Worker) claimRequest(key Key, lease *lock.Lease, now, until time.Time) 
 }
 
 // process claims (unless claimed in a batch), runs the handler and records the outcome.
-func (w *Worker) process(ctx, workCtx context.Context, e *env, lease *lock.Lease, h Handler, t task, ps *passState) {
+func (w *Worker) process(ctx, workCtx context.Context, e *env, lease *lock.Lease, h Handler, t task, ps *passState, completions chan<- completion) {
 	c := w.cfg
 	if workCtx.Err() != nil {
 		// Stopped before this item started: give a batch claim back, leave the item unacknowledged.
@@ -743,11 +760,10 @@ func (w *Worker) process(ctx, workCtx context.Context, e *env, lease *lock.Lease
 	}
 	claim := t.claim
 	if claim == nil {
-		outs, err := e.ledger.Claim(workCtx, []ClaimRequest{w.claimRequest(t.key, lease, now, now.Add(c.ClaimTTL))})
+		// The claim write is not cut short by shutdown (wctx), so a graceful stop never leaves a
+		// claim of unknown outcome behind: what it claims, it handles or releases.
+		outs, err := e.ledger.Claim(wctx, []ClaimRequest{w.claimRequest(t.key, lease, now, now.Add(c.ClaimTTL))})
 		if err != nil {
-			if workCtx.Err() != nil {
-				return
-			}
 			c.Logger.Warn("dynapart: claim failed; the item will be tried again", "slot", lease.Slot(), "err", err)
 			ps.again(now.Add(min(c.RetryBackoff, c.PollInterval)))
 			t.item.Ack()
@@ -760,6 +776,7 @@ func (w *Worker) process(ctx, workCtx context.Context, e *env, lease *lock.Lease
 		}
 		w.stats.claimed.Add(1)
 		claim = &outs[0].Claim
+		w.itemEvent(OutcomeClaimed, claim.Key, claim.Slot, claim.Attempt, 0)
 	}
 	if claim.Attempt > c.MaxAttempts {
 		// Earlier attempts ended without an outcome (their workers died): do not loop forever.
@@ -780,24 +797,11 @@ func (w *Worker) process(ctx, workCtx context.Context, e *env, lease *lock.Lease
 	hcancel()
 
 	switch {
+	case herr == nil && completions != nil:
+		completions <- completion{t: t, claim: *claim, took: took}
+		return // the completer acknowledges it
 	case herr == nil:
-		err := e.ledger.Complete(wctx, *claim, c.Clock.Now())
-		switch {
-		case err == nil:
-			w.stats.completed.Add(1)
-			w.itemEvent(OutcomeCompleted, t.key, claim.Slot, claim.Attempt, took)
-			if c.Mode == scan.ModeIndex && c.Ledger == LedgerTable {
-				w.leaveIndex(wctx, t.key)
-			}
-		case errors.Is(err, ErrClaimLost):
-			w.stats.claimLost.Add(1)
-			w.itemEvent(OutcomeClaimLost, t.key, claim.Slot, claim.Attempt, took)
-			c.Logger.Warn("dynapart: claim lost before completion; another worker owns the item now", "slot", claim.Slot, "attempt", claim.Attempt)
-		default:
-			// Unknown outcome: the claim expires and the item is handled again.
-			c.Logger.Error("dynapart: complete", "slot", claim.Slot, "err", err)
-			ps.again(claim.Until)
-		}
+		w.completed(wctx, t, *claim, e.ledger.Complete(wctx, *claim, c.Clock.Now()), took, ps)
 	case workCtx.Err() != nil && !expiring:
 		// Shutdown or lease loss interrupted the handler: give the item back, not counted.
 		if err := e.ledger.Release(wctx, *claim, c.Clock.Now()); err == nil {
@@ -809,6 +813,66 @@ func (w *Worker) process(ctx, workCtx context.Context, e *env, lease *lock.Lease
 		w.failed(wctx, e, lease, *claim, herr, took, ps)
 	}
 	t.item.Ack()
+}
+
+// completed records the outcome of a completion write.
+func (w *Worker) completed(ctx context.Context, t task, claim Claim, err error, took time.Duration, ps *passState) {
+	c := w.cfg
+	switch {
+	case err == nil:
+		w.stats.completed.Add(1)
+		w.itemEvent(OutcomeCompleted, t.key, claim.Slot, claim.Attempt, took)
+		if c.Mode == scan.ModeIndex && c.Ledger == LedgerTable {
+			w.leaveIndex(ctx, t.key)
+		}
+	case errors.Is(err, ErrClaimLost):
+		w.stats.claimLost.Add(1)
+		w.itemEvent(OutcomeClaimLost, t.key, claim.Slot, claim.Attempt, took)
+		c.Logger.Warn("dynapart: claim lost before completion; another worker owns the item now", "slot", claim.Slot, "attempt", claim.Attempt)
+	default:
+		// Unknown outcome: the claim expires and the item is handled again.
+		c.Logger.Error("dynapart: complete", "slot", claim.Slot, "err", err)
+		ps.again(claim.Until)
+	}
+}
+
+// completion is a handled item waiting for its batched completion write.
+type completion struct {
+	t     task
+	claim Claim
+	took  time.Duration
+}
+
+// completer completes handled items in batches of up to 25: it takes what is waiting (at least
+// one) and writes it in one transaction, so batches grow with the load and add no delay.
+func (w *Worker) completer(ctx context.Context, e *env, bc BatchCompleter, in <-chan completion, ps *passState) {
+	wctx := context.WithoutCancel(ctx)
+	for first := range in {
+		batch := []completion{first}
+	fill:
+		for len(batch) < maxBatch {
+			select {
+			case c, ok := <-in:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, c)
+			default:
+				break fill
+			}
+		}
+		claims := make([]Claim, len(batch))
+		for i, b := range batch {
+			claims[i] = b.claim
+		}
+		cctx, cancel := context.WithTimeout(wctx, 30*time.Second)
+		errs := bc.CompleteBatch(cctx, claims, w.cfg.Clock.Now())
+		for i, b := range batch {
+			w.completed(cctx, b.t, b.claim, errs[i], b.took, ps)
+			b.t.item.Ack()
+		}
+		cancel()
+	}
 }
 
 func (w *Worker) completeOnly(wctx, workCtx context.Context, e *env, lease *lock.Lease, h Handler, t task, ps *passState, now time.Time) {

@@ -1,0 +1,124 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// completeBatch completes up to 25 claims per TransactWriteItems, each under its own fence
+// condition. A cancelled transaction names, per item, why: an item whose fence failed gets
+// ErrClaimLost and is dropped; the others are tried again. The result has one error per claim
+// (nil: done).
+func (l *ledgerCore) completeBatch(ctx context.Context, claims []Claim, now time.Time) []error {
+	errs := make([]error, len(claims))
+	for lo := 0; lo < len(claims); lo += claimBatchSize {
+		l.completeChunk(ctx, claims, now, lo, min(lo+claimBatchSize, len(claims)), errs)
+	}
+	return errs
+}
+
+func (l *ledgerCore) completeChunk(ctx context.Context, claims []Claim, now time.Time, lo, hi int, errs []error) {
+	pending := make([]int, 0, hi-lo)
+	for i := lo; i < hi; i++ {
+		pending = append(pending, i)
+	}
+	for round := 0; len(pending) > 0; round++ {
+		if len(pending) == 1 || round >= claimConflictRounds {
+			for _, i := range pending {
+				errs[i] = l.complete(ctx, claims[i], now)
+			}
+			return
+		}
+		items := make([]types.TransactWriteItem, 0, len(pending))
+		for _, i := range pending {
+			rowKey, err := l.row.key(claims[i].Key)
+			if err != nil {
+				errs[i] = err
+				continue
+			}
+			vals := fenceVals(claims[i])
+			vals[":done"] = ledgerS(string(StatusDone))
+			vals[":now"] = ledgerMillis(now)
+			names, used := l.exprInput(vals, l.x.fenceCond, l.x.completeUpdate)
+			items = append(items, types.TransactWriteItem{Update: &types.Update{
+				TableName: aws.String(l.row.table), Key: rowKey,
+				ConditionExpression: aws.String(l.x.fenceCond), UpdateExpression: aws.String(l.x.completeUpdate),
+				ExpressionAttributeNames: names, ExpressionAttributeValues: used,
+			}})
+		}
+		if len(items) != len(pending) {
+			// A key could not be encoded (reported above): complete the others one by one.
+			for _, i := range pending {
+				if errs[i] == nil {
+					errs[i] = l.complete(ctx, claims[i], now)
+				}
+			}
+			return
+		}
+		out, err := l.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
+			TransactItems: items, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
+		})
+		if err == nil {
+			for _, c := range out.ConsumedCapacity {
+				l.addWCU(&c)
+			}
+			return
+		}
+		var tce *types.TransactionCanceledException
+		if !errors.As(err, &tce) || len(tce.CancellationReasons) != len(pending) {
+			var tc *types.TransactionConflictException
+			if errors.As(err, &tc) || errors.As(err, &tce) {
+				if berr := ledgerBackoff(ctx, round+1); berr != nil {
+					for _, i := range pending {
+						errs[i] = berr
+					}
+					return
+				}
+				continue
+			}
+			// Unknown outcome: each claim stays as it is on the server until its TTL.
+			werr := l.wrapErr("complete (transaction)", l.row.table, err)
+			for _, i := range pending {
+				errs[i] = werr
+			}
+			return
+		}
+		var again []int
+		for j, reason := range tce.CancellationReasons {
+			i := pending[j]
+			switch aws.ToString(reason.Code) {
+			case "ConditionalCheckFailed":
+				l.condFailures.Add(1)
+				c := claims[i]
+				errs[i] = fmt.Errorf("%w: complete in %s %q (owner %s, slot %d, token %d, attempt %d)",
+					ErrClaimLost, l.name, l.row.table, c.Owner, c.Slot, c.Token, c.Attempt)
+			default:
+				again = append(again, i)
+			}
+		}
+		pending = again
+	}
+}
+
+// CompleteBatch implements BatchCompleter.
+func (l *InlineLedger) CompleteBatch(ctx context.Context, claims []Claim, now time.Time) []error {
+	return l.core.completeBatch(ctx, claims, now)
+}
+
+// CompleteBatch implements BatchCompleter.
+func (l *TableLedger) CompleteBatch(ctx context.Context, claims []Claim, now time.Time) []error {
+	return l.core.completeBatch(ctx, claims, now)
+}
+
+// BatchCompleter is a Ledger that can complete many claims in one request. Both ledgers are.
+type BatchCompleter interface {
+	// CompleteBatch completes each claim (up to 25 per transaction, each fenced on its claim) and
+	// returns one error per claim: nil when done, ErrClaimLost when the claim was not current.
+	CompleteBatch(ctx context.Context, claims []Claim, now time.Time) []error
+}
