@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 )
 
 // AcquireOption configures one AcquireSlot or TryAcquireSlot call.
@@ -86,16 +87,52 @@ func (c *Client) slotTarget(group string, n int, opts []AcquireOption) (target, 
 	return target{pk: groupPK(group), name: group, n: n, meta: o.meta}, nil
 }
 
+// acquireWait is the hot standby: it polls until a slot is free. A standby must outlive an outage
+// of DynamoDB (a restart, throttling beyond the SDK's retries, a dropped connection), so such
+// errors are logged and retried with a growing pause; only errors that no retry can cure (a
+// wrong group, a missing or wrongly keyed table, refused credentials) end the wait.
 func (c *Client) acquireWait(ctx context.Context, t target) (*Lease, error) {
+	failures := 0
 	for {
 		l, err := c.acquireRound(ctx, t)
-		if !errors.Is(err, ErrNoFreeSlot) {
-			return l, err
+		pause := c.jitter()
+		switch {
+		case err == nil:
+			return l, nil
+		case errors.Is(err, ErrNoFreeSlot):
+			failures = 0
+		case ctx.Err() != nil || permanentAcquireError(err):
+			return nil, err
+		default:
+			failures++
+			pause = min(c.poll<<min(failures, 5), 30*time.Second)
+			c.log.Warn("lock: looking for a free slot failed, retrying", "group", t.name, "err", err,
+				"failures", failures, "retry_in", pause)
 		}
-		if err := c.wait(ctx, t.name, c.jitter()); err != nil {
+		if err := c.wait(ctx, t.name, pause); err != nil {
 			return nil, err
 		}
 	}
+}
+
+// permanentAcquireError reports errors that waiting does not cure.
+func permanentAcquireError(err error) bool {
+	var ce *ConfigError
+	var te *TableError
+	if errors.As(err, &ce) || errors.As(err, &te) || errors.Is(err, ErrGroupMismatch) ||
+		errors.Is(err, ErrGroupFinished) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var api smithy.APIError
+	if errors.As(err, &api) {
+		switch api.ErrorCode() {
+		case "AccessDeniedException", "UnrecognizedClientException", "InvalidSignatureException",
+			"MissingAuthenticationToken", "MissingAuthenticationTokenException", "ValidationException",
+			"ResourceNotFoundException", "ExpiredTokenException":
+			return true
+		}
+	}
+	return false
 }
 
 // acquireRound is one Query of the group followed by conditional writes on the slots it found

@@ -166,6 +166,9 @@ const (
 	OutcomeReleased     Outcome = "released"
 	OutcomeClaimLost    Outcome = "claim_lost"
 	OutcomeSkipped      Outcome = "skipped" // done, failed or held by another worker
+	// OutcomeUnprocessable: the item cannot be claimed at all (DynamoDB refuses the write as
+	// invalid, e.g. an item too large to carry the inline ledger's attributes). It stays pending.
+	OutcomeUnprocessable Outcome = "unprocessable"
 )
 
 // ItemEvent reports one item's outcome.
@@ -288,6 +291,8 @@ func (c *Config) validate() error {
 		return bad("Table", "required")
 	case c.Workers < 1:
 		return bad("Workers", "must be at least 1, got %d", c.Workers)
+	case c.ReadRate < 0:
+		return bad("ReadRate", "must not be negative, got %g", c.ReadRate)
 	case c.PageSize < 0:
 		return bad("PageSize", "must not be negative, got %d", c.PageSize)
 	case c.SubSegments < 1:

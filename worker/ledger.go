@@ -106,7 +106,8 @@ type Ledger interface {
 	// claimed, done, failed or waiting for a retry are reported, not errors; the outcomes are in
 	// the order of reqs.
 	Claim(ctx context.Context, reqs []ClaimRequest) ([]ClaimOutcome, error)
-	// Complete moves a claimed item to done. ErrClaimLost when the claim is not current.
+	// Complete moves a claimed item to done. ErrClaimLost when the claim is not current. Completing
+	// again with the same claim returns nil (a retried request whose first answer was lost).
 	Complete(ctx context.Context, c Claim, now time.Time) error
 	// CompleteOnly moves an item to done without a claim, in one conditional write, unless it is
 	// done already (then done = false). For handlers that are themselves one conditional write.

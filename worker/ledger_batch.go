@@ -50,6 +50,7 @@ func (l *ledgerCore) completeChunk(ctx context.Context, claims []Claim, now time
 				TableName: aws.String(l.row.table), Key: rowKey,
 				ConditionExpression: aws.String(l.x.fenceCond), UpdateExpression: aws.String(l.x.completeUpdate),
 				ExpressionAttributeNames: names, ExpressionAttributeValues: used,
+				ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 			}})
 		}
 		if len(items) != len(pending) {
@@ -94,8 +95,11 @@ func (l *ledgerCore) completeChunk(ctx context.Context, claims []Claim, now time
 			i := pending[j]
 			switch aws.ToString(reason.Code) {
 			case "ConditionalCheckFailed":
-				l.condFailures.Add(1)
 				c := claims[i]
+				if l.doneBy(reason.Item, c) {
+					continue // done by this claim already (a retried request whose answer was lost)
+				}
+				l.condFailures.Add(1)
 				errs[i] = fmt.Errorf("%w: complete in %s %q (owner %s, slot %d, token %d, attempt %d)",
 					ErrClaimLost, l.name, l.row.table, c.Owner, c.Slot, c.Token, c.Attempt)
 			default:

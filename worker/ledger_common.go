@@ -615,11 +615,16 @@ func (l *ledgerCore) fenced(ctx context.Context, op string, c Claim, update stri
 		TableName: aws.String(l.row.table), Key: rowKey,
 		ConditionExpression: aws.String(l.x.fenceCond), UpdateExpression: aws.String(update),
 		ExpressionAttributeNames: names, ExpressionAttributeValues: used,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if err == nil {
 		return nil
 	}
 	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) && op == "complete" && l.doneBy(ccf.Item, c) {
+		// The SDK retried a completion whose first answer was lost: it is ours, and done.
+		return nil
+	}
 	if errors.As(err, &ccf) {
 		return fmt.Errorf("%w: %s in %s %q (owner %s, slot %d, token %d, attempt %d)",
 			ErrClaimLost, op, l.name, l.row.table, c.Owner, c.Slot, c.Token, c.Attempt)
@@ -939,4 +944,14 @@ func canonicalNumber(s string) (string, error) {
 		out = "-" + out
 	}
 	return out, nil
+}
+
+// doneBy reports whether a row (as returned by a failed condition) is done by exactly this claim:
+// a completion that succeeded on the server but whose answer was lost, then retried.
+func (l *ledgerCore) doneBy(old map[string]types.AttributeValue, c Claim) bool {
+	if len(old) == 0 {
+		return false
+	}
+	st := l.decodeState(old)
+	return st.Status == StatusDone && st.Owner == c.Owner && st.Slot == c.Slot && st.Token == c.Token && st.Attempts == c.Attempt
 }

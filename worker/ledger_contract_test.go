@@ -117,7 +117,13 @@ func runLedgerContract(t *testing.T, newLedger newLedgerFunc) {
 		o := lcClaim(t, l, lcReq(k, "B", 0, 2, lcT0.Add(time.Hour)))
 		require.False(t, o.Claimed)
 		require.Equal(t, StatusDone, o.Status)
-		require.ErrorIs(t, l.Complete(ctx, c, lcT0.Add(2*time.Second)), ErrClaimLost)
+		// Completing again with the same claim is idempotent (a retried request whose first answer
+		// was lost): done by this claim, still once. Any other claim is refused.
+		require.NoError(t, l.Complete(ctx, c, lcT0.Add(2*time.Second)))
+		other := c
+		other.Attempt++
+		require.ErrorIs(t, l.Complete(ctx, other, lcT0.Add(2*time.Second)), ErrClaimLost)
+		require.True(t, lcState(t, l, k).DoneAt.Equal(lcT0.Add(time.Second)), "the first completion stands")
 		require.ErrorIs(t, l.Retry(ctx, c, "x", lcT0), ErrClaimLost)
 		require.ErrorIs(t, l.DeadLetter(ctx, c, "x", lcT0), ErrClaimLost)
 		require.ErrorIs(t, l.Release(ctx, c, lcT0), ErrClaimLost)

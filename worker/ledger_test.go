@@ -429,7 +429,9 @@ func TestLedgerCapacityAndConditionFailures(t *testing.T) {
 		completeWCU := l.ConsumedWCU() - claimWCU
 		require.Positive(t, completeWCU)
 		require.Zero(t, l.ConditionFailures())
-		require.ErrorIs(t, l.Complete(ctx, c, lcT0), ErrClaimLost)
+		stale := c
+		stale.Attempt++
+		require.ErrorIs(t, l.Complete(ctx, stale, lcT0), ErrClaimLost)
 		require.Equal(t, int64(1), l.ConditionFailures())
 
 		reqs := make([]ClaimRequest, 25)

@@ -8,8 +8,8 @@ import (
 )
 
 type counters struct {
-	scanned, claimed, skipped, completed, retried, deadLettered, released, claimLost, panics atomic.Int64
-	leases, takeovers, leasesLost, passes                                                    atomic.Int64
+	scanned, claimed, skipped, completed, retried, deadLettered, released, claimLost, panics, unprocessable atomic.Int64
+	leases, takeovers, leasesLost, passes                                                                   atomic.Int64
 }
 
 // Stats is a snapshot of what a Worker has done since it was made.
@@ -27,6 +27,8 @@ type Stats struct {
 	Released     int64 `json:"released"`      // claims given back at shutdown
 	ClaimLost    int64 `json:"claim_lost"`    // completions refused because the claim was no longer current
 	Panics       int64 `json:"panics"`        // recovered handler panics
+	// Unprocessable counts items that could not be claimed at all (see OutcomeUnprocessable).
+	Unprocessable int64 `json:"unprocessable"`
 
 	Leases     int64 `json:"leases"`      // slot leases acquired
 	Takeovers  int64 `json:"takeovers"`   // leases taken from a holder that had not released
@@ -54,6 +56,7 @@ func (w *Worker) Stats() Stats {
 	out.Scanned, out.Claimed, out.Skipped = s.scanned.Load(), s.claimed.Load(), s.skipped.Load()
 	out.Completed, out.Retried, out.DeadLettered = s.completed.Load(), s.retried.Load(), s.deadLettered.Load()
 	out.Released, out.ClaimLost, out.Panics = s.released.Load(), s.claimLost.Load(), s.panics.Load()
+	out.Unprocessable = s.unprocessable.Load()
 	out.Leases, out.Takeovers, out.LeasesLost, out.Passes = s.leases.Load(), s.takeovers.Load(), s.leasesLost.Load(), s.passes.Load()
 	return out
 }

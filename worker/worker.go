@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/dynapart/dynapart/lock"
 	"github.com/dynapart/dynapart/scan"
@@ -622,6 +623,17 @@ func (w *Worker) dispatch(ctx context.Context, e *env, lease *lock.Lease, p *sca
 			reqs[i] = w.claimRequest(t.key, lease, now, until)
 		}
 		outs, err := e.ledger.Claim(ctx, reqs)
+		if err != nil && isValidation(err) {
+			// One item of the batch cannot be claimed: claim them one by one to find it.
+			for _, t := range chunk {
+				select {
+				case tasks <- t:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("dynapart: claim batch: %w", err)
 		}
@@ -763,6 +775,16 @@ func (w *Worker) process(ctx, workCtx context.Context, e *env, lease *lock.Lease
 		// The claim write is not cut short by shutdown (wctx), so a graceful stop never leaves a
 		// claim of unknown outcome behind: what it claims, it handles or releases.
 		outs, err := e.ledger.Claim(wctx, []ClaimRequest{w.claimRequest(t.key, lease, now, now.Add(c.ClaimTTL))})
+		if err != nil && isValidation(err) {
+			// The item cannot hold the ledger's state (e.g. the inline ledger's attributes would
+			// push it past 400 KB): no retry can help. Counted and logged, never retried.
+			w.stats.unprocessable.Add(1)
+			w.itemEvent(OutcomeUnprocessable, t.key, lease.Slot(), 0, 0)
+			c.Logger.Error("dynapart: an item cannot be claimed (too large for the inline ledger? use the table ledger)",
+				"slot", lease.Slot(), "err", err)
+			t.item.Ack()
+			return
+		}
 		if err != nil {
 			c.Logger.Warn("dynapart: claim failed; the item will be tried again", "slot", lease.Slot(), "err", err)
 			ps.again(now.Add(min(c.RetryBackoff, c.PollInterval)))
@@ -986,6 +1008,13 @@ func (w *Worker) leaveIndex(ctx context.Context, key Key) {
 	if err != nil && !errors.As(err, &ccf) {
 		c.Logger.Warn("dynapart: remove the item from the pending index", "err", err)
 	}
+}
+
+// isValidation reports a request DynamoDB refuses as invalid (ValidationException): retrying the
+// same write cannot succeed.
+func isValidation(err error) bool {
+	var api smithy.APIError
+	return errors.As(err, &api) && api.ErrorCode() == "ValidationException"
 }
 
 func keysSorted(k Key) []string {
