@@ -18,7 +18,11 @@ var ErrClaimExpiring = errors.New("dynapart: claim about to expire")
 type ConfigError struct {
 	Field  string
 	Reason string
+	Err    error // the underlying error, if any (e.g. a *lock.TableError)
 }
+
+// Unwrap returns the underlying error.
+func (e *ConfigError) Unwrap() error { return e.Err }
 
 func (e *ConfigError) Error() string {
 	return fmt.Sprintf("dynapart: invalid config: %s: %s", e.Field, e.Reason)

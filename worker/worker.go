@@ -179,15 +179,19 @@ func (w *Worker) prepare(ctx context.Context) (*env, error) {
 	if err := lock.CheckTable(ctx, describeOnly{c.Client}, c.LeaseTable); err != nil {
 		var te *lock.TableError
 		if errors.As(err, &te) {
-			return nil, &ConfigError{Field: "LeaseTable", Reason: te.Error() + " (create it with `dynapart init` or lock.CreateTable)"}
+			return nil, &ConfigError{Field: "LeaseTable", Reason: te.Error() + " (create it with `dynapart init` or lock.CreateTable)", Err: err}
 		}
 		return nil, err
 	}
 	var ledger Ledger
 	switch c.Ledger {
 	case LedgerTable:
-		if err := checkTableExists(ctx, c.Client, c.LedgerTable, "LedgerTable"); err != nil {
+		lt, err := describeTable(ctx, c.Client, c.LedgerTable, "LedgerTable")
+		if err != nil {
 			return nil, err
+		}
+		if err := checkLedgerSchema(c.LedgerTable, lt); err != nil {
+			return nil, &ConfigError{Field: "LedgerTable", Reason: err.Error(), Err: err}
 		}
 		ledger, err = NewTableLedger(c.Client, c.LedgerTable, c.Job, c.Table, keyAttrs)
 	default:
@@ -234,16 +238,17 @@ func (describeOnly) CreateTable(context.Context, *dynamodb.CreateTableInput, ...
 	return nil, errors.New("dynapart: a worker does not create tables")
 }
 
-func checkTableExists(ctx context.Context, db DynamoDBClient, table, field string) error {
-	_, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+// describeTable describes a table the worker needs; a missing one is a *ConfigError naming field.
+func describeTable(ctx context.Context, db DynamoDBClient, table, field string) (*types.TableDescription, error) {
+	out, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
 	var nf *types.ResourceNotFoundException
 	if errors.As(err, &nf) {
-		return &ConfigError{Field: field, Reason: fmt.Sprintf("table %q does not exist (create it with `dynapart init`)", table)}
+		return nil, &ConfigError{Field: field, Reason: fmt.Sprintf("table %q does not exist (create it with `dynapart init`)", table), Err: err}
 	}
 	if err != nil {
-		return fmt.Errorf("dynapart: describe table %q: %w", table, err)
+		return nil, fmt.Errorf("dynapart: describe table %q: %w", table, err)
 	}
-	return nil
+	return out.Table, nil
 }
 
 // slotCheckpoint is what the lease's checkpoint holds: the pass number, whether the pass met items
