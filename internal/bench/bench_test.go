@@ -1,0 +1,90 @@
+package bench
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/dynapart/dynapart/internal/ddbtest"
+)
+
+func TestMain(m *testing.M) { ddbtest.Main(m) }
+
+// TestQuickRun runs a tiny version of two scenarios on DynamoDB Local and checks that the report
+// has their rows and the plot is drawn: the harness itself is tested in `make test`.
+func TestQuickRun(t *testing.T) {
+	db := ddbtest.Client(t)
+	env := &Env{DB: db, Endpoint: ddbtest.Endpoint(t), ModRoot: "../..", Progress: testWriter{t}}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res := env.Run(ctx, Options{Reps: 2, Items: 200, Quick: true, Only: []string{ScenarioCeiling, ScenarioThroughput}, Concurrencies: []int{4}})
+	require.Empty(t, res.Errors)
+	require.NotNil(t, res.Ceiling)
+	require.Len(t, res.Ceiling.UpdatesPerSec, 2)
+	for _, v := range Variants {
+		p := res.Throughput.Point(v, 4)
+		require.NotNil(t, p, v)
+		require.Len(t, p.ItemsPerSec, 2, v)
+		require.Positive(t, p.ItemsPerSec.Min(), v)
+	}
+
+	dir := t.TempDir()
+	plots, err := res.WritePlots(filepath.Join(dir, "docs", "bench"), dir)
+	require.NoError(t, err)
+	require.Equal(t, "docs/bench/throughput.png", plots[PlotThroughput])
+	st, err := os.Stat(filepath.Join(dir, plots[PlotThroughput]))
+	require.NoError(t, err)
+	require.Positive(t, st.Size())
+
+	md := res.Markdown(plots)
+	for _, want := range []string{
+		"## Machine", "## Summary: goals",
+		"| Run, complete-only vs plain SDK loop, items/s | >= 0.9x",
+		"| Run, claim+complete vs plain SDK loop, items/s |",
+		"| Run, batched claims vs plain SDK loop, items/s | >= 1.5x",
+		"| DynamoDB Local ceiling |",
+		"| conditional UpdateItem, 32 in flight |",
+		"## Run versus the plain SDK loop", "![items/s versus concurrency](docs/bench/throughput.png)",
+		"## Scale on paper",
+		"*Not measured in this run (takeover not selected).*",
+	} {
+		require.Contains(t, md, want)
+	}
+}
+
+func TestSampleAndRatio(t *testing.T) {
+	s := Sample{3, 1, 2}
+	require.Equal(t, 2.0, s.Median())
+	require.Equal(t, 1.5, Sample{1, 2}.Median())
+	require.Equal(t, "2.00x (1.00–3.00)", s.X())
+	require.Equal(t, Sample{2, 0.5}, Ratio(Sample{4, 1}, Sample{2, 2}))
+	require.Equal(t, "12,345.7/s", Sample{12345.67}.Fmt(1, "/s"))
+}
+
+func TestParseGoBench(t *testing.T) {
+	out := `goos: linux
+BenchmarkPartitionString-2   	 6469220	       181.2 ns/op	       0 B/op	       0 allocs/op
+BenchmarkPartitionString-2   	 6469220	       191.2 ns/op	       0 B/op	       0 allocs/op
+BenchmarkBalance-2   1	 668881119 ns/op	         1.000 int-max/mean	         1.008 uuid-max/mean
+BenchmarkReceipts    	receipts_test.go:12: a log line
+BenchmarkPartitionInt/38digits-2          	  565683	       516.8 ns/op
+PASS`
+	bs := parseGoBench(out)
+	require.Len(t, bs, 3)
+	require.Equal(t, "PartitionString", bs[0].Name)
+	require.Equal(t, Sample{181.2, 191.2}, bs[0].Metric("ns/op"))
+	require.Equal(t, Sample{1.008}, bs[1].Metric("uuid-max/mean"))
+	require.Equal(t, "PartitionInt/38digits", bs[2].Name)
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(b), "\n"))
+	return len(b), nil
+}

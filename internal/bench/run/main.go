@@ -1,0 +1,157 @@
+// Command run runs dynapart's benchmarks against a DynamoDB and writes BENCHMARKS.md and its PNG
+// plots (docs/bench/ next to the report). `make bench` calls it with a DynamoDB Local it started.
+//
+//	go run ./internal/bench/run -endpoint http://127.0.0.1:8000 -out BENCHMARKS.md
+//	go run ./internal/bench/run -endpoint http://127.0.0.1:8000 -quick -out /tmp/B.md
+//
+// Progress goes to stderr. It exits 1 when a scenario failed (the report is written anyway and
+// says which).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/dynapart/dynapart/internal/bench"
+)
+
+func main() {
+	endpoint := flag.String("endpoint", os.Getenv("DYNAPART_TEST_ENDPOINT"), "DynamoDB endpoint (default $DYNAPART_TEST_ENDPOINT)")
+	out := flag.String("out", "BENCHMARKS.md", "the report to write")
+	plotDir := flag.String("plots", "", "directory of the PNG plots (default docs/bench next to -out)")
+	reps := flag.Int("reps", 3, "repetitions of every measurement")
+	items := flag.Int("items", 20000, "items per table of the throughput and mode scenarios")
+	quick := flag.Bool("quick", false, "small sizes and one repetition: a smoke run")
+	only := flag.String("only", "", "comma-separated scenarios to run (default all): "+strings.Join(bench.Scenarios, ","))
+	concs := flag.String("concurrency", "1,4,16,64", "concurrencies of the throughput matrix")
+	bin := flag.String("bin", "bin/dynapart", "the dynapart binary for the process scenarios (built into a temp dir when missing)")
+	flag.Parse()
+	if err := run(*endpoint, *out, *plotDir, *reps, *items, *quick, *only, *concs, *bin, flag.CommandLine); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(endpoint, out, plotDir string, reps, items int, quick bool, only, concs, bin string, fs *flag.FlagSet) error {
+	if endpoint == "" {
+		return fmt.Errorf("-endpoint (or $DYNAPART_TEST_ENDPOINT) is required: start one with `make local` or localstack/ddblocal.sh start")
+	}
+	opts := bench.Options{Reps: reps, Items: items, Quick: quick}
+	if quick {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !set["reps"] {
+			opts.Reps = 1
+		}
+		if !set["items"] {
+			opts.Items = 1000
+		}
+		if !set["concurrency"] {
+			concs = "4,16"
+		}
+	}
+	for _, c := range strings.Split(concs, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(c))
+		if err != nil || n < 1 {
+			return fmt.Errorf("-concurrency %q: want positive integers separated by commas", concs)
+		}
+		opts.Concurrencies = append(opts.Concurrencies, n)
+	}
+	if only != "" {
+		for _, s := range strings.Split(only, ",") {
+			s = strings.TrimSpace(s)
+			if !contains(bench.Scenarios, s) {
+				return fmt.Errorf("-only: unknown scenario %q (want %s)", s, strings.Join(bench.Scenarios, ", "))
+			}
+			opts.Only = append(opts.Only, s)
+		}
+	}
+	root, err := modRoot()
+	if err != nil {
+		return err
+	}
+	bin, cleanup, err := ensureBinary(root, bin)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	env := &bench.Env{DB: bench.NewClient(endpoint, nil), Endpoint: endpoint, Bin: bin, ModRoot: root, Progress: os.Stderr}
+	res := env.Run(ctx, opts)
+
+	outAbs, err := filepath.Abs(out)
+	if err != nil {
+		return err
+	}
+	if plotDir == "" {
+		plotDir = filepath.Join(filepath.Dir(outAbs), "docs", "bench")
+	}
+	plots, err := res.WritePlots(plotDir, filepath.Dir(outAbs))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench: plots:", err)
+	}
+	if err := os.WriteFile(out, []byte(res.Markdown(plots)), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "bench: wrote %s (plots in %s) in %s\n", out, plotDir, res.Elapsed.Round(1e9))
+	if len(res.Errors) > 0 {
+		return fmt.Errorf("%d scenario(s) failed: see %s", len(res.Errors), out)
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// modRoot is the directory of the module's go.mod.
+func modRoot() (string, error) {
+	b, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	gomod := strings.TrimSpace(string(b))
+	if gomod == "" || gomod == os.DevNull {
+		return "", fmt.Errorf("run it inside the dynapart module")
+	}
+	return filepath.Dir(gomod), nil
+}
+
+// ensureBinary returns an absolute path to the dynapart binary, building one into a temp dir when
+// bin does not exist.
+func ensureBinary(root, bin string) (string, func(), error) {
+	if !filepath.IsAbs(bin) {
+		bin = filepath.Join(root, bin)
+	}
+	if _, err := os.Stat(bin); err == nil {
+		return bin, func() {}, nil
+	}
+	dir, err := os.MkdirTemp("", "dynapart-bench-")
+	if err != nil {
+		return "", nil, err
+	}
+	path := filepath.Join(dir, "dynapart")
+	fmt.Fprintf(os.Stderr, "bench: %s missing, building ./cmd/dynapart into %s\n", bin, path)
+	cmd := exec.Command("go", "build", "-o", path, "./cmd/dynapart")
+	cmd.Dir, cmd.Stderr = root, os.Stderr
+	if err := cmd.Run(); err != nil {
+		os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("build dynapart: %w", err)
+	}
+	return path, func() { os.RemoveAll(dir) }, nil
+}

@@ -1,0 +1,101 @@
+package bench
+
+import (
+	"fmt"
+	"math"
+	"slices"
+)
+
+// Sample is one measurement repeated: one value per repetition.
+type Sample []float64
+
+// Median is the middle value (the mean of the two middle ones for an even count); NaN when empty.
+func (s Sample) Median() float64 {
+	if len(s) == 0 {
+		return math.NaN()
+	}
+	c := slices.Clone(s)
+	slices.Sort(c)
+	if len(c)%2 == 1 {
+		return c[len(c)/2]
+	}
+	return (c[len(c)/2-1] + c[len(c)/2]) / 2
+}
+
+// Min is the smallest value; NaN when empty.
+func (s Sample) Min() float64 {
+	if len(s) == 0 {
+		return math.NaN()
+	}
+	return slices.Min(s)
+}
+
+// Max is the largest value; NaN when empty.
+func (s Sample) Max() float64 {
+	if len(s) == 0 {
+		return math.NaN()
+	}
+	return slices.Max(s)
+}
+
+// Ratio divides s by base repetition by repetition (rep i of s by rep i of base): a ratio taken
+// inside one repetition cancels the load the machine had at that moment.
+func Ratio(s, base Sample) Sample {
+	out := make(Sample, 0, min(len(s), len(base)))
+	for i := range min(len(s), len(base)) {
+		if base[i] != 0 {
+			out = append(out, s[i]/base[i])
+		}
+	}
+	return out
+}
+
+// Fmt formats the median and the spread with the given verb and unit: "2,803/s (2,650–2,910)".
+func (s Sample) Fmt(prec int, unit string) string {
+	if len(s) == 0 {
+		return "–"
+	}
+	m := num(s.Median(), prec) + unit
+	if len(s) == 1 {
+		return m
+	}
+	return fmt.Sprintf("%s (%s–%s)", m, num(s.Min(), prec), num(s.Max(), prec))
+}
+
+// X formats a ratio: "0.93x (0.90–0.97)".
+func (s Sample) X() string { return s.Fmt(2, "x") }
+
+// num formats v with prec decimals and thousands separators.
+func num(v float64, prec int) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return "–"
+	}
+	str := fmt.Sprintf("%.*f", prec, math.Abs(v))
+	intPart, frac := str, ""
+	for i := range str {
+		if str[i] == '.' {
+			intPart, frac = str[:i], str[i:]
+			break
+		}
+	}
+	var b []byte
+	for i := range intPart {
+		if i > 0 && (len(intPart)-i)%3 == 0 {
+			b = append(b, ',')
+		}
+		b = append(b, intPart[i])
+	}
+	sign := ""
+	if v < 0 {
+		sign = "-"
+	}
+	return sign + string(b) + frac
+}
+
+// verdict is "met", "NOT met" or "n/a" for a goal.
+func verdict(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "**NOT met**"
+}

@@ -1,0 +1,377 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/dynapart/dynapart/lock"
+	"github.com/dynapart/dynapart/scan"
+	"github.com/dynapart/dynapart/worker"
+)
+
+// Ceiling is what DynamoDB Local itself does on this machine, without dynapart: the limit every
+// other figure is a fraction of.
+type Ceiling struct {
+	Concurrency   int    // UpdateItem requests in flight
+	TxConcurrency int    // TransactWriteItems requests in flight
+	TxSize        int    // conditional updates per transaction
+	UpdatesPerSec Sample // conditional UpdateItem/s
+	TxItemsPerSec Sample // items/s as TransactWriteItems
+	TxWCUPerItem  Sample // the WCU DynamoDB Local reported for the transactions, per item
+}
+
+// MeasureCeiling writes one conditional UpdateItem per item of a seeded table of n items from
+// conc goroutines (keys known in advance: no scan), then the same updates as TransactWriteItems
+// of 25, 8 in flight; reps times, on a fresh table each time.
+func (e *Env) MeasureCeiling(ctx context.Context, n, conc, reps int) (*Ceiling, error) {
+	c := &Ceiling{Concurrency: conc, TxConcurrency: 8, TxSize: 25}
+	for rep := range reps {
+		table, err := e.freshTable(ctx, "ceiling", n)
+		if err != nil {
+			return nil, err
+		}
+		upd, err := e.updateAll(ctx, table, n, conc, "a")
+		if err == nil {
+			c.UpdatesPerSec = append(c.UpdatesPerSec, upd)
+			var tx, wcu float64
+			tx, wcu, err = e.transactAll(ctx, table, n, c.TxConcurrency, c.TxSize, "b")
+			c.TxItemsPerSec = append(c.TxItemsPerSec, tx)
+			c.TxWCUPerItem = append(c.TxWCUPerItem, wcu)
+		}
+		e.dropTable(table)
+		if err != nil {
+			return nil, err
+		}
+		e.logf("ceiling rep %d/%d: %.0f UpdateItem/s, %.0f transacted items/s", rep+1, reps, upd, c.TxItemsPerSec[len(c.TxItemsPerSec)-1])
+	}
+	return c, nil
+}
+
+func condUpdate(table string, key map[string]types.AttributeValue, attr string) *dynamodb.UpdateItemInput {
+	return &dynamodb.UpdateItemInput{
+		TableName: aws.String(table), Key: key,
+		UpdateExpression:          aws.String("SET #s = :done"),
+		ConditionExpression:       aws.String("attribute_exists(id) AND (attribute_not_exists(#s) OR #s <> :done)"),
+		ExpressionAttributeNames:  map[string]string{"#s": attr + "_status"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":done": &types.AttributeValueMemberS{Value: "done"}},
+	}
+}
+
+func (e *Env) updateAll(ctx context.Context, table string, n, conc int, attr string) (float64, error) {
+	var next atomic.Int64
+	var firstErr error
+	var once sync.Once
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				if _, err := e.DB.UpdateItem(ctx, condUpdate(table, keyOf(i), attr)); err != nil {
+					once.Do(func() { firstErr = err })
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return float64(n) / time.Since(start).Seconds(), firstErr
+}
+
+func (e *Env) transactAll(ctx context.Context, table string, n, conc, size int, attr string) (rate, wcuPerItem float64, err error) {
+	var next atomic.Int64
+	var mu sync.Mutex
+	var wcu float64
+	var firstErr error
+	var once sync.Once
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for lo := int(next.Add(int64(size)) - int64(size)); lo < n; lo = int(next.Add(int64(size)) - int64(size)) {
+				var items []types.TransactWriteItem
+				for i := lo; i < min(lo+size, n); i++ {
+					u := condUpdate(table, keyOf(i), attr)
+					items = append(items, types.TransactWriteItem{Update: &types.Update{
+						TableName: u.TableName, Key: u.Key, UpdateExpression: u.UpdateExpression,
+						ConditionExpression: u.ConditionExpression, ExpressionAttributeNames: u.ExpressionAttributeNames,
+						ExpressionAttributeValues: u.ExpressionAttributeValues,
+					}})
+				}
+				out, err := e.DB.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items,
+					ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal})
+				if err != nil {
+					once.Do(func() { firstErr = err })
+					return
+				}
+				mu.Lock()
+				for _, c := range out.ConsumedCapacity {
+					wcu += aws.ToFloat64(c.CapacityUnits)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return float64(n) / time.Since(start).Seconds(), wcu / float64(n), firstErr
+}
+
+// Variant names of the throughput matrix.
+const (
+	VariantPlain        = "plain SDK loop"
+	VariantCompleteOnly = "Run, complete-only"
+	VariantClaim        = "Run, claim+complete"
+	VariantBatched      = "Run, batched claims"
+)
+
+// Variants in the order they are run and shown.
+var Variants = []string{VariantPlain, VariantCompleteOnly, VariantClaim, VariantBatched}
+
+// ThroughputPoint is one variant at one concurrency.
+type ThroughputPoint struct {
+	Variant     string
+	Concurrency int
+	Items       int
+	ItemsPerSec Sample
+	WCUPerItem  Sample // as DynamoDB reported it (Run variants only)
+}
+
+// Throughput is the matrix of Run versus the plain SDK loop.
+type Throughput struct {
+	Points []*ThroughputPoint
+}
+
+// Point returns the point of variant at conc, or nil.
+func (t *Throughput) Point(variant string, conc int) *ThroughputPoint {
+	for _, p := range t.Points {
+		if p.Variant == variant && p.Concurrency == conc {
+			return p
+		}
+	}
+	return nil
+}
+
+// ItemsAt is the table size used at a concurrency: smaller at low concurrency, where a pass is
+// slow, so that the matrix fits in minutes (ratios are taken between equal sizes only).
+func ItemsAt(items, conc int) int {
+	switch {
+	case conc <= 1:
+		return max(items/8, 100)
+	case conc <= 4:
+		return max(items/4, 100)
+	case conc <= 16:
+		return max(items/2, 100)
+	}
+	return items
+}
+
+// MeasureThroughput runs every variant at every concurrency, reps times, each on a fresh table,
+// interleaved: rep 1 of everything, then rep 2, ...
+func (e *Env) MeasureThroughput(ctx context.Context, items int, concs []int, reps int) (*Throughput, error) {
+	leases := tableName("leases")
+	if err := lock.CreateTable(ctx, e.DB, leases); err != nil {
+		return nil, err
+	}
+	defer e.dropTable(leases)
+	t := &Throughput{}
+	for _, c := range concs {
+		for _, v := range Variants {
+			t.Points = append(t.Points, &ThroughputPoint{Variant: v, Concurrency: c, Items: ItemsAt(items, c)})
+		}
+	}
+	for rep := range reps {
+		for _, p := range t.Points {
+			rate, wcu, err := e.throughputOnce(ctx, leases, p.Variant, p.Items, p.Concurrency)
+			if err != nil {
+				return nil, fmt.Errorf("%s at concurrency %d: %w", p.Variant, p.Concurrency, err)
+			}
+			p.ItemsPerSec = append(p.ItemsPerSec, rate)
+			if p.Variant != VariantPlain {
+				p.WCUPerItem = append(p.WCUPerItem, wcu)
+			}
+			e.logf("throughput rep %d/%d: %-20s concurrency %2d: %6.0f items/s", rep+1, reps, p.Variant, p.Concurrency, rate)
+		}
+	}
+	return t, nil
+}
+
+func (e *Env) throughputOnce(ctx context.Context, leases, variant string, n, conc int) (rate, wcuPerItem float64, err error) {
+	table, err := e.freshTable(ctx, "tp", n)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer e.dropTable(table)
+	start := time.Now()
+	var done int64
+	if variant == VariantPlain {
+		done, err = plainLoop(ctx, e.DB, table, conc)
+	} else {
+		cfg := worker.Config{Client: e.DB, Table: table, LeaseTable: leases, Workers: 1, Once: true,
+			Concurrency: conc, Logger: quietLogger}
+		switch variant {
+		case VariantCompleteOnly:
+			cfg.CompleteOnly = true
+		case VariantBatched:
+			cfg.BatchClaims = true
+		}
+		var w *worker.Worker
+		w, err = worker.New(cfg)
+		if err == nil {
+			err = w.Run(ctx, func(context.Context, worker.Item) error { return nil })
+			st := w.Stats()
+			done, wcuPerItem = st.Completed, st.WCU/float64(max(st.Completed, 1))
+		}
+	}
+	elapsed := time.Since(start)
+	if err != nil {
+		return 0, 0, err
+	}
+	if done != int64(n) {
+		return 0, 0, fmt.Errorf("completed %d of %d items", done, n)
+	}
+	return float64(n) / elapsed.Seconds(), wcuPerItem, nil
+}
+
+// plainLoop is the baseline a team would write by hand: a parallel scan of 4 segments feeding
+// conc goroutines that each mark an item done with one conditional UpdateItem.
+func plainLoop(ctx context.Context, db *dynamodb.Client, table string, conc int) (int64, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	keys := make(chan map[string]types.AttributeValue, conc*2)
+	var done atomic.Int64
+	var wg sync.WaitGroup
+	for range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range keys {
+				if _, err := db.UpdateItem(ctx, condUpdate(table, k, "dp")); err != nil {
+					cancel(err)
+					continue
+				}
+				done.Add(1)
+			}
+		}()
+	}
+	const segs = 4
+	var sg sync.WaitGroup
+	for seg := range segs {
+		sg.Add(1)
+		go func() {
+			defer sg.Done()
+			var start map[string]types.AttributeValue
+			for {
+				out, err := db.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(table), Segment: aws.Int32(int32(seg)),
+					TotalSegments: aws.Int32(segs), ExclusiveStartKey: start, ProjectionExpression: aws.String("id")})
+				if err != nil {
+					cancel(err)
+					return
+				}
+				for _, it := range out.Items {
+					select {
+					case keys <- it:
+					case <-ctx.Done():
+						return
+					}
+				}
+				if out.LastEvaluatedKey == nil {
+					return
+				}
+				start = out.LastEvaluatedKey
+			}
+		}()
+	}
+	sg.Wait()
+	close(keys)
+	wg.Wait()
+	return done.Load(), context.Cause(ctx)
+}
+
+// Modes compares the segment and the filter mode: N workers in one process read and complete a
+// table together.
+type Modes struct {
+	Workers     int
+	Items       int
+	SegmentRCU  Sample
+	FilterRCU   Sample
+	SegmentRate Sample // items/s of the whole fleet
+	FilterRate  Sample
+}
+
+// MeasureModes runs n workers (complete-only, concurrency 16 each) over a fresh table of items,
+// in segment then filter mode, reps times, and sums the RCU the scans consumed.
+func (e *Env) MeasureModes(ctx context.Context, items, n, reps int) (*Modes, error) {
+	leases := tableName("leases")
+	if err := lock.CreateTable(ctx, e.DB, leases); err != nil {
+		return nil, err
+	}
+	defer e.dropTable(leases)
+	m := &Modes{Workers: n, Items: items}
+	for rep := range reps {
+		for _, mode := range []scan.Mode{scan.ModeSegment, scan.ModeFilter} {
+			rcu, rate, err := e.modesOnce(ctx, leases, mode, items, n)
+			if err != nil {
+				return nil, fmt.Errorf("%s mode: %w", mode, err)
+			}
+			if mode == scan.ModeSegment {
+				m.SegmentRCU, m.SegmentRate = append(m.SegmentRCU, rcu), append(m.SegmentRate, rate)
+			} else {
+				m.FilterRCU, m.FilterRate = append(m.FilterRCU, rcu), append(m.FilterRate, rate)
+			}
+			e.logf("modes rep %d/%d: %-7s %d workers: %.0f RCU, %.0f items/s", rep+1, reps, mode, n, rcu, rate)
+		}
+	}
+	return m, nil
+}
+
+func (e *Env) modesOnce(ctx context.Context, leases string, mode scan.Mode, items, n int) (rcu, rate float64, err error) {
+	table, err := e.freshTable(ctx, "modes", items)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer e.dropTable(table)
+	ws := make([]*worker.Worker, n)
+	for i := range ws {
+		ws[i], err = worker.New(worker.Config{Client: e.DB, Table: table, LeaseTable: leases, Workers: n, Mode: mode,
+			Once: true, CompleteOnly: true, Concurrency: 16, Logger: quietLogger, Owner: fmt.Sprintf("w%d", i),
+			PollInterval: 250 * time.Millisecond, StandbyPoll: 100 * time.Millisecond})
+		if err != nil {
+			return 0, 0, err
+		}
+	}
+	start := time.Now()
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i, w := range ws {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = w.Run(ctx, func(context.Context, worker.Item) error { return nil })
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	var done int64
+	for i, w := range ws {
+		if errs[i] != nil {
+			return 0, 0, errs[i]
+		}
+		st := w.Stats()
+		done += st.Completed
+		rcu += st.RCU
+	}
+	if done != int64(items) {
+		return 0, 0, fmt.Errorf("completed %d of %d items", done, items)
+	}
+	return rcu, float64(items) / elapsed.Seconds(), nil
+}

@@ -1,0 +1,102 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/dynapart/dynapart/internal/ddbtest"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "dynapart-chaos-")
+	if err != nil {
+		panic(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	binary, err = Binary(ctx, dir)
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	defer os.RemoveAll(dir)
+	ddbtest.Main(m)
+}
+
+// seed is $CHAOS_SEED (to replay a failure) or a fresh one; it is logged either way.
+func seed(t *testing.T) uint64 {
+	t.Helper()
+	if s := os.Getenv("CHAOS_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("CHAOS_SEED=%q: %v", s, err)
+		}
+		t.Logf("seed %d (from CHAOS_SEED)", v)
+		return v
+	}
+	v := uint64(time.Now().UnixNano())
+	t.Logf("seed %d (replay with CHAOS_SEED=%d go test -run '^%s$' ./internal/chaos/)", v, v, t.Name())
+	return v
+}
+
+func testEnv(t *testing.T) Env {
+	ddbtest.Client(t) // skips (or fails in CI) without DynamoDB
+	return Env{AWS: ddbtest.Config(t), Endpoint: ddbtest.Endpoint(t), Bin: binary, Dir: t.TempDir(), Logf: t.Logf}
+}
+
+func check(t *testing.T, r *Result) {
+	t.Helper()
+	for _, e := range r.Events {
+		t.Logf("  %s", e)
+	}
+	if len(r.Faults) > 0 {
+		t.Logf("  faults: %v", r.Faults)
+	}
+	t.Logf("  lease history: %d reads (%d failed), %d acquisitions, %d takeovers", r.Leases.Reads, r.Leases.ReadErrors, r.Leases.Acquisitions, r.Leases.Takeovers)
+	t.Logf("%s", r.Summary())
+	for _, v := range r.Violations {
+		t.Errorf("seed %d: %s", r.Seed, v)
+	}
+	if r.CompletedTwice != 0 || r.Missing != 0 {
+		t.Errorf("seed %d: completed twice %d, missing %d (both must be 0)", r.Seed, r.CompletedTwice, r.Missing)
+	}
+	if r.SideEffectDuplicates > r.SideEffectBound {
+		t.Errorf("seed %d: %d side-effect duplicates, more than the %d items in flight at the failures", r.Seed, r.SideEffectDuplicates, r.SideEffectBound)
+	}
+}
+
+func TestChaosSIGKILL(t *testing.T) {
+	t.Parallel()
+	check(t, Kill(context.Background(), testEnv(t), Params{Seed: seed(t), Items: 2000, Kills: 3}))
+}
+
+func TestChaosSIGSTOP(t *testing.T) {
+	t.Parallel()
+	check(t, Freeze(context.Background(), testEnv(t), Params{Seed: seed(t), Items: 1000}))
+}
+
+func TestChaosFaultProxy(t *testing.T) {
+	t.Parallel()
+	check(t, Faults(context.Background(), testEnv(t), Params{Seed: seed(t), Items: 1000}))
+}
+
+func TestChaosDynamoDBRestart(t *testing.T) {
+	t.Parallel()
+	check(t, Restart(context.Background(), testEnv(t), Params{Seed: seed(t), Items: 1000}))
+}
+
+func TestChaosClockSkew(t *testing.T) {
+	t.Parallel()
+	check(t, Skew(context.Background(), testEnv(t), Params{Seed: seed(t), Items: 1000, Kills: 2}))
+}
+
+var _ = exec.Command
+var _ = filepath.Join

@@ -1,0 +1,184 @@
+// Command run is `make chaos`: the long version of the chaos, fault and bad-input scenarios against
+// DynamoDB Local. It writes RELIABILITY.md: what was tried, per scenario the counts of every run
+// with its seed, whether the invariants held, the bad-input catalogue and the longer fuzz runs.
+//
+//	go run ./internal/chaos/run -out RELIABILITY.md [-seed N] [-reps 3] [-items 10000] [-fuzztime 60s]
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+
+	"github.com/dynapart/dynapart/internal/chaos"
+	"github.com/dynapart/dynapart/localstack"
+)
+
+func main() {
+	out := flag.String("out", "RELIABILITY.md", "report file")
+	seed := flag.Uint64("seed", 0, "first seed (0: from the clock); run i uses seed+i")
+	reps := flag.Int("reps", 3, "repetitions per scenario")
+	items := flag.Int("items", 10000, "items per run")
+	fuzztime := flag.Duration("fuzztime", 60*time.Second, "time per fuzz target (0 skips fuzzing)")
+	endpoint := flag.String("endpoint", os.Getenv("DYNAPART_TEST_ENDPOINT"), "DynamoDB Local to use (default: start one)")
+	only := flag.String("only", "", "run only the scenarios whose name contains this")
+	flag.Parse()
+	if err := run(*out, *seed, *reps, *items, *fuzztime, *endpoint, *only); err != nil {
+		fmt.Fprintln(os.Stderr, "chaos:", err)
+		os.Exit(1)
+	}
+}
+
+func run(out string, seed uint64, reps, items int, fuzztime time.Duration, endpoint, only string) error {
+	ctx := context.Background()
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	dir, err := os.MkdirTemp("", "dynapart-chaos-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	bin, err := chaos.Binary(ctx, dir)
+	if err != nil {
+		return err
+	}
+	if endpoint == "" {
+		srv, err := localstack.Start(ctx, localstack.Options{})
+		if err != nil {
+			return err
+		}
+		defer srv.Stop()
+		endpoint = srv.Endpoint()
+	}
+	env := chaos.Env{
+		AWS:      aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("dynapart", "local", "")},
+		Endpoint: endpoint, Bin: bin, Dir: dir,
+		Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) },
+	}
+	type scenario struct {
+		name, title, what string
+		fn                func(context.Context, chaos.Env, chaos.Params) *chaos.Result
+		p                 chaos.Params
+	}
+	big := time.Duration(items/1000+3) * time.Minute
+	scenarios := []scenario{
+		{"sigkill", "SIGKILL of slot holders", "`dynapart work --once --batch-claims --exec` processes, 3 slots + 2 standbys; 5 slot holders are killed with SIGKILL at random moments (seeded), a new standby joins after each. Side effects are the --exec log.",
+			chaos.Kill, chaos.Params{Items: items, Slots: 3, Standbys: 2, Kills: 5, Timeout: big}},
+		{"sigstop", "SIGSTOP past the lease and claim TTL", "A random slot holder (filter mode, claim TTL 3s, lease TTL 2s) is frozen with SIGSTOP until a standby has taken its slot and its claims have expired, then resumed with SIGCONT. It must report its lease lost and complete nothing another worker claimed since (the ledger audit).",
+			chaos.Freeze, chaos.Params{Items: items, Timeout: big}},
+		{"faults", "Fault-injecting proxy", "Every worker request goes through a reverse proxy that answers 2% each with ProvisionedThroughputExceededException, ThrottlingException, HTTP 500, a connection reset, a lost response (forwarded, then the connection reset) and 0.5% with a response held 2.5s.",
+			chaos.Faults, chaos.Params{Items: items / 2, Timeout: big}},
+		{"restart", "DynamoDB Local stopped and restarted", "The workers' own DynamoDB Local (-dbPath) is stopped at a random moment and started again on the same port and folder 0.5-3s later.",
+			chaos.Restart, chaos.Params{Items: items / 2, Timeout: big}},
+		{"skew", "Clock skew within MaxClockSkew", "In-process workers whose clocks are offset by up to ±250ms (MaxClockSkew 500ms); 3 random slot holders are crashed (every DynamoDB call fails from then on) and standbys take over by their own clocks.",
+			chaos.Skew, chaos.Params{Items: items, Kills: 3, Timeout: big}},
+	}
+	var md bytes.Buffer
+	fmt.Fprintf(&md, "# Reliability\n\nWritten by `make chaos` (`go run ./internal/chaos/run`) on %s, %s/%s, %d CPUs, %s. First seed %d; run i of a scenario uses seed+i. Replay a run with `go run ./internal/chaos/run -only NAME -seed SEED -reps 1 -items N`, or its short version with `CHAOS_SEED=SEED go test -run TestChaos... ./internal/chaos/`.\n\n",
+		time.Now().UTC().Format(time.RFC3339), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version(), seed)
+	md.WriteString(`Every run checks, from the ledger, the workers' record files (a line per completion, written after it), the
+handler side-effect log and a lease history read from the lease table every 20ms:
+
+- **completed twice** (must be 0): a key in two completion records, or a record that the ledger contradicts;
+- **missing** (must be 0): items not done when every worker has exited;
+- **side-effect duplicates**: handler runs beyond the first per item; allowed only for items in flight at a kill,
+  freeze or fault (the bound: concurrency per kill or freeze, one per injected fault);
+- **unrecorded**: done items no record lists (a SIGKILL between the completion and its record line, or a
+  completion whose response was lost);
+- the lease history: a slot's token never decreases, a token never has two owners, and a new token is taken only
+  from a released lease or at or after the previous holder's expires_at (no two holders at once); every done item's
+  claim (slot, token) belongs to the owner that completed it.
+
+`)
+	failed := 0
+	for _, s := range scenarios {
+		if only != "" && !strings.Contains(s.name, only) {
+			continue
+		}
+		var runs []*chaos.Result
+		for i := range reps {
+			p := s.p
+			p.Seed = seed + uint64(i)
+			r := s.fn(ctx, env, p)
+			if !r.OK() {
+				failed++
+			}
+			runs = append(runs, r)
+		}
+		chaos.WriteMarkdown(&md, s.title, s.what, runs)
+	}
+	if only == "" || strings.Contains("badinput iam logs", only) {
+		md.WriteString("## Bad input, IAM and logs\n\nThe catalogue runs as Go tests (`internal/chaos/badinput_test.go`, `iam_test.go`, `logs_test.go`); `--exec` injection is `cmd/dynapart` `TestExecIsInjectionProof`.\n\n```\n")
+		cmd := exec.Command("go", "test", "-count=1", "-v", "-run", "^(TestBadInput|TestIAM|TestLogs)", "./internal/chaos/")
+		cmd.Env = append(os.Environ(), "DYNAPART_TEST_ENDPOINT="+endpoint)
+		b, err := cmd.CombinedOutput()
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(strings.TrimSpace(l), "--- ") || strings.HasPrefix(l, "ok") || strings.HasPrefix(l, "FAIL") {
+				md.WriteString(l + "\n")
+			}
+		}
+		md.WriteString("```\n\n")
+		if err != nil {
+			failed++
+		}
+	}
+	if fuzztime > 0 && only == "" {
+		fmt.Fprintf(&md, "## Fuzzing\n\n`go test -run '^$' -fuzz T -fuzztime %s` per target:\n\n| package | target | outcome |\n|---|---|---|\n", fuzztime)
+		root, _ := chaos.ModuleRoot()
+		for _, t := range [][2]string{{"./scan", "FuzzPartition"}, {"./scan", "FuzzDecodeCheckpoint"}, {"./worker", "FuzzDecodeSlotCheckpoint"},
+			{"./cmd/dynapart", "FuzzParseKeySpec"}, {"./cmd/dynapart", "FuzzParseKeyValue"}} {
+			cmd := exec.Command("go", "test", "-run", "^$", "-fuzz", "^"+t[1]+"$", "-fuzztime", fuzztime.String(), t[0])
+			cmd.Dir = root
+			cmd.Env = append(os.Environ(), "DYNAPART_TEST_ENDPOINT="+endpoint)
+			b, err := cmd.CombinedOutput()
+			outcome := "passed"
+			if err != nil {
+				outcome = "**FAILED**: " + lastLine(string(b))
+				failed++
+			} else if l := execLine(string(b)); l != "" {
+				outcome = "passed (" + l + ")"
+			}
+			fmt.Fprintf(&md, "| %s | %s | %s |\n", t[0], t[1], outcome)
+			fmt.Fprintf(os.Stderr, "fuzz %s %s: %s\n", t[0], t[1], outcome)
+		}
+		md.WriteString("\n")
+	}
+	fmt.Fprintf(&md, "## Verdict\n\n%d failing runs or checks.\n", failed)
+	if err := os.WriteFile(filepath.Clean(out), md.Bytes(), 0o644); err != nil {
+		return err
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d failing runs or checks; see %s", failed, out)
+	}
+	return nil
+}
+
+func lastLine(s string) string {
+	ls := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.ReplaceAll(ls[len(ls)-1], "|", "\\|")
+}
+
+// execLine is the fuzzer's last progress line, e.g. "elapsed: 60s, execs: 123456 (2057/sec)".
+func execLine(s string) string {
+	last := ""
+	for _, l := range strings.Split(s, "\n") {
+		if strings.HasPrefix(l, "fuzz: elapsed:") {
+			last = strings.TrimPrefix(l, "fuzz: ")
+		}
+	}
+	if i := strings.Index(last, ", new interesting"); i >= 0 {
+		last = last[:i]
+	}
+	return last
+}
