@@ -53,24 +53,6 @@ func PendingRow(i int, old bool) map[string]types.AttributeValue {
 	return item
 }
 
-// WriteRows writes rows with BatchWriteItem.
-func WriteRows(ctx context.Context, db *dynamodb.Client, table string, rows []map[string]types.AttributeValue) error {
-	for lo := 0; lo < len(rows); lo += 25 {
-		var reqs []types.WriteRequest
-		for _, r := range rows[lo:min(lo+25, len(rows))] {
-			reqs = append(reqs, types.WriteRequest{PutRequest: &types.PutRequest{Item: r}})
-		}
-		for len(reqs) > 0 {
-			out, err := db.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: map[string][]types.WriteRequest{table: reqs}})
-			if err != nil {
-				return fmt.Errorf("write %s: %w", table, err)
-			}
-			reqs = out.UnprocessedItems[table]
-		}
-	}
-	return nil
-}
-
 // Processor is the fake file processing: it records how many times each file was processed and
 // by which slot, and signals when a number of files have been processed.
 type Processor struct {

@@ -19,42 +19,33 @@ import (
 	"io"
 	"log"
 	"log/slog"
-	"os"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/dynapart/dynapart/examples/internal/exampleutil"
 	"github.com/dynapart/dynapart/lock"
 	"github.com/dynapart/dynapart/scan"
 	"github.com/dynapart/dynapart/worker"
 )
 
 func main() {
-	endpoint := flag.String("endpoint", os.Getenv("DYNAPART_ENDPOINT"), "DynamoDB endpoint, e.g. http://127.0.0.1:8000 (default $DYNAPART_ENDPOINT; empty: the AWS SDK chain)")
 	var s Sizes
 	flag.IntVar(&s.Done, "done", 10000, "rows already processed")
 	flag.IntVar(&s.Pending, "pending", 100, "rows to process at the start (half of them old rows without a hash)")
 	flag.IntVar(&s.Added, "added", 100, "rows added while the workers run")
 	flag.IntVar(&s.Workers, "workers", 2, "workers")
-	keep := flag.Bool("keep", false, "keep the tables this run creates")
-	flag.Parse()
 
 	ctx := context.Background()
-	db, err := newClient(ctx, *endpoint)
-	if err != nil {
-		log.Fatal(err)
-	}
-	suffix := time.Now().Format("20060102-150405")
+	db, suffix, keep := exampleutil.Setup(ctx)
 	naiveTable, table, leases := "files-naive-"+suffix, "files-"+suffix, "files-leases-"+suffix
-	err = run(ctx, db, naiveTable, table, leases, s)
-	if !*keep {
-		deleteTables(db, naiveTable, table, leases)
+	err := run(ctx, db, naiveTable, table, leases, s)
+	if !keep {
+		exampleutil.DeleteTables(db, naiveTable, table, leases)
 	}
 	if err != nil {
 		log.Fatal(err)
@@ -63,7 +54,7 @@ func main() {
 
 func run(ctx context.Context, db *dynamodb.Client, naiveTable, table, leases string, s Sizes) error {
 	for _, t := range []string{naiveTable, table} {
-		if err := createFilesTable(ctx, db, t); err != nil {
+		if err := exampleutil.CreateTable(ctx, db, t, exampleutil.Key{Name: attrFile, Type: types.ScalarAttributeTypeS}); err != nil {
 			return err
 		}
 	}
@@ -128,7 +119,7 @@ func Seed(ctx context.Context, db *dynamodb.Client, table string, s Sizes, pendi
 			rows = append(rows, FileRow(i, false, old))
 		}
 	}
-	return WriteRows(ctx, db, table, rows)
+	return exampleutil.WriteItems(ctx, db, table, rows)
 }
 
 // NaiveResult is what two overlapping naive cron runs did.
@@ -142,14 +133,14 @@ type NaiveResult struct {
 // minute).
 func NaiveOverlap(ctx context.Context, db *dynamodb.Client, table string) (NaiveResult, error) {
 	p := &Processor{}
-	both := newBarrier(2)
+	both := exampleutil.NewBarrier(2)
 	var wg sync.WaitGroup
 	reads := make([]int, 2)
 	rcus := make([]float64, 2)
 	errs := make([]error, 2)
 	for i := range 2 {
 		wg.Go(func() {
-			reads[i], rcus[i], errs[i] = PollNaive(ctx, db, table, p, func() { both.wait(ctx) })
+			reads[i], rcus[i], errs[i] = PollNaive(ctx, db, table, p, func() { both.Wait(ctx) })
 		})
 	}
 	wg.Wait()
@@ -213,7 +204,7 @@ func RunDynapart(ctx context.Context, db *dynamodb.Client, table, leases string,
 		for i := s.Done + s.Pending; i < s.Done+s.Pending+s.Added; i++ {
 			added = append(added, PendingRow(i, i%2 == 0))
 		}
-		if err := WriteRows(runCtx, db, table, added); err != nil {
+		if err := exampleutil.WriteItems(runCtx, db, table, added); err != nil {
 			return err
 		}
 		if err := wait(p.Reached(s.Pending + s.Added)); err != nil {
@@ -266,64 +257,4 @@ func countPending(ctx context.Context, db *dynamodb.Client, table string) (int, 
 		n += int(out.Count)
 	}
 	return n, nil
-}
-
-// barrier releases its waiters once n have arrived (or their ctx ends).
-type barrier struct {
-	mu      sync.Mutex
-	waiting int
-	open    chan struct{}
-}
-
-func newBarrier(n int) *barrier { return &barrier{waiting: n, open: make(chan struct{})} }
-
-func (b *barrier) wait(ctx context.Context) {
-	b.mu.Lock()
-	b.waiting--
-	if b.waiting == 0 {
-		close(b.open)
-	}
-	b.mu.Unlock()
-	select {
-	case <-b.open:
-	case <-ctx.Done():
-	}
-}
-
-func newClient(ctx context.Context, endpoint string) (*dynamodb.Client, error) {
-	if endpoint == "" {
-		cfg, err := config.LoadDefaultConfig(ctx)
-		if err != nil {
-			return nil, err
-		}
-		return dynamodb.NewFromConfig(cfg), nil
-	}
-	// DynamoDB Local accepts any credentials.
-	return dynamodb.New(dynamodb.Options{
-		Region:       "us-east-1",
-		Credentials:  credentials.NewStaticCredentialsProvider("dynapart", "dynapart", ""),
-		BaseEndpoint: aws.String(endpoint),
-	}), nil
-}
-
-func createFilesTable(ctx context.Context, db *dynamodb.Client, name string) error {
-	_, err := db.CreateTable(ctx, &dynamodb.CreateTableInput{
-		TableName:            aws.String(name),
-		BillingMode:          types.BillingModePayPerRequest,
-		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(attrFile), AttributeType: types.ScalarAttributeTypeS}},
-		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String(attrFile), KeyType: types.KeyTypeHash}},
-	})
-	var inUse *types.ResourceInUseException
-	if err != nil && !errors.As(err, &inUse) {
-		return fmt.Errorf("create table %s: %w", name, err)
-	}
-	return dynamodb.NewTableExistsWaiter(db).Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)}, time.Minute)
-}
-
-func deleteTables(db *dynamodb.Client, names ...string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for _, n := range names {
-		_, _ = db.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(n)})
-	}
 }

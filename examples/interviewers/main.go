@@ -12,49 +12,41 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log"
 	"os"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/dynapart/dynapart/examples/internal/exampleutil"
 	"github.com/dynapart/dynapart/lock"
 )
 
 func main() {
-	endpoint := flag.String("endpoint", os.Getenv("DYNAPART_ENDPOINT"), "DynamoDB endpoint, e.g. http://127.0.0.1:8000 (default $DYNAPART_ENDPOINT; empty: the AWS SDK chain)")
 	updates := flag.Int("updates", 100, "calendar updates raced by the web request and the poller, per approach")
 	single := flag.Int("single", 200, "uncontended updates timed per approach")
-	keep := flag.Bool("keep", false, "keep the tables this run creates")
-	flag.Parse()
 
 	ctx := context.Background()
-	db, err := newClient(ctx, *endpoint)
-	if err != nil {
-		log.Fatal(err)
-	}
-	suffix := time.Now().Format("20060102-150405")
+	db, suffix, keep := exampleutil.Setup(ctx)
 	table, leases := "interviews-"+suffix, "interviews-leases-"+suffix
-	if err := createInterviewsTable(ctx, db, table); err != nil {
+	if err := exampleutil.CreateTable(ctx, db, table,
+		exampleutil.Key{Name: attrInterview, Type: types.ScalarAttributeTypeS},
+		exampleutil.Key{Name: attrSK, Type: types.ScalarAttributeTypeS}); err != nil {
 		log.Fatal(err)
 	}
 	if err := lock.CreateTable(ctx, db, leases); err != nil {
 		log.Fatal(err)
 	}
-	if !*keep {
-		defer deleteTables(db, table, leases)
+	if !keep {
+		defer exampleutil.DeleteTables(db, table, leases)
 	}
 	if err := run(ctx, db, table, leases, *updates, *single); err != nil {
 		log.Print(err)
-		if !*keep {
-			deleteTables(db, table, leases)
+		if !keep {
+			exampleutil.DeleteTables(db, table, leases)
 		}
 		os.Exit(1)
 	}
@@ -78,7 +70,7 @@ func run(ctx context.Context, db *dynamodb.Client, table, leases string, updates
 			return fmt.Errorf("%s: %w", a.Name, err)
 		}
 		fmt.Printf("%-7s %-44s %3d of %d interviews with a duplicate interviewer; %6.1f ms per update raced, %5.1f ms alone\n",
-			a.Name, a.What, res.Duplicates, res.Updates, ms(res.MeanAdd), ms(mean))
+			a.Name, a.What, res.Duplicates, res.Updates, exampleutil.Ms(res.MeanAdd), exampleutil.Ms(mean))
 	}
 	return nil
 }
@@ -113,50 +105,4 @@ func Approaches(s *Store, db lock.DynamoDBClient, leaseTable string) ([]Approach
 		{"unique", "(uniqueness item in a transaction)", s.AddUnique},
 		{"mutex", "(lock.Mutex \"interview#<id>\")", locked},
 	}, nil
-}
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-func newClient(ctx context.Context, endpoint string) (*dynamodb.Client, error) {
-	if endpoint == "" {
-		cfg, err := config.LoadDefaultConfig(ctx)
-		if err != nil {
-			return nil, err
-		}
-		return dynamodb.NewFromConfig(cfg), nil
-	}
-	// DynamoDB Local accepts any credentials.
-	return dynamodb.New(dynamodb.Options{
-		Region:       "us-east-1",
-		Credentials:  credentials.NewStaticCredentialsProvider("dynapart", "dynapart", ""),
-		BaseEndpoint: aws.String(endpoint),
-	}), nil
-}
-
-func createInterviewsTable(ctx context.Context, db *dynamodb.Client, name string) error {
-	_, err := db.CreateTable(ctx, &dynamodb.CreateTableInput{
-		TableName:   aws.String(name),
-		BillingMode: types.BillingModePayPerRequest,
-		AttributeDefinitions: []types.AttributeDefinition{
-			{AttributeName: aws.String(attrInterview), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: aws.String(attrSK), AttributeType: types.ScalarAttributeTypeS},
-		},
-		KeySchema: []types.KeySchemaElement{
-			{AttributeName: aws.String(attrInterview), KeyType: types.KeyTypeHash},
-			{AttributeName: aws.String(attrSK), KeyType: types.KeyTypeRange},
-		},
-	})
-	var inUse *types.ResourceInUseException
-	if err != nil && !errors.As(err, &inUse) {
-		return fmt.Errorf("create table %s: %w", name, err)
-	}
-	return dynamodb.NewTableExistsWaiter(db).Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)}, time.Minute)
-}
-
-func deleteTables(db *dynamodb.Client, names ...string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for _, n := range names {
-		_, _ = db.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(n)})
-	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/dynapart/dynapart/examples/internal/exampleutil"
 	"github.com/dynapart/dynapart/internal/ddbtest"
 	"github.com/dynapart/dynapart/lock"
 )
@@ -64,7 +65,7 @@ func TestInterviewerAddedOnce(t *testing.T) {
 	for _, name := range []string{"unique", "mutex"} {
 		mean, err := MeanUncontended(ctx, approach(t, all, name).Add, name+"-single", 10)
 		require.NoError(t, err)
-		t.Logf("%s: %.1f ms per raced update, %.1f ms alone", name, ms(map[string]time.Duration{"unique": unique.MeanAdd, "mutex": mutex.MeanAdd}[name]), ms(mean))
+		t.Logf("%s: %.1f ms per raced update, %.1f ms alone", name, exampleutil.Ms(map[string]time.Duration{"unique": unique.MeanAdd, "mutex": mutex.MeanAdd}[name]), exampleutil.Ms(mean))
 	}
 }
 

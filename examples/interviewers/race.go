@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/dynapart/dynapart/examples/internal/exampleutil"
 )
 
 // AddFunc adds an interviewer to an interview unless present; between (possibly nil) runs between
@@ -29,18 +31,18 @@ func Race(ctx context.Context, s *Store, add AddFunc, prefix string, updates int
 	for i := range updates {
 		id := fmt.Sprintf("%s-%04d", prefix, i)
 		const interviewer = "ada@example.com"
-		start := newBarrier(2)
+		start := exampleutil.NewBarrier(2)
 		var between func()
 		if forceOverlap {
-			b := newBarrier(2)
-			between = func() { b.wait(ctx) }
+			b := exampleutil.NewBarrier(2)
+			between = func() { b.Wait(ctx) }
 		}
 		var wg sync.WaitGroup
 		errs := make([]error, 2)
 		took := make([]time.Duration, 2)
 		for side, source := range []string{"web-request", "poller"} {
 			wg.Go(func() {
-				start.wait(ctx)
+				start.Wait(ctx)
 				t0 := time.Now()
 				_, errs[side] = add(ctx, id, interviewer, source, between)
 				took[side] = time.Since(t0)
@@ -80,26 +82,4 @@ func MeanUncontended(ctx context.Context, add AddFunc, prefix string, n int) (ti
 		return 0, nil
 	}
 	return time.Since(t0) / time.Duration(n), nil
-}
-
-// barrier releases its waiters once n have arrived (or their ctx ends).
-type barrier struct {
-	mu      sync.Mutex
-	waiting int
-	open    chan struct{}
-}
-
-func newBarrier(n int) *barrier { return &barrier{waiting: n, open: make(chan struct{})} }
-
-func (b *barrier) wait(ctx context.Context) {
-	b.mu.Lock()
-	b.waiting--
-	if b.waiting == 0 {
-		close(b.open)
-	}
-	b.mu.Unlock()
-	select {
-	case <-b.open:
-	case <-ctx.Done():
-	}
 }

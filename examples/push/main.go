@@ -13,42 +13,32 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log"
 	"os"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/dynapart/dynapart/examples/internal/exampleutil"
 	"github.com/dynapart/dynapart/lock"
 	"github.com/dynapart/dynapart/worker"
 )
 
 func main() {
-	endpoint := flag.String("endpoint", os.Getenv("DYNAPART_ENDPOINT"), "DynamoDB endpoint, e.g. http://127.0.0.1:8000 (default $DYNAPART_ENDPOINT; empty: the AWS SDK chain)")
 	plan := Plan{Seed: 1}
 	flag.IntVar(&plan.Users, "users", 25000, "users on the list")
 	flag.IntVar(&plan.VariantSize, "variant-size", 1000, "users per test variant (A and B)")
 	workers := flag.Int("workers", 3, "dynapart workers per phase")
-	keep := flag.Bool("keep", false, "keep the tables this run creates")
-	flag.Parse()
 
 	ctx := context.Background()
-	db, err := newClient(ctx, *endpoint)
-	if err != nil {
-		log.Fatal(err)
-	}
-	suffix := time.Now().Format("20060102-150405")
+	db, suffix, keep := exampleutil.Setup(ctx)
 	var tables []string
 	cleanup := func() {
-		if !*keep {
-			deleteTables(db, tables...)
+		if !keep {
+			exampleutil.DeleteTables(db, tables...)
 		}
 	}
 	if err := run(ctx, db, suffix, plan, *workers, &tables); err != nil {
@@ -63,7 +53,7 @@ func run(ctx context.Context, db *dynamodb.Client, suffix string, plan Plan, wor
 	sel := []string{"push-" + suffix + "-A", "push-" + suffix + "-B", "push-" + suffix + "-winner"}
 	for _, name := range sel {
 		*tables = append(*tables, name)
-		if err := createUserTable(ctx, db, name); err != nil {
+		if err := exampleutil.CreateTable(ctx, db, name, exampleutil.Key{Name: attrUser, Type: types.ScalarAttributeTypeN}); err != nil {
 			return err
 		}
 	}
@@ -121,42 +111,4 @@ func SetUp(ctx context.Context, db *dynamodb.Client, plan Plan, tableA, tableB, 
 		}
 	}
 	return phases, nil
-}
-
-func newClient(ctx context.Context, endpoint string) (*dynamodb.Client, error) {
-	if endpoint == "" {
-		cfg, err := config.LoadDefaultConfig(ctx)
-		if err != nil {
-			return nil, err
-		}
-		return dynamodb.NewFromConfig(cfg), nil
-	}
-	// DynamoDB Local accepts any credentials.
-	return dynamodb.New(dynamodb.Options{
-		Region:       "us-east-1",
-		Credentials:  credentials.NewStaticCredentialsProvider("dynapart", "dynapart", ""),
-		BaseEndpoint: aws.String(endpoint),
-	}), nil
-}
-
-func createUserTable(ctx context.Context, db *dynamodb.Client, name string) error {
-	_, err := db.CreateTable(ctx, &dynamodb.CreateTableInput{
-		TableName:            aws.String(name),
-		BillingMode:          types.BillingModePayPerRequest,
-		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(attrUser), AttributeType: types.ScalarAttributeTypeN}},
-		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String(attrUser), KeyType: types.KeyTypeHash}},
-	})
-	var inUse *types.ResourceInUseException
-	if err != nil && !errors.As(err, &inUse) {
-		return fmt.Errorf("create table %s: %w", name, err)
-	}
-	return dynamodb.NewTableExistsWaiter(db).Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)}, time.Minute)
-}
-
-func deleteTables(db *dynamodb.Client, names ...string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for _, n := range names {
-		_, _ = db.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(n)})
-	}
 }

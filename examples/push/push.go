@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/dynapart/dynapart/examples/internal/exampleutil"
 	"github.com/dynapart/dynapart/scan"
 	"github.com/dynapart/dynapart/worker"
 )
@@ -259,21 +260,12 @@ func scanUsers(ctx context.Context, db *dynamodb.Client, table string, fn func(u
 
 // WriteSelection writes users into a selection table (pk user_id, N).
 func WriteSelection(ctx context.Context, db *dynamodb.Client, table string, users []int) error {
-	for lo := 0; lo < len(users); lo += 25 {
-		var reqs []types.WriteRequest
-		for _, u := range users[lo:min(lo+25, len(users))] {
-			reqs = append(reqs, types.WriteRequest{PutRequest: &types.PutRequest{Item: map[string]types.AttributeValue{
-				attrUser: &types.AttributeValueMemberN{Value: strconv.Itoa(u)},
-				"email":  &types.AttributeValueMemberS{Value: fmt.Sprintf("user%d@example.com", u)},
-			}}})
-		}
-		for len(reqs) > 0 {
-			out, err := db.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: map[string][]types.WriteRequest{table: reqs}})
-			if err != nil {
-				return fmt.Errorf("write %s: %w", table, err)
-			}
-			reqs = out.UnprocessedItems[table]
-		}
+	items := make([]map[string]types.AttributeValue, 0, len(users))
+	for _, u := range users {
+		items = append(items, map[string]types.AttributeValue{
+			attrUser: &types.AttributeValueMemberN{Value: strconv.Itoa(u)},
+			"email":  &types.AttributeValueMemberS{Value: fmt.Sprintf("user%d@example.com", u)},
+		})
 	}
-	return nil
+	return exampleutil.WriteItems(ctx, db, table, items)
 }

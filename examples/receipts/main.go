@@ -12,46 +12,35 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log"
-	"os"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/dynapart/dynapart/examples/internal/exampleutil"
 	"github.com/dynapart/dynapart/lock"
 )
 
 func main() {
-	endpoint := flag.String("endpoint", os.Getenv("DYNAPART_ENDPOINT"), "DynamoDB endpoint, e.g. http://127.0.0.1:8000 (default $DYNAPART_ENDPOINT; empty: the AWS SDK chain)")
 	load := Load{Campaigns: 5, Seed: 1}
 	flag.IntVar(&load.Batches, "batches", 20, "batches of receipts (the published test: 1000)")
 	flag.IntVar(&load.BatchSize, "batch-size", 1000, "receipts per batch")
 	flag.IntVar(&load.Consumers, "consumers", 10, "consumers taking batches in parallel")
 	flag.IntVar(&load.InFlight, "in-flight", 4, "receipts each consumer applies at a time")
-	keep := flag.Bool("keep", false, "keep the tables this run creates")
-	flag.Parse()
 
 	ctx := context.Background()
-	db, err := newClient(ctx, *endpoint)
-	if err != nil {
-		log.Fatal(err)
-	}
-	suffix := time.Now().Format("20060102-150405")
+	db, suffix, keep := exampleutil.Setup(ctx)
 	leases := "receipts-leases-" + suffix
 	if err := lock.CreateTable(ctx, db, leases); err != nil {
 		log.Fatal(err)
 	}
 	tables := []string{leases}
 	defer func() {
-		if !*keep {
-			deleteTables(db, tables...)
+		if !keep {
+			exampleutil.DeleteTables(db, tables...)
 		}
 	}()
 	batches := load.Generate()
@@ -71,7 +60,7 @@ func main() {
 		}
 		results[mode] = out
 		fmt.Printf("%-11s %7.0f events/s  mean batch %7.0f ms  messages below their highest receipt: %d  funnel counters wrong: %d\n",
-			mode, out.EventsPerSec, ms(out.MeanBatch), out.WrongStatus, out.WrongCounters)
+			mode, out.EventsPerSec, exampleutil.Ms(out.MeanBatch), out.WrongStatus, out.WrongCounters)
 	}
 	o, p := results[Optimistic], results[Pessimistic]
 	fmt.Printf("\noptimistic / pessimistic: %.1fx the throughput, final statuses identical: %v\n",
@@ -153,41 +142,5 @@ func SameStatuses(a, b State) bool {
 
 // CreateStateTable creates the state table (pk id, S) and waits until it is active.
 func CreateStateTable(ctx context.Context, db *dynamodb.Client, name string) error {
-	_, err := db.CreateTable(ctx, &dynamodb.CreateTableInput{
-		TableName:            aws.String(name),
-		BillingMode:          types.BillingModePayPerRequest,
-		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(attrID), AttributeType: types.ScalarAttributeTypeS}},
-		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String(attrID), KeyType: types.KeyTypeHash}},
-	})
-	var inUse *types.ResourceInUseException
-	if err != nil && !errors.As(err, &inUse) {
-		return fmt.Errorf("create table %s: %w", name, err)
-	}
-	return dynamodb.NewTableExistsWaiter(db).Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)}, time.Minute)
-}
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-func newClient(ctx context.Context, endpoint string) (*dynamodb.Client, error) {
-	if endpoint == "" {
-		cfg, err := config.LoadDefaultConfig(ctx)
-		if err != nil {
-			return nil, err
-		}
-		return dynamodb.NewFromConfig(cfg), nil
-	}
-	// DynamoDB Local accepts any credentials.
-	return dynamodb.New(dynamodb.Options{
-		Region:       "us-east-1",
-		Credentials:  credentials.NewStaticCredentialsProvider("dynapart", "dynapart", ""),
-		BaseEndpoint: aws.String(endpoint),
-	}), nil
-}
-
-func deleteTables(db *dynamodb.Client, names ...string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for _, n := range names {
-		_, _ = db.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(n)})
-	}
+	return exampleutil.CreateTable(ctx, db, name, exampleutil.Key{Name: attrID, Type: types.ScalarAttributeTypeS})
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/dynapart/dynapart/examples/internal/exampleutil"
 	"github.com/dynapart/dynapart/internal/ddbtest"
 	"github.com/dynapart/dynapart/lock"
 )
@@ -40,11 +41,11 @@ func TestNaiveStatusGoesBackwards(t *testing.T) {
 	var batch []Event
 	for i := range messages {
 		id := fmt.Sprintf("m-%d", i)
-		both := newBarrier(2)
+		both := exampleutil.NewBarrier(2)
 		delivered := make(chan struct{})
 		hooks := NaiveHooks{
 			AfterRead: func(ev Event) {
-				both.wait(ctx) // both receipts have read the message
+				both.Wait(ctx) // both receipts have read the message
 				if ev.Status == Sent {
 					select { // SENT writes only after DELIVERED has written
 					case <-delivered:
@@ -108,7 +109,7 @@ func TestOptimisticAndPessimisticAgree(t *testing.T) {
 		require.Zero(t, out.WrongCounters, "%s: funnel counters wrong", mode)
 		require.Equal(t, load.Batches*load.BatchSize, out.Events)
 		outs[mode] = out
-		t.Logf("%s: %.0f events/s, mean batch %.0f ms", mode, out.EventsPerSec, ms(out.MeanBatch))
+		t.Logf("%s: %.0f events/s, mean batch %.0f ms", mode, out.EventsPerSec, exampleutil.Ms(out.MeanBatch))
 	}
 	require.True(t, SameStatuses(outs[Optimistic].State, outs[Pessimistic].State))
 }
@@ -153,30 +154,8 @@ func BenchmarkReceipts(b *testing.B) {
 		o, p := outs[Optimistic], outs[Pessimistic]
 		b.ReportMetric(o.EventsPerSec, "opt_events/s")
 		b.ReportMetric(p.EventsPerSec, "pess_events/s")
-		b.ReportMetric(ms(o.MeanBatch), "opt_batch_ms")
-		b.ReportMetric(ms(p.MeanBatch), "pess_batch_ms")
+		b.ReportMetric(exampleutil.Ms(o.MeanBatch), "opt_batch_ms")
+		b.ReportMetric(exampleutil.Ms(p.MeanBatch), "pess_batch_ms")
 		b.ReportMetric(o.EventsPerSec/p.EventsPerSec, "speedup")
-	}
-}
-
-// barrier releases its waiters once n have arrived (or their ctx ends).
-type barrier struct {
-	mu      sync.Mutex
-	waiting int
-	open    chan struct{}
-}
-
-func newBarrier(n int) *barrier { return &barrier{waiting: n, open: make(chan struct{})} }
-
-func (b *barrier) wait(ctx context.Context) {
-	b.mu.Lock()
-	b.waiting--
-	if b.waiting == 0 {
-		close(b.open)
-	}
-	b.mu.Unlock()
-	select {
-	case <-b.open:
-	case <-ctx.Done():
 	}
 }
