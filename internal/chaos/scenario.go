@@ -435,7 +435,10 @@ func Kill(ctx context.Context, env Env, p Params) *Result {
 				return err
 			}
 			victim.Kill()
-			f.res.SideEffectBound += f.p.Concurrency
+			// In flight at a kill with --batch-claims: the handlers running (concurrency), the
+			// handled items queued for a batched completion (concurrency) and the completion
+			// transaction being written (25).
+			f.res.SideEffectBound += 2*f.p.Concurrency + 25
 			f.res.event("SIGKILL %s (slot %d, token %d) at %d/%d done", victim.Owner, l.Slot, l.Token, f.completed(), f.p.Items)
 			if _, err := f.start(extra...); err != nil {
 				return err
