@@ -289,11 +289,6 @@ func (c *Client) take(ctx context.Context, t target, it slotItem) (*Lease, slotI
 		if cf, ok := conditionFailed(err); ok {
 			if len(cf.Item) > 0 {
 				cur := decodeSlot(cf.Item)
-				if cur.owner == c.owner && cur.token == token && cur.version == version {
-					// The SDK retried our own write whose first answer was lost: the slot is ours.
-					cur.sk = it.sk
-					return c.newLease(t, it, cur, now), slotItem{}, nil
-				}
 				return nil, cur, errTaken
 			}
 			cur, rerr := c.readSlot(ctx, t.pk, it.sk)
