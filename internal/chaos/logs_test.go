@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os/exec"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -60,10 +61,9 @@ func TestLogsHoldNoItemContentsOrCredentials(t *testing.T) {
 			Group: table + "/lib", MaxAttempts: 2, RetryBackoff: 10 * time.Millisecond, MaxRetryBackoff: 20 * time.Millisecond,
 			PollInterval: 100 * time.Millisecond, Logger: slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))})
 		require.NoError(t, err)
-		n := 0
+		var n atomic.Int64 // handlers run concurrently
 		require.NoError(t, w.Run(ctx, func(_ context.Context, it worker.Item) error {
-			n++
-			if n%3 == 0 {
+			if n.Add(1)%3 == 0 {
 				return fmt.Errorf("handler failed") // retried, some dead-lettered
 			}
 			return nil
