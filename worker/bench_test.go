@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -116,5 +115,3 @@ func plainLoop(b *testing.B, f *fixture, conc int) int64 {
 	wg.Wait()
 	return done.Load()
 }
-
-var _ = fmt.Sprint

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/require"
@@ -196,7 +195,5 @@ func (c *crashable) TransactWriteItems(ctx context.Context, in *dynamodb.Transac
 	}
 	return c.DynamoDBClient.TransactWriteItems(ctx, in, o...)
 }
-
-var _ = aws.String
 
 func newTestClock() *clock.Fake { return clock.NewFake(time.Now()) }

@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -368,19 +369,14 @@ func (w *Worker) runSlot(ctx context.Context, e *env, lease *lock.Lease, h Handl
 
 // wait pauses for d by the worker's clock; false when ctx ends, the lease is lost or stopAt passes.
 func (w *Worker) wait(ctx context.Context, lease *lock.Lease, stopAt time.Time, d time.Duration) bool {
+	// Reaching stopAt first ends the wait too, but as a stop (false).
+	cutShort := false
 	if !stopAt.IsZero() {
 		if left := stopAt.Sub(w.cfg.Clock.Now()); left < d {
 			if left <= 0 {
 				return false
 			}
-			d = left
-			defer func() {}()
-			select {
-			case <-ctx.Done():
-			case <-lease.Done():
-			case <-w.cfg.Clock.After(d):
-			}
-			return false
+			d, cutShort = left, true
 		}
 	}
 	select {
@@ -389,7 +385,7 @@ func (w *Worker) wait(ctx context.Context, lease *lock.Lease, stopAt time.Time, 
 	case <-lease.Done():
 		return false
 	case <-w.cfg.Clock.After(d):
-		return true
+		return !cutShort
 	}
 }
 
@@ -1022,16 +1018,7 @@ func isValidation(err error) bool {
 	return errors.As(err, &api) && api.ErrorCode() == "ValidationException"
 }
 
-func keysSorted(k Key) []string {
-	out := make([]string, 0, len(k))
-	for n := range k {
-		out = append(out, n)
-	}
-	if len(out) == 2 && out[0] > out[1] {
-		out[0], out[1] = out[1], out[0]
-	}
-	return out
-}
+func keysSorted(k Key) []string { return slices.Sorted(maps.Keys(k)) }
 
 // claimContext cancels with ErrClaimExpiring at the given time by the worker's clock.
 func (w *Worker) claimContext(parent context.Context, at time.Time) (context.Context, context.CancelFunc) {
@@ -1095,5 +1082,3 @@ func (w *Worker) leaseEvent(kind string, l *lock.Lease) {
 		f(LeaseEvent{Kind: kind, Slot: l.Slot(), Token: l.Token(), TookOver: l.TookOver()})
 	}
 }
-
-var _ = slog.LevelInfo

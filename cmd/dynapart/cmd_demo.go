@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -393,8 +392,6 @@ func readRecord(path string, counts map[string]int) (int, error) {
 	}
 	return n, sc.Err()
 }
-
-var _ = sort.Strings
 
 // doneByOwner counts the done items of the table by the worker that completed them (dp_owner).
 func doneByOwner(ctx context.Context, db *dynamodb.Client, table string) (map[string]int, error) {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/signal"
@@ -53,5 +52,3 @@ same tables whatever credentials and region it uses.`,
 	cmd.Flags().StringVar(&cacheDir, "cache-dir", "", "where DynamoDB Local is installed (default: $DYNAPART_CACHE_DIR, the checkout's .cache, or ~/.cache/dynapart)")
 	return cmd
 }
-
-var _ = context.Background

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -97,6 +95,3 @@ func TestChaosClockSkew(t *testing.T) {
 	t.Parallel()
 	check(t, Skew(context.Background(), testEnv(t), Params{Seed: seed(t), Items: 1000, Kills: 2}))
 }
-
-var _ = exec.Command
-var _ = filepath.Join
