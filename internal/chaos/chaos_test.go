@@ -58,7 +58,15 @@ func check(t *testing.T, r *Result) {
 	if len(r.Faults) > 0 {
 		t.Logf("  faults: %v", r.Faults)
 	}
-	t.Logf("  lease history: %d reads (%d failed), %d acquisitions, %d takeovers", r.Leases.Reads, r.Leases.ReadErrors, r.Leases.Acquisitions, r.Leases.Takeovers)
+	t.Logf("  lease history from %s: %d writes (%d stream read errors), %d acquisitions, %d takeovers, %d releases, %d retakes; %d polls (%d failed)",
+		r.Leases.Source, r.Leases.StreamRecords, r.Leases.StreamErrors, r.Leases.Acquisitions, r.Leases.Takeovers,
+		r.Leases.Releases, r.Leases.Retakes, r.Leases.Reads, r.Leases.ReadErrors)
+	if r.Leases.Source != "stream" {
+		t.Errorf("seed %d: the lease history was not read from the stream (%s): polls can miss states", r.Seed, r.Leases.Source)
+	}
+	if r.Leases.Acquisitions == 0 {
+		t.Errorf("seed %d: the lease history saw no acquisition", r.Seed)
+	}
 	t.Logf("%s", r.Summary())
 	for _, v := range r.Violations {
 		t.Errorf("seed %d: %s", r.Seed, v)

@@ -6,8 +6,8 @@
 // Every scenario takes a seed (printed, so a failure can be replayed) and returns counts: items
 // total, done, completed twice (must be 0), missing (must be 0), side-effect duplicates (allowed
 // only for items in flight at a kill, freeze or fault, and bounded), takeovers and wall time. The
-// invariant checks read the ledger, the workers' completion records and a lease history polled
-// from the lease table: no two holders of a slot at once, tokens strictly increasing, every done
+// invariant checks read the ledger, the workers' completion records and the lease history, every
+// write to the slot items read from the lease table's DynamoDB stream: no two holders of a slot at once, tokens strictly increasing, every done
 // item completed by the holder of its last claim.
 //
 // The short version runs in `make test` (chaos_test.go); the long one is `make chaos`

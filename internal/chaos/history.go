@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 )
 
 // slotView is the watcher's latest view of one slot.
@@ -21,8 +22,10 @@ type slotView struct {
 	released bool
 }
 
-// LeaseWatcher reads a group's slot items from the lease table at a high rate and checks the lease
-// history as it goes:
+// LeaseWatcher follows a group's slot items in the lease table. It reads the table's stream (every
+// write, see leaseStream) for the lease history checks, and polls the table at a high rate for the
+// scenarios' waits (Token, WaitToken). The checks (run on the polls too, reported only when the
+// stream could not be read to the end):
 //   - a slot's fencing token never decreases;
 //   - one token never has two owners;
 //   - a new token is taken only from a released lease or after the previous holder's expiry
@@ -45,6 +48,10 @@ type LeaseWatcher struct {
 	readErrors int
 
 	changed chan struct{} // closed and replaced after every read
+
+	stream    *leaseStream // nil when the stream could not be enabled (streamErr)
+	streamErr error
+	hist      streamHistory
 
 	stop chan struct{}
 	done chan struct{}
@@ -82,30 +89,47 @@ func (w *LeaseWatcher) WaitToken(ctx context.Context, slot int, min int64) error
 	}
 }
 
-// WatchLeases starts polling every interval until Stop.
-func WatchLeases(db *dynamodb.Client, table, group string, interval time.Duration) *LeaseWatcher {
+// WatchLeases enables the lease table's stream (sc reads it) and starts polling every interval
+// until Stop. Start it before the workers, so the stream holds every write of the run.
+func WatchLeases(db *dynamodb.Client, sc *dynamodbstreams.Client, table, group string, interval time.Duration) *LeaseWatcher {
 	w := &LeaseWatcher{db: db, table: table, group: group, slots: map[int]*slotView{}, owners: map[[2]int64]string{},
-		changed: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+		changed: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{}),
+		hist: streamHistory{owners: map[[2]int64]string{}}}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	w.stream, w.streamErr = enableStream(ctx, db, sc, table, group)
+	cancel()
 	go w.loop(interval)
 	return w
 }
+
+// streamEvery is how many polls pass between two reads of the stream: the history need not be
+// current while the run goes on, and DynamoDB Local serves the workers too.
+const streamEvery = 5
 
 func (w *LeaseWatcher) loop(interval time.Duration) {
 	defer close(w.done)
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	for {
+	for i := 0; ; i++ {
 		w.poll()
+		if w.stream != nil && i%streamEvery == 0 {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_, _ = w.stream.read(ctx, &w.hist)
+			cancel()
+		}
 		select {
 		case <-w.stop:
 			w.poll()
+			if w.stream != nil {
+				w.stream.drain(&w.hist, 20*time.Second)
+			}
 			return
 		case <-t.C:
 		}
 	}
 }
 
-// Stop ends the polling after one last read.
+// Stop ends the polling after one last read, and reads the stream to its end.
 func (w *LeaseWatcher) Stop() {
 	close(w.stop)
 	<-w.done
@@ -190,19 +214,44 @@ func (w *LeaseWatcher) poll() {
 
 // LeaseReport is what the watcher saw.
 type LeaseReport struct {
+	// Source is "stream" when the checks ran on every write, else "polls (why)": polls can miss a
+	// release followed at once by a new acquisition and then report a takeover of a held lease.
+	Source                                              string
 	Reads, ReadErrors, Acquisitions, Takeovers, Skipped int
+	StreamRecords, StreamErrors                         int
+	Releases, Retakes                                   int // from the stream: releases; released slots taken again by the same owner
 	Violations                                          []string
-	Owners                                              map[[2]int64]string
+	Owners                                              map[[2]int64]string // (slot, token) -> owner
 }
 
 // Report returns the history's summary; call it after Stop.
 func (w *LeaseWatcher) Report() LeaseReport {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	owners := make(map[[2]int64]string, len(w.owners))
+	r := LeaseReport{Reads: w.reads, ReadErrors: w.readErrors, Skipped: w.skipped, Owners: map[[2]int64]string{}}
 	for k, v := range w.owners {
-		owners[k] = v
+		r.Owners[k] = v
 	}
-	return LeaseReport{Reads: w.reads, ReadErrors: w.readErrors, Acquisitions: w.acquires, Takeovers: w.takeovers,
-		Skipped: w.skipped, Violations: append([]string(nil), w.violations...), Owners: owners}
+	var why error
+	switch {
+	case w.stream == nil:
+		why = w.streamErr
+	case w.stream.broken != nil:
+		why = w.stream.broken
+	}
+	if why != nil {
+		r.Source = fmt.Sprintf("polls (stream: %v)", why)
+		r.Acquisitions, r.Takeovers = w.acquires, w.takeovers
+		r.Violations = append([]string(nil), w.violations...)
+		return r
+	}
+	r.Source = "stream"
+	r.StreamRecords, r.StreamErrors = w.hist.records, w.stream.errors
+	r.Releases, r.Retakes = w.hist.releases, w.hist.retakes
+	r.Acquisitions, r.Takeovers = w.hist.acquires, w.hist.takeovers
+	r.Violations = append([]string(nil), w.hist.violations...)
+	for k, v := range w.hist.owners {
+		r.Owners[k] = v
+	}
+	return r
 }

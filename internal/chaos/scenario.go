@@ -16,6 +16,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 )
 
 // Env is what every scenario needs.
@@ -38,6 +39,14 @@ func (e Env) logf(format string, args ...any) {
 	if e.Logf != nil {
 		e.Logf(format, args...)
 	}
+}
+
+// Streams returns a DynamoDB Streams client for endpoint (the lease history reads the lease
+// table's stream).
+func (e Env) Streams(endpoint string) *dynamodbstreams.Client {
+	return dynamodbstreams.NewFromConfig(e.AWS, func(o *dynamodbstreams.Options) {
+		o.BaseEndpoint = aws.String(endpoint)
+	})
 }
 
 // Client returns a DynamoDB client for endpoint.
@@ -200,7 +209,9 @@ func cliEnv() []string {
 func (f *fixture) group() string { return f.table + "/default" }
 
 // watch starts the lease history.
-func (f *fixture) watch() { f.watcher = WatchLeases(f.db, f.leases, f.group(), 20*time.Millisecond) }
+func (f *fixture) watch() {
+	f.watcher = WatchLeases(f.db, f.env.Streams(f.direct), f.leases, f.group(), 20*time.Millisecond)
+}
 
 // workArgs are the work flags every scenario shares; extra flags are appended (the last wins).
 func (f *fixture) workArgs(extra ...string) []string {

@@ -88,7 +88,8 @@ func run(out string, seed uint64, reps, items int, fuzztime time.Duration, endpo
 	fmt.Fprintf(&md, "# Reliability\n\nWritten by `make chaos` (`go run ./internal/chaos/run`) on %s, %s/%s, %d CPUs, %s. First seed %d; run i of a scenario uses seed+i. Replay a run with `go run ./internal/chaos/run -only NAME -seed SEED -reps 1 -items N`, or its short version with `CHAOS_SEED=SEED go test -run TestChaos... ./internal/chaos/`.\n\n",
 		time.Now().UTC().Format(time.RFC3339), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version(), seed)
 	md.WriteString(`Every run checks, from the ledger, the workers' record files (a line per completion, written after it), the
-handler side-effect log and a lease history read from the lease table every 20ms:
+handler side-effect log and the lease history: every write to the lease table's slot items, read from the table's
+DynamoDB stream (new and old images), so no state is missed however briefly it lasted:
 
 - **completed twice** (must be 0): a key in two completion records, or a record that the ledger contradicts;
 - **missing** (must be 0): items not done when every worker has exited;
