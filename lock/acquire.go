@@ -2,6 +2,7 @@ package lock
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
@@ -238,10 +239,28 @@ func (c *Client) isFree(pk string, it slotItem, now time.Time) bool {
 // take makes the conditional write that acquires it: a Put that the item must not exist for, or an
 // Update that requires the item to be unchanged (token, version, released) since we read it and
 // not finished. It returns errTaken and the current item when another contender was faster.
+//
+// The write carries a nonce, fresh per call. When the write's own answer does not say that it
+// landed, only an item carrying that nonce counts as ours. Owner, token and version cannot tell:
+// every goroutine of one Client writes the same owner, and contenders that read the same item all
+// aim at the same token and version, so the winner's item looks like ours to every loser (two
+// holders). The nonce settles two cases:
+//   - the outcome is unknown (timeout, reset connection): a consistent re-read shows whether our
+//     write landed;
+//   - the condition failed, but the failed write was the SDK's retry of our own write whose first
+//     answer was lost: the item it found (ALL_OLD, else a re-read) carries our nonce, and the
+//     slot is ours. Reporting errTaken there would leave a phantom lease, held by us and used by
+//     nobody until it expires.
 func (c *Client) take(ctx context.Context, t target, it slotItem) (*Lease, slotItem, error) {
 	now := c.clock.Now()
 	exp := now.Add(c.ttl)
 	token, version := it.token+1, it.version+1
+	nonce := rand.Text() // 128 random bits
+	// ours checks owner and token besides the nonce because a contender running an older version of
+	// this package takes a slot over without replacing the nonce.
+	ours := func(cur slotItem) bool {
+		return cur.nonce == nonce && cur.owner == c.owner && cur.token == token && !cur.released
+	}
 	var newItem map[string]types.AttributeValue
 	var err error
 	if !it.exists {
@@ -252,6 +271,7 @@ func (c *Client) take(ctx context.Context, t target, it slotItem) (*Lease, slotI
 		item[attrExpiresAt] = avT(exp)
 		item[attrAcquiredAt] = avT(now)
 		item[attrReleased] = avB(false)
+		item[attrNonce] = avS(nonce)
 		_, err = c.db.PutItem(ctx, &dynamodb.PutItemInput{
 			TableName:                           aws.String(c.table),
 			Item:                                item,
@@ -266,17 +286,17 @@ func (c *Client) take(ctx context.Context, t target, it slotItem) (*Lease, slotI
 			TableName: aws.String(c.table),
 			Key:       key(t.pk, it.sk),
 			UpdateExpression: aws.String("SET #owner = :owner, #token = :token, #version = :version, " +
-				"#exp = :exp, #acq = :acq, #rel = :false"),
+				"#exp = :exp, #acq = :acq, #rel = :false, #nonce = :nonce"),
 			ConditionExpression: aws.String("#token = :oldToken AND #version = :oldVersion AND #rel = :oldRel AND " +
 				"(attribute_not_exists(#fin) OR #fin = :false)"),
 			ExpressionAttributeNames: map[string]string{
 				"#owner": attrOwner, "#token": attrToken, "#version": attrVersion, "#exp": attrExpiresAt,
-				"#acq": attrAcquiredAt, "#rel": attrReleased, "#fin": attrFinished,
+				"#acq": attrAcquiredAt, "#rel": attrReleased, "#fin": attrFinished, "#nonce": attrNonce,
 			},
 			ExpressionAttributeValues: map[string]types.AttributeValue{
 				":owner": avS(c.owner), ":token": avN(token), ":version": avN(version), ":exp": avT(exp),
 				":acq": avT(now), ":false": avB(false), ":oldToken": avN(it.token), ":oldVersion": avN(it.version),
-				":oldRel": avB(it.released),
+				":oldRel": avB(it.released), ":nonce": avS(nonce),
 			},
 			ReturnValues:                        types.ReturnValueAllNew,
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
@@ -287,13 +307,19 @@ func (c *Client) take(ctx context.Context, t target, it slotItem) (*Lease, slotI
 	}
 	if err != nil {
 		if cf, ok := conditionFailed(err); ok {
-			if len(cf.Item) > 0 {
-				cur := decodeSlot(cf.Item)
-				return nil, cur, errTaken
+			cur := decodeSlot(cf.Item)
+			if !cur.exists {
+				// No ALL_OLD (the item is gone, or the service left it out): read what beat us.
+				var rerr error
+				if cur, rerr = c.readSlot(ctx, t.pk, it.sk); rerr != nil {
+					return nil, slotItem{}, rerr
+				}
 			}
-			cur, rerr := c.readSlot(ctx, t.pk, it.sk)
-			if rerr != nil {
-				return nil, slotItem{}, rerr
+			cur.sk = it.sk
+			if ours(cur) {
+				c.log.Info("lock: acquisition found landed by an earlier attempt whose answer was lost",
+					"pk", t.pk, "slot", it.sk, "token", token)
+				return c.newLease(t, it, cur, now), slotItem{}, nil
 			}
 			return nil, cur, errTaken
 		}
@@ -308,7 +334,7 @@ func (c *Client) take(ctx context.Context, t target, it slotItem) (*Lease, slotI
 		switch {
 		case rerr != nil:
 			return nil, slotItem{}, fmt.Errorf("lock: acquire %s/%d: %w", t.pk, it.sk, errors.Join(err, rerr))
-		case cur.owner == c.owner && cur.token == token && cur.version == version:
+		case ours(cur):
 			return c.newLease(t, it, cur, now), slotItem{}, nil
 		case cur.exists && (cur.token != it.token || cur.version != it.version):
 			return nil, cur, errTaken

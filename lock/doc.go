@@ -29,5 +29,7 @@
 //
 // Lease table: pk (S) "group#<name>" or "mutex#<name>", sk (N) the slot (0 for a mutex, -1 for the
 // group's meta item). Slot attributes: owner, token, version (+1 per renew), expires_at (ms,
-// holder's clock), acquired_at, released, checkpoint, finished. See DESIGN.md, "Data model".
+// holder's clock), acquired_at, nonce (random, fresh per acquisition: it tells which of the
+// concurrent acquisitions of one Client, which all write the same owner, made the holder),
+// released, checkpoint, finished. See DESIGN.md, "Data model".
 package lock

@@ -25,6 +25,7 @@ const (
 	attrCheckpoint = "checkpoint"
 	attrFinished   = "finished"
 	attrAcquiredAt = "acquired_at"
+	attrNonce      = "nonce"
 	attrN          = "n"
 	attrMeta       = "meta"
 
@@ -46,6 +47,7 @@ type slotItem struct {
 	released   bool
 	finished   bool
 	checkpoint string
+	nonce      string // of the acquisition write that made the holder; "" on items written before nonces
 }
 
 type metaItem struct {
@@ -107,6 +109,7 @@ func decodeSlot(m map[string]types.AttributeValue) slotItem {
 		released:   getB(m, attrReleased),
 		finished:   getB(m, attrFinished),
 		checkpoint: getS(m, attrCheckpoint),
+		nonce:      getS(m, attrNonce),
 	}
 }
 

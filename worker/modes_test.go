@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -80,7 +81,7 @@ func TestIndexModeContinuous(t *testing.T) {
 	firstBatch, all := make(chan struct{}), make(chan struct{})
 	var o1, o2 sync.Once
 	c := fastTimings(f.config(LedgerInline))
-	c.Workers, c.Mode, c.Shards, c.Owner = 2, scan.ModeIndex, 8, "idx"
+	c.Workers, c.Mode, c.Shards = 2, scan.ModeIndex, 8
 	c.PollInterval = 100 * time.Millisecond
 	c.Hooks.OnItem = func(e ItemEvent) {
 		comp.hook("idx")(e)
@@ -93,15 +94,29 @@ func TestIndexModeContinuous(t *testing.T) {
 	var runs []*Worker
 	runCtx, cancel := context.WithCancel(ctx)
 	errs := make(chan error, 2)
-	for range 2 {
+	for i := range 2 {
+		c.Owner = fmt.Sprintf("idx-%d", i) // owners are unique per worker (lock.WithOwner)
 		w, err := New(c)
 		require.NoError(t, err)
 		runs = append(runs, w)
 		go func() { errs <- w.Run(runCtx, func(context.Context, Item) error { return nil }) }()
 	}
-	<-firstBatch
+	// A bug must fail the test, not hang it until the package timeout.
+	waitOrFail := func(ch <-chan struct{}, what string) {
+		t.Helper()
+		select {
+		case <-ch:
+		case err := <-errs:
+			cancel()
+			t.Fatalf("a worker returned before %s: %v (completed %d)", what, err, comp.total.Load())
+		case <-time.After(2 * time.Minute):
+			cancel()
+			t.Fatalf("no %s within 2 minutes (completed %d)", what, comp.total.Load())
+		}
+	}
+	waitOrFail(firstBatch, "first 200 completions")
 	f.seed(t, 2000, 50, pending) // new work arrives while the workers poll
-	<-all
+	waitOrFail(all, "250 completions")
 	cancel()
 	for range 2 {
 		require.ErrorIs(t, <-errs, context.Canceled)
