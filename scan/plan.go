@@ -107,8 +107,10 @@ func (p Plan) Validate() error {
 	if p.Slots < 1 {
 		return &ConfigError{Field: "Plan.Slots", Reason: fmt.Sprintf("must be at least 1, got %d", p.Slots)}
 	}
-	if p.SubSegments < 1 {
-		return &ConfigError{Field: "Plan.SubSegments", Reason: fmt.Sprintf("must be at least 1, got %d", p.SubSegments)}
+	if p.SubSegments < 1 || p.SubSegments > maxTotalSegments {
+		// In index mode SubSegments is the requests in flight; the bound also keeps New's
+		// 2*SubSegments default of MaxUnackedPages from overflowing.
+		return &ConfigError{Field: "Plan.SubSegments", Reason: fmt.Sprintf("must be in [1, %d], got %d", maxTotalSegments, p.SubSegments)}
 	}
 	if p.Mode != ModeIndex && p.Slots > maxTotalSegments/p.SubSegments {
 		return &ConfigError{Field: "Plan.SubSegments", Reason: fmt.Sprintf("Slots*SubSegments must be at most %d", maxTotalSegments)}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"time"
 
@@ -62,16 +63,18 @@ type Config struct {
 	// (scan and keep items whose partition attribute maps to the slot) or scan.ModeIndex (query a
 	// sparse pending index). Defaults to scan.ModeSegment.
 	Mode scan.Mode
-	// SubSegments is the number of scan segments per slot, read in parallel. Defaults to 4.
+	// SubSegments is the number of scan segments per slot, read in parallel. Defaults to 4. At most
+	// 1,000,000, and outside index mode Workers x SubSegments too (DynamoDB's TotalSegments limit).
 	SubSegments int
 	// PartitionAttr is the attribute filter mode partitions by. Defaults to the table's partition key.
 	PartitionAttr string
 	// IndexName, ShardAttr and Shards describe the sparse pending index of index mode. IndexName
-	// defaults to "dp_pending", ShardAttr to "dp_shard", Shards to 16 (must be >= Workers).
+	// defaults to "dp_pending", ShardAttr to "dp_shard", Shards to 16 (must be >= Workers and
+	// <= 1,000,000).
 	IndexName string
 	ShardAttr string
 	Shards    int
-	// ConsistentRead makes the scan strongly consistent. Defaults to false.
+	// ConsistentRead makes the scan strongly consistent; not in index mode. Defaults to false.
 	ConsistentRead bool
 	// Projection limits the attributes read to these (keys and ledger attributes are always read).
 	// Defaults to all attributes.
@@ -92,11 +95,12 @@ type Config struct {
 	// write, for handlers that are themselves one conditional write. Defaults to false.
 	CompleteOnly bool
 
-	// LeaseTTL is the slot lease's time to live. Defaults to 10s.
+	// LeaseTTL is the slot lease's time to live; it must exceed 2 x Heartbeat. Defaults to 10s.
 	LeaseTTL time.Duration
 	// Heartbeat is how often the lease is renewed. Defaults to LeaseTTL / 3.
 	Heartbeat time.Duration
-	// MaxClockSkew is the clock difference tolerated between workers. Defaults to 1s.
+	// MaxClockSkew is the clock difference tolerated between workers; MaxClockSkew + Heartbeat must
+	// be less than LeaseTTL. Defaults to 1s.
 	MaxClockSkew time.Duration
 	// StandbyPoll is how often a standby looks for a free slot. Defaults to 1s.
 	StandbyPoll time.Duration
@@ -291,16 +295,29 @@ func (c *Config) validate() error {
 		return bad("Table", "required")
 	case c.Workers < 1:
 		return bad("Workers", "must be at least 1, got %d", c.Workers)
-	case c.ReadRate < 0:
-		return bad("ReadRate", "must not be negative, got %g", c.ReadRate)
+	case !(c.ReadRate >= 0) || math.IsInf(c.ReadRate, 1): // NaN fails every comparison
+		return bad("ReadRate", "must be a finite number >= 0, got %g", c.ReadRate)
 	case c.PageSize < 0:
 		return bad("PageSize", "must not be negative, got %d", c.PageSize)
-	case c.SubSegments < 1:
-		return bad("SubSegments", "must be at least 1, got %d", c.SubSegments)
+	case c.SubSegments < 1 || c.SubSegments > maxSegments:
+		return bad("SubSegments", "must be in [1, %d], got %d", maxSegments, c.SubSegments)
 	case c.Concurrency < 1:
 		return bad("Concurrency", "must be at least 1, got %d", c.Concurrency)
-	case c.LeaseTTL <= 2*c.Heartbeat:
+	// The lease rules of lock.New, checked here so that Run does not fail on them; lock.New reads a
+	// negative heartbeat as unset, and 2*Heartbeat may overflow.
+	case c.LeaseTTL <= 0:
+		return bad("LeaseTTL", "must be positive, got %s", c.LeaseTTL)
+	case c.Heartbeat <= 0:
+		return bad("Heartbeat", "must be positive, got %s (unset, it is LeaseTTL / 3)", c.Heartbeat)
+	case c.LeaseTTL-c.Heartbeat <= c.Heartbeat:
 		return bad("LeaseTTL", "must exceed 2 x Heartbeat (%s), got %s", c.Heartbeat, c.LeaseTTL)
+	case c.MaxClockSkew < 0:
+		return bad("MaxClockSkew", "must not be negative, got %s", c.MaxClockSkew)
+	case c.MaxClockSkew >= c.LeaseTTL-c.Heartbeat:
+		// The holder stops MaxClockSkew before expiry; it must still hold the lease at the first renewal.
+		return bad("MaxClockSkew", "plus Heartbeat (%s) must be less than LeaseTTL (%s), got %s", c.Heartbeat, c.LeaseTTL, c.MaxClockSkew)
+	case c.StandbyPoll <= 0:
+		return bad("StandbyPoll", "must be positive, got %s", c.StandbyPoll)
 	case c.ClaimTTL < time.Second:
 		return bad("ClaimTTL", "must be at least 1s, got %s", c.ClaimTTL)
 	case c.MaxAttempts < 1:
@@ -315,17 +332,37 @@ func (c *Config) validate() error {
 		return bad("LeaseTable", "must differ from Table %q", c.Table)
 	case c.CompleteOnly && c.BatchClaims:
 		return bad("BatchClaims", "cannot be combined with CompleteOnly (complete-only makes no claims)")
-	case c.DrainTimeout < 0 || c.DeadlineMargin < 0 || c.PollInterval < 0 || c.CheckpointInterval <= 0:
-		return bad("DrainTimeout", "durations must not be negative")
+	case c.DrainTimeout < 0:
+		return bad("DrainTimeout", "must not be negative, got %s", c.DrainTimeout)
+	case c.DeadlineMargin < 0:
+		return bad("DeadlineMargin", "must not be negative, got %s", c.DeadlineMargin)
+	case c.PollInterval < 0:
+		return bad("PollInterval", "must not be negative, got %s", c.PollInterval)
+	case c.CheckpointInterval <= 0:
+		return bad("CheckpointInterval", "must be positive, got %s", c.CheckpointInterval)
 	}
 	if _, err := scan.ParseMode(string(c.Mode)); err != nil {
 		return bad("Mode", "%v", err)
 	}
-	if c.Mode == scan.ModeIndex && c.Shards < c.Workers {
-		return bad("Shards", "must be at least Workers (%d) in index mode, got %d", c.Workers, c.Shards)
+	// What scan.New checks, here so that Run does not fail on it after taking a lease.
+	if c.Mode == scan.ModeIndex {
+		switch {
+		case c.Shards < c.Workers:
+			return bad("Shards", "must be at least Workers (%d) in index mode, got %d", c.Workers, c.Shards)
+		case c.Shards > maxSegments:
+			return bad("Shards", "must be at most %d, got %d", maxSegments, c.Shards)
+		case c.ConsistentRead:
+			return bad("ConsistentRead", "not available in index mode (global secondary indexes are eventually consistent)")
+		}
+	} else if c.Workers > maxSegments/c.SubSegments {
+		return bad("SubSegments", "Workers (%d) x SubSegments (%d) must be at most %d", c.Workers, c.SubSegments, maxSegments)
 	}
 	return nil
 }
+
+// maxSegments is DynamoDB's limit on a scan's TotalSegments (Workers x SubSegments), which scan
+// also applies to Shards and SubSegments alone.
+const maxSegments = 1_000_000
 
 func defaultOwner() string {
 	host, _ := os.Hostname()

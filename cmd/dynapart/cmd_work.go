@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/signal"
 	"sync"
@@ -118,6 +119,9 @@ func runWork(cmd *cobra.Command, g *globals, f *workFlags) error {
 	default:
 		return usagef("--progress %q: want auto, bar, log, json or none", f.progress)
 	}
+	if f.pageSize < 0 || f.pageSize > math.MaxInt32 { // worker.Config.PageSize is an int32
+		return usagef("--page-size must be in [0, %d], got %d", math.MaxInt32, f.pageSize)
+	}
 	log, err := newLogger(g.logLevel, os.Stderr)
 	if err != nil {
 		return err
@@ -128,7 +132,10 @@ func runWork(cmd *cobra.Command, g *globals, f *workFlags) error {
 	defer cancel(nil)
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	defer signal.Stop(sigs)
+	defer func() {
+		signal.Stop(sigs)
+		close(sigs) // ends the goroutine below; after Stop no signal is sent on sigs
+	}()
 	go func() {
 		s, ok := <-sigs
 		if !ok {

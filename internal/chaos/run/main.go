@@ -138,7 +138,8 @@ DynamoDB stream (new and old images), so no state is missed however briefly it l
 		fmt.Fprintf(&md, "## Fuzzing\n\n`go test -run '^$' -fuzz T -fuzztime %s` per target:\n\n| package | target | outcome |\n|---|---|---|\n", fuzztime)
 		root, _ := chaos.ModuleRoot()
 		for _, t := range [][2]string{{"./scan", "FuzzPartition"}, {"./scan", "FuzzDecodeCheckpoint"}, {"./worker", "FuzzDecodeSlotCheckpoint"},
-			{"./cmd/dynapart", "FuzzParseKeySpec"}, {"./cmd/dynapart", "FuzzParseKeyValue"}} {
+			{"./worker", "FuzzConfig"}, {"./cmd/dynapart", "FuzzParseKeySpec"}, {"./cmd/dynapart", "FuzzParseKeyValue"},
+			{"./cmd/dynapart", "FuzzEnvConfig"}} {
 			cmd := exec.Command("go", "test", "-run", "^$", "-fuzz", "^"+t[1]+"$", "-fuzztime", fuzztime.String(), t[0])
 			cmd.Dir = root
 			cmd.Env = append(os.Environ(), "DYNAPART_TEST_ENDPOINT="+endpoint)
