@@ -58,13 +58,15 @@ func InCI() bool { return strings.EqualFold(os.Getenv("CI"), "true") || os.Geten
 // Main runs the package's tests, stops a DynamoDB Local the harness started, and fails the run when
 // goroutines leak (goleak). Extra goleak options may be passed.
 func Main(m *testing.M, opts ...goleak.Option) {
+	// The goroutines running before any test (the runtime's, init's) are not leaks; the snapshot
+	// must be taken now: taken after m.Run it would excuse every goroutine a test left behind.
+	opts = append(opts, goleak.IgnoreCurrent())
 	code := m.Run()
 	transport.CloseIdleConnections()
 	if server != nil {
 		_ = server.Stop()
 	}
 	if code == 0 {
-		opts = append(opts, goleak.IgnoreCurrent())
 		if err := goleak.Find(opts...); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: goroutines left after the tests: %v\n", err)
 			code = 1
