@@ -36,17 +36,19 @@ func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) 
 
 // Client hands out slot leases and mutexes on one lock table. It is safe for concurrent use.
 type Client struct {
-	db         DynamoDBClient
-	table      string
-	owner      string
-	ttl        time.Duration
-	heartbeat  time.Duration
-	skew       time.Duration
-	margin     time.Duration
-	poll       time.Duration
-	clock      Clock
-	skewImmune bool
-	log        *slog.Logger
+	db        DynamoDBClient
+	table     string
+	owner     string
+	ttl       time.Duration
+	heartbeat time.Duration
+	skew      time.Duration
+	margin    time.Duration
+	// heartbeatSet and marginSet tell an option's value from the default (derived from the TTL).
+	heartbeatSet, marginSet bool
+	poll                    time.Duration
+	clock                   Clock
+	skewImmune              bool
+	log                     *slog.Logger
 
 	mu   sync.Mutex
 	seen map[itemKey]observation // skew-immune mode: when we first saw each holder's version
@@ -82,7 +84,9 @@ func WithOwner(id string) Option { return func(c *Client) { c.owner = id } }
 func WithLeaseTTL(d time.Duration) Option { return func(c *Client) { c.ttl = d } }
 
 // WithHeartbeat sets how often a held lease is renewed. Default TTL/3.
-func WithHeartbeat(d time.Duration) Option { return func(c *Client) { c.heartbeat = d } }
+func WithHeartbeat(d time.Duration) Option {
+	return func(c *Client) { c.heartbeat, c.heartbeatSet = d, true }
+}
 
 // WithMaxClockSkew sets how far apart the clocks of two clients may be. A contender takes an
 // unreleased slot only once expires_at + skew has passed on its own clock. Default 1s.
@@ -90,7 +94,9 @@ func WithMaxClockSkew(d time.Duration) Option { return func(c *Client) { c.skew 
 
 // WithSafetyMargin sets how long before expires_at (by its own clock) the holder cancels its lease
 // context, so work stops before anyone else may take the slot. Default max(heartbeat/2, skew).
-func WithSafetyMargin(d time.Duration) Option { return func(c *Client) { c.margin = d } }
+func WithSafetyMargin(d time.Duration) Option {
+	return func(c *Client) { c.margin, c.marginSet = d, true }
+}
 
 // WithPollInterval sets how often a standby re-reads the group; each wait is jittered between
 // half and the full interval so standbys do not poll in step. Default 1s.
@@ -116,14 +122,14 @@ const (
 // New returns a Client for the lock table. It does not touch DynamoDB (see CheckTable). Invalid
 // options give a *ConfigError naming the option.
 func New(db DynamoDBClient, table string, opts ...Option) (*Client, error) {
-	c := &Client{db: db, table: table, ttl: defaultTTL, skew: defaultSkew, poll: defaultPoll, margin: -1, heartbeat: -1}
+	c := &Client{db: db, table: table, ttl: defaultTTL, skew: defaultSkew, poll: defaultPoll}
 	for _, o := range opts {
 		o(c)
 	}
-	if c.heartbeat < 0 {
+	if !c.heartbeatSet {
 		c.heartbeat = c.ttl / 3
 	}
-	if c.margin < 0 {
+	if !c.marginSet {
 		c.margin = max(c.heartbeat/2, c.skew)
 	}
 	switch {
@@ -137,11 +143,13 @@ func New(db DynamoDBClient, table string, opts ...Option) (*Client, error) {
 		return nil, bad("WithLeaseTTL", "must be positive, got %s", c.ttl)
 	case c.heartbeat <= 0:
 		return nil, bad("WithHeartbeat", "must be positive, got %s", c.heartbeat)
-	case c.ttl <= 2*c.heartbeat:
+	case c.ttl-c.heartbeat <= c.heartbeat: // not ttl <= 2*heartbeat, which can overflow
 		return nil, bad("WithLeaseTTL", "must exceed 2 x heartbeat (%s), got %s", c.heartbeat, c.ttl)
 	case c.skew < 0:
 		return nil, bad("WithMaxClockSkew", "must not be negative, got %s", c.skew)
-	case c.margin+c.heartbeat >= c.ttl:
+	case c.margin < 0:
+		return nil, bad("WithSafetyMargin", "must not be negative, got %s", c.margin)
+	case c.margin >= c.ttl-c.heartbeat:
 		// The first renew happens one heartbeat after acquisition; the lease must still be valid then.
 		return nil, bad("WithSafetyMargin", "plus heartbeat (%s) must be less than the TTL (%s), got %s", c.heartbeat, c.ttl, c.margin)
 	case c.poll <= 0:

@@ -2,6 +2,7 @@ package lock
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 
@@ -27,6 +28,10 @@ func TestNewValidatesOptions(t *testing.T) {
 		{"zero ttl", db, "t", []Option{WithLeaseTTL(0), WithHeartbeat(time.Second)}, "WithLeaseTTL"},
 		{"ttl not above 2 heartbeats", db, "t", []Option{WithLeaseTTL(2 * time.Second), WithHeartbeat(time.Second)}, "WithLeaseTTL"},
 		{"zero heartbeat", db, "t", []Option{WithHeartbeat(0)}, "WithHeartbeat"},
+		{"negative heartbeat is not the default", db, "t", []Option{WithHeartbeat(-time.Second)}, "WithHeartbeat"},
+		{"2 x heartbeat overflows", db, "t", []Option{WithLeaseTTL(math.MaxInt64), WithHeartbeat(1 << 62)}, "WithLeaseTTL"},
+		{"negative margin", db, "t", []Option{WithSafetyMargin(-time.Second)}, "WithSafetyMargin"},
+		{"margin + heartbeat overflows", db, "t", []Option{WithSafetyMargin(math.MaxInt64)}, "WithSafetyMargin"},
 		{"negative skew", db, "t", []Option{WithMaxClockSkew(-time.Second)}, "WithMaxClockSkew"},
 		{"margin too large", db, "t", []Option{WithLeaseTTL(10 * time.Second), WithHeartbeat(3 * time.Second), WithSafetyMargin(7 * time.Second)}, "WithSafetyMargin"},
 		{"zero poll", db, "t", []Option{WithPollInterval(0)}, "WithPollInterval"},

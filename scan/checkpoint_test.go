@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 
@@ -193,7 +194,21 @@ func TestNewValidates(t *testing.T) {
 			require.Equal(t, field, ce.Field)
 		})
 	}
-	_, err := scan.New(ok)
+	for _, rate := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
+		cfg := ok
+		cfg.ReadRate = rate
+		_, err := scan.New(cfg)
+		var ce *scan.ConfigError
+		require.ErrorAs(t, err, &ce, "ReadRate %v", rate)
+		require.Equal(t, "ReadRate", ce.Field)
+	}
+	huge := ok
+	huge.Plan.Mode, huge.IndexName, huge.ShardAttr, huge.Shards, huge.Plan.SubSegments = scan.ModeIndex, "i", "s", 4, math.MaxInt/2+1
+	_, err := scan.New(huge) // used to panic making a channel of 2 x SubSegments
+	var ce *scan.ConfigError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, "Plan.SubSegments", ce.Field)
+	_, err = scan.New(ok)
 	require.NoError(t, err)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"sync"
@@ -190,8 +191,8 @@ func New(cfg Config) (*Scanner, error) {
 		return nil, bad("Table", "is required")
 	case cfg.Slot < 0 || cfg.Slot >= plan.Slots:
 		return nil, bad("Slot", "must be in [0, %d), got %d", plan.Slots, cfg.Slot)
-	case cfg.ReadRate < 0:
-		return nil, bad("ReadRate", "must not be negative, got %v", cfg.ReadRate)
+	case !(cfg.ReadRate >= 0) || math.IsInf(cfg.ReadRate, 1): // NaN fails every comparison
+		return nil, bad("ReadRate", "must be a finite number >= 0, got %v", cfg.ReadRate)
 	case cfg.PageLimit < 0:
 		return nil, bad("PageLimit", "must not be negative, got %d", cfg.PageLimit)
 	case cfg.MaxUnackedPages < 0:

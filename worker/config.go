@@ -86,7 +86,7 @@ type Config struct {
 	// scan package's automatic size when ReadRate is set).
 	PageSize int32
 
-	// Concurrency is the number of handlers in flight. Defaults to 16.
+	// Concurrency is the number of handlers in flight, at most 100,000. Defaults to 16.
 	Concurrency int
 	// BatchClaims claims up to 25 items of a page in one TransactWriteItems instead of one
 	// UpdateItem per item. Defaults to false.
@@ -301,8 +301,8 @@ func (c *Config) validate() error {
 		return bad("PageSize", "must not be negative, got %d", c.PageSize)
 	case c.SubSegments < 1 || c.SubSegments > maxSegments:
 		return bad("SubSegments", "must be in [1, %d], got %d", maxSegments, c.SubSegments)
-	case c.Concurrency < 1:
-		return bad("Concurrency", "must be at least 1, got %d", c.Concurrency)
+	case c.Concurrency < 1 || c.Concurrency > maxConcurrency:
+		return bad("Concurrency", "must be in [1, %d], got %d", maxConcurrency, c.Concurrency)
 	// The lease rules of lock.New, checked here so that Run does not fail on them; lock.New reads a
 	// negative heartbeat as unset, and 2*Heartbeat may overflow.
 	case c.LeaseTTL <= 0:
@@ -359,6 +359,10 @@ func (c *Config) validate() error {
 	}
 	return nil
 }
+
+// maxConcurrency bounds Concurrency: Run sizes buffers by it, and far beyond this a worker only
+// queues handlers behind DynamoDB's per-partition limits.
+const maxConcurrency = 100_000
 
 // maxSegments is DynamoDB's limit on a scan's TotalSegments (Workers x SubSegments), which scan
 // also applies to Shards and SubSegments alone.

@@ -196,7 +196,7 @@ func violations(c Config, in configInput) [][]string {
 	broken(!(c.ReadRate >= 0) || math.IsInf(c.ReadRate, 1), "ReadRate")
 	broken(c.PageSize < 0, "PageSize")
 	broken(c.SubSegments < 1 || c.SubSegments > maxSegments, "SubSegments")
-	broken(c.Concurrency < 1, "Concurrency")
+	broken(c.Concurrency < 1 || c.Concurrency > 100_000, "Concurrency")
 	broken(c.LeaseTTL <= 0, "LeaseTTL")
 	broken(c.Heartbeat <= 0, heartbeat...)
 	broken(exact(c.LeaseTTL).Cmp(exact(c.Heartbeat, 2)) <= 0, append(heartbeat, "LeaseTTL")...)
@@ -378,5 +378,24 @@ func checkRunConfigs(t *testing.T, c Config) {
 		ConsistentRead: c.ConsistentRead, ReadRate: c.ReadRate, PageLimit: c.PageSize,
 	}); err != nil {
 		t.Fatalf("New accepted %+v, but the scanner rejects it: %v", c, err)
+	}
+}
+
+// TestBackoffNeverOverflows: a limit near the largest duration and many attempts give the limit
+// (±20% jitter), never zero or a negative pause.
+func TestBackoffNeverOverflows(t *testing.T) {
+	for _, limit := range []time.Duration{time.Second, math.MaxInt64 / 2, math.MaxInt64} {
+		for _, attempt := range []int{1, 2, 40, 70, 1000} {
+			want := limit
+			if attempt-1 < 33 { // 1s << 33 still fits in a Duration
+				if e := time.Second << (attempt - 1); e < limit {
+					want = e
+				}
+			}
+			d := backoff(time.Second, limit, attempt)
+			if float64(d) < 0.79*float64(want) || float64(d) > 1.21*float64(want) {
+				t.Fatalf("backoff(1s, %s, %d) = %s, want %s ±20%%", limit, attempt, d, want)
+			}
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"runtime/debug"
 	"slices"
@@ -1058,11 +1059,18 @@ func runHandler(ctx context.Context, h Handler, item Item) (err error) {
 func backoff(base, limit time.Duration, attempt int) time.Duration {
 	d := base
 	for i := 1; i < attempt && d < limit; i++ {
+		if d > limit/2 {
+			d = limit // doubling would pass the limit (or overflow)
+			break
+		}
 		d *= 2
 	}
 	d = min(d, limit)
-	jitter := time.Duration(float64(d) * (rand.Float64()*0.4 - 0.2))
-	return max(d+jitter, 0)
+	f := float64(d) * (0.8 + rand.Float64()*0.4) // ±20% jitter
+	if f >= math.MaxInt64 {
+		return math.MaxInt64 // d + 20% of a limit near the largest Duration
+	}
+	return max(time.Duration(f), 0)
 }
 
 func (w *Worker) setState(slot int, token int64, state string) {
