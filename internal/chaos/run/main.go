@@ -13,7 +13,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -94,7 +96,9 @@ DynamoDB stream (new and old images), so no state is missed however briefly it l
 - **completed twice** (must be 0): a key in two completion records, or a record that the ledger contradicts;
 - **missing** (must be 0): items not done when every worker has exited;
 - **side-effect duplicates**: handler runs beyond the first per item; allowed only for items in flight at a kill,
-  freeze or fault (the bound: concurrency per kill or freeze, one per injected fault);
+  freeze or fault. The bound: 2 x concurrency + 25 per SIGKILL (handlers running, and handled items waiting for a
+  batched completion), the concurrency per freeze or in-process crash, the concurrency of every worker per
+  DynamoDB restart, one per injected fault;
 - **unrecorded**: done items no record lists (a SIGKILL between the completion and its record line, or a
   completion whose response was lost);
 - the lease history: a slot's token never decreases, a token never has two owners, and a new token is taken only
@@ -171,7 +175,9 @@ func lastLine(s string) string {
 	return strings.ReplaceAll(ls[len(ls)-1], "|", "\\|")
 }
 
-// execLine is the fuzzer's last progress line, e.g. "elapsed: 60s, execs: 123456 (2057/sec)".
+// execLine sums up the fuzzer's last progress line, e.g. "elapsed: 1m1s, execs: 514704 (0/sec)",
+// as "1m1s, 514704 execs (8438/s)": the rate on that line is the last instant's, often 0, so the
+// average is computed.
 func execLine(s string) string {
 	last := ""
 	for _, l := range strings.Split(s, "\n") {
@@ -179,8 +185,16 @@ func execLine(s string) string {
 			last = strings.TrimPrefix(l, "fuzz: ")
 		}
 	}
-	if i := strings.Index(last, ", new interesting"); i >= 0 {
-		last = last[:i]
+	m := execRe.FindStringSubmatch(last)
+	if m == nil {
+		return last
 	}
-	return last
+	d, err1 := time.ParseDuration(m[1])
+	n, err2 := strconv.ParseInt(m[2], 10, 64)
+	if err1 != nil || err2 != nil || d <= 0 {
+		return last
+	}
+	return fmt.Sprintf("%s, %d execs (%.0f/s)", m[1], n, float64(n)/d.Seconds())
 }
+
+var execRe = regexp.MustCompile(`elapsed: (\S+), execs: (\d+)`)
