@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -208,35 +207,39 @@ type streamImage struct {
 	cp       string
 }
 
-func decodeStreamImage(m map[string]stypes.AttributeValue) streamImage {
-	if len(m) == 0 {
+func decodeStreamImage(sm map[string]stypes.AttributeValue) streamImage {
+	if len(sm) == 0 {
 		return streamImage{}
 	}
-	im := streamImage{exists: true, owner: streamS(m, "owner"), token: streamN(m, "token"),
-		expires: streamN(m, "expires_at"), acquired: streamN(m, "acquired_at"),
-		version: streamN(m, "version"), cp: streamS(m, "checkpoint")}
-	if b, ok := m["released"].(*stypes.AttributeValueMemberBOOL); ok {
+	m := fromStream(sm)
+	im := streamImage{exists: true, owner: sAttr(m, "owner"), token: nAttr(m, "token"),
+		expires: nAttr(m, "expires_at"), acquired: nAttr(m, "acquired_at"),
+		version: nAttr(m, "version"), cp: sAttr(m, "checkpoint")}
+	if b, ok := m["released"].(*types.AttributeValueMemberBOOL); ok {
 		im.released = b.Value
 	}
-	if b, ok := m["finished"].(*stypes.AttributeValueMemberBOOL); ok {
+	if b, ok := m["finished"].(*types.AttributeValueMemberBOOL); ok {
 		im.finished = b.Value
 	}
 	return im
 }
 
-func streamN(m map[string]stypes.AttributeValue, k string) int64 {
-	if v, ok := m[k].(*stypes.AttributeValueMemberN); ok {
-		n, _ := strconv.ParseInt(v.Value, 10, 64)
-		return n
+// fromStream converts the scalar attributes of a stream image (the Streams API has its own
+// AttributeValue types) to DynamoDB's, so polls and stream records decode alike. Slot items hold
+// only strings, numbers and booleans.
+func fromStream(sm map[string]stypes.AttributeValue) map[string]types.AttributeValue {
+	m := make(map[string]types.AttributeValue, len(sm))
+	for k, v := range sm {
+		switch v := v.(type) {
+		case *stypes.AttributeValueMemberS:
+			m[k] = &types.AttributeValueMemberS{Value: v.Value}
+		case *stypes.AttributeValueMemberN:
+			m[k] = &types.AttributeValueMemberN{Value: v.Value}
+		case *stypes.AttributeValueMemberBOOL:
+			m[k] = &types.AttributeValueMemberBOOL{Value: v.Value}
+		}
 	}
-	return 0
-}
-
-func streamS(m map[string]stypes.AttributeValue, k string) string {
-	if v, ok := m[k].(*stypes.AttributeValueMemberS); ok {
-		return v.Value
-	}
-	return ""
+	return m
 }
 
 // apply checks one record; it reports whether the record was a slot item of the group.
@@ -248,10 +251,14 @@ func streamS(m map[string]stypes.AttributeValue, k string) string {
 //     within MaxClockSkew the waiting contender's margin covers the difference).
 func (h *streamHistory) apply(pk string, rec stypes.Record) bool {
 	sr := rec.Dynamodb
-	if sr == nil || streamS(sr.Keys, "pk") != pk {
+	if sr == nil {
 		return false
 	}
-	slot := streamN(sr.Keys, "sk")
+	keys := fromStream(sr.Keys)
+	if sAttr(keys, "pk") != pk {
+		return false
+	}
+	slot := nAttr(keys, "sk")
 	if slot < 0 {
 		return false // the group's meta item
 	}
