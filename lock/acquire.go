@@ -156,6 +156,23 @@ func (c *Client) acquireRound(ctx context.Context, t target) (*Lease, error) {
 		}
 	}
 	now := c.clock.Now()
+	// won finishes an acquisition: the meta item is written only by a winner that found none.
+	won := func(l *Lease) (*Lease, error) {
+		if !t.mutex && !meta.exists {
+			if err := c.recordMeta(ctx, t); err != nil {
+				// Never hand out a slot of a group we disagree with; give it straight back.
+				_ = l.Release(context.WithoutCancel(ctx))
+				return nil, err
+			}
+		}
+		c.log.Info("lock: acquired", "pk", t.pk, "slot", l.slot, "token", l.token, "took_over", l.tookOver)
+		return l, nil
+	}
+	if l, err := c.adoptLanded(ctx, t, slots, now); err != nil {
+		return nil, err
+	} else if l != nil {
+		return won(l)
+	}
 	var free []int
 	finished := 0
 	for s := range t.n {
@@ -190,15 +207,7 @@ func (c *Client) acquireRound(ctx context.Context, t target) (*Lease, error) {
 		if err != nil {
 			return nil, err
 		}
-		if !t.mutex && !meta.exists {
-			if err := c.recordMeta(ctx, t); err != nil {
-				// Never hand out a slot of a group we disagree with; give it straight back.
-				_ = l.Release(context.WithoutCancel(ctx))
-				return nil, err
-			}
-		}
-		c.log.Info("lock: acquired", "pk", t.pk, "slot", s, "token", l.token, "took_over", l.tookOver)
-		return l, nil
+		return won(l)
 	}
 	finished = 0
 	for s := range t.n {
@@ -325,7 +334,11 @@ func (c *Client) take(ctx context.Context, t target, it slotItem) (*Lease, slotI
 		}
 		err = c.tableErr(err)
 		var te *TableError
-		if errors.As(err, &te) || ctx.Err() != nil {
+		if errors.As(err, &te) {
+			return nil, slotItem{}, fmt.Errorf("lock: acquire %s/%d: %w", t.pk, it.sk, err)
+		}
+		if ctx.Err() != nil {
+			c.rememberUnsettled(t.pk, it, nonce, token) // cancelled in flight: it may still land
 			return nil, slotItem{}, fmt.Errorf("lock: acquire %s/%d: %w", t.pk, it.sk, err)
 		}
 		// The outcome is unknown (timeout, transport): a consistent re-read settles it, so a write
@@ -333,18 +346,105 @@ func (c *Client) take(ctx context.Context, t target, it slotItem) (*Lease, slotI
 		cur, rerr := c.readSlot(ctx, t.pk, it.sk)
 		switch {
 		case rerr != nil:
+			c.rememberUnsettled(t.pk, it, nonce, token)
 			return nil, slotItem{}, fmt.Errorf("lock: acquire %s/%d: %w", t.pk, it.sk, errors.Join(err, rerr))
 		case ours(cur):
 			return c.newLease(t, it, cur, now), slotItem{}, nil
 		case cur.exists && (cur.token != it.token || cur.version != it.version):
-			return nil, cur, errTaken
+			return nil, cur, errTaken // our write's condition can no longer hold: it never lands
 		default:
+			c.rememberUnsettled(t.pk, it, nonce, token)
 			return nil, slotItem{}, fmt.Errorf("lock: acquire %s/%d: %w", t.pk, it.sk, err)
 		}
 	}
 	got := decodeSlot(newItem)
 	got.sk = it.sk
 	return c.newLease(t, it, got, now), slotItem{}, nil
+}
+
+// rememberUnsettled records an acquisition write of unknown outcome that may still land.
+func (c *Client) rememberUnsettled(pk string, before slotItem, nonce string, token int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.unsettled == nil {
+		c.unsettled = map[itemKey]unsettledTake{}
+	}
+	c.unsettled[itemKey{pk, before.sk}] = unsettledTake{nonce: nonce, token: token, before: before}
+}
+
+// adoptLanded looks for an acquisition write of ours whose outcome stayed unknown and that landed
+// after all: the item carries its nonce. No goroutine holds a Lease for it (its take returned an
+// error), so one caller adopts it: while the lease is still valid by our clock it is returned;
+// otherwise it is released at once, so that it is free now rather than after TTL + skew. Writes
+// that can no longer land (the item moved past their token) are forgotten.
+func (c *Client) adoptLanded(ctx context.Context, t target, slots map[int]slotItem, now time.Time) (*Lease, error) {
+	c.mu.Lock()
+	var found []unsettledTake
+	for s := range t.n {
+		k := itemKey{t.pk, s}
+		u, ok := c.unsettled[k]
+		if !ok {
+			continue
+		}
+		it := slots[s]
+		switch {
+		case it.nonce == u.nonce && it.owner == c.owner && it.token == u.token:
+			delete(c.unsettled, k)
+			if !it.released && !it.finished {
+				found = append(found, u)
+			}
+		case it.token >= u.token:
+			delete(c.unsettled, k) // someone else took that token, or a later one
+		}
+	}
+	c.mu.Unlock()
+	var lease *Lease
+	for _, u := range found {
+		it := slots[u.before.sk]
+		it.sk = u.before.sk
+		if lease == nil && now.Before(it.expiresAt.Add(-c.margin)) {
+			c.log.Info("lock: acquisition of unknown outcome found landed later; adopted", "pk", t.pk, "slot", it.sk, "token", it.token)
+			lease = c.newLease(t, u.before, it, now)
+			continue
+		}
+		// Expired by our clock (or we already adopted one): give it back so it is free now.
+		cur, err := c.releaseLanded(ctx, t.pk, it)
+		if err != nil {
+			if lease != nil {
+				return lease, nil // the item expires by itself
+			}
+			return nil, err
+		}
+		c.log.Info("lock: acquisition of unknown outcome found landed later; released", "pk", t.pk, "slot", it.sk, "token", it.token)
+		slots[it.sk] = cur
+	}
+	return lease, nil
+}
+
+// releaseLanded sets released on an item of ours no Lease holds, fenced on owner, token and nonce;
+// it returns the item as written (or as found, when it moved on meanwhile).
+func (c *Client) releaseLanded(ctx context.Context, pk string, it slotItem) (slotItem, error) {
+	out, err := c.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(c.table),
+		Key:                                 key(pk, it.sk),
+		UpdateExpression:                    aws.String("SET #rel = :true"),
+		ConditionExpression:                 aws.String("#owner = :me AND #token = :token AND #nonce = :nonce"),
+		ExpressionAttributeNames:            map[string]string{"#owner": attrOwner, "#token": attrToken, "#nonce": attrNonce, "#rel": attrReleased},
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":me": avS(c.owner), ":token": avN(it.token), ":nonce": avS(it.nonce), ":true": avB(true)},
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if cf, ok := conditionFailed(err); ok {
+		cur := decodeSlot(cf.Item)
+		cur.sk = it.sk
+		return cur, nil
+	}
+	if err != nil {
+		return slotItem{}, fmt.Errorf("lock: release %s/%d: %w", pk, it.sk, c.tableErr(err))
+	}
+	cur := decodeSlot(out.Attributes)
+	cur.sk = it.sk
+	return cur, nil
 }
 
 // recordMeta creates the group's meta item, or, when another contender created it first, checks

@@ -52,6 +52,11 @@ type Client struct {
 
 	mu   sync.Mutex
 	seen map[itemKey]observation // skew-immune mode: when we first saw each holder's version
+	// unsettled holds our acquisition writes whose outcome stayed unknown and that may still land
+	// (a request delayed in the network past the client's timeout and past the settling read).
+	// acquireRound adopts such a write when it finds it landed, instead of waiting out a lease
+	// that we hold and nobody uses.
+	unsettled map[itemKey]unsettledTake
 
 	hooks testHooks
 }
@@ -65,6 +70,12 @@ type testHooks struct {
 type itemKey struct {
 	pk string
 	sk int
+}
+
+type unsettledTake struct {
+	nonce  string
+	token  int64
+	before slotItem // the item the write replaced (for TookOver)
 }
 
 type observation struct {

@@ -14,6 +14,10 @@
 //     changes nothing.
 //   - A standby takes a slot as soon as it is released, or once it has expired; a lease whose
 //     renewals stop (crash, lost connection) ends in a cancelled context, never a hang.
+//   - An acquisition whose answer is lost (timeout, reset connection) is settled by its nonce: the
+//     write that landed is the caller's lease, even when the SDK's retry then fails its
+//     condition; one that lands only after the caller gave up is adopted by the Client's next
+//     round (or released at once when already expired), so no slot sits held by nobody.
 //   - A group records n (and optional meta) on its meta item; a caller that disagrees gets a
 //     *[GroupMismatchError] instead of overlapping with the others.
 //
