@@ -69,18 +69,25 @@ func TestLateLandingAcquisition(t *testing.T) {
 	ctx := context.Background()
 	db, table := lockTable(t)
 	direct := ddbtest.Client(t)
-
-	t.Run("still valid: adopted", func(t *testing.T) {
-		clk := clock.NewFake(t0)
-		late := &lateWrite{DynamoDBClient: db}
-		a, aev := newClient(t, late, table, timingOpts(clk, "a")...)
-		b, _ := newClient(t, direct, table, timingOpts(clk, "b")...)
+	// start makes a's acquisition of group whose write is held back (a sees a transport error),
+	// with b a client of another owner on the same clock.
+	start := func(t *testing.T, group string) (clk *clock.Fake, late *lateWrite, a *Client, aev *events, b *Client) {
+		t.Helper()
+		clk = clock.NewFake(t0)
+		late = &lateWrite{DynamoDBClient: db}
+		a, aev = newClient(t, late, table, timingOpts(clk, "a")...)
+		b, _ = newClient(t, direct, table, timingOpts(clk, "b")...)
 		late.arm()
-		_, err := a.TryAcquireSlot(ctx, "valid", 1)
+		_, err := a.TryAcquireSlot(ctx, group, 1)
 		require.ErrorIs(t, err, errInjected, "the outcome is unknown to a")
 		require.Equal(t, 1, late.unsettled(a))
+		return clk, late, a, aev, b
+	}
+
+	t.Run("still valid: adopted", func(t *testing.T) {
+		clk, late, a, aev, b := start(t, "valid")
 		require.NoError(t, late.deliver(), "the write lands late")
-		_, err = b.TryAcquireSlot(ctx, "valid", 1)
+		_, err := b.TryAcquireSlot(ctx, "valid", 1)
 		require.ErrorIs(t, err, ErrNoFreeSlot, "the landed write holds the slot")
 
 		l, err := a.TryAcquireSlot(ctx, "valid", 1)
@@ -97,16 +104,10 @@ func TestLateLandingAcquisition(t *testing.T) {
 	})
 
 	t.Run("expired by the holder's clock: released at once", func(t *testing.T) {
-		clk := clock.NewFake(t0)
-		late := &lateWrite{DynamoDBClient: db}
-		a, _ := newClient(t, late, table, timingOpts(clk, "a")...)
-		b, _ := newClient(t, direct, table, timingOpts(clk, "b")...)
-		late.arm()
-		_, err := a.TryAcquireSlot(ctx, "expired", 1)
-		require.ErrorIs(t, err, errInjected)
+		clk, late, a, _, b := start(t, "expired")
 		require.NoError(t, late.deliver())
 		clk.Advance(ttl - time.Second) // past expires_at - margin, not past expires_at + skew
-		_, err = b.TryAcquireSlot(ctx, "expired", 1)
+		_, err := b.TryAcquireSlot(ctx, "expired", 1)
 		require.ErrorIs(t, err, ErrNoFreeSlot, "for anyone else the landed lease is still held")
 
 		l, err := a.TryAcquireSlot(ctx, "expired", 1)
@@ -118,13 +119,7 @@ func TestLateLandingAcquisition(t *testing.T) {
 	})
 
 	t.Run("overtaken: forgotten", func(t *testing.T) {
-		clk := clock.NewFake(t0)
-		late := &lateWrite{DynamoDBClient: db}
-		a, _ := newClient(t, late, table, timingOpts(clk, "a")...)
-		b, _ := newClient(t, direct, table, timingOpts(clk, "b")...)
-		late.arm()
-		_, err := a.TryAcquireSlot(ctx, "overtaken", 1)
-		require.ErrorIs(t, err, errInjected)
+		_, late, a, _, b := start(t, "overtaken")
 		lb, err := b.TryAcquireSlot(ctx, "overtaken", 1)
 		require.NoError(t, err)
 		_, cf := conditionFailed(late.deliver())
