@@ -200,9 +200,9 @@ func FuzzEnvConfig(f *testing.F) {
 		if sa.name == sb.name && !sb.commandLine {
 			settings = settings[:1] // one variable
 		}
-		for _, s := range settings {
+		for i, s := range settings {
 			if !s.commandLine && strings.ContainsRune(s.value, 0) {
-				t.Skip("the environment cannot hold NUL")
+				settings[i].commandLine = true // the environment cannot hold NUL; the command line can
 			}
 		}
 		work, err := runWorkUntilListen(t, settings...)
