@@ -23,6 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/spf13/cobra"
 
+	"github.com/dynapart/dynapart/internal/progress"
 	"github.com/dynapart/dynapart/localstack"
 	"github.com/dynapart/dynapart/lock"
 	"github.com/dynapart/dynapart/worker"
@@ -75,7 +76,7 @@ type demoProc struct {
 	cmd      *exec.Cmd
 	record   string
 	mu       sync.Mutex
-	last     progressLine
+	last     progress.Line
 	killed   bool
 	exitCode int
 	exited   chan struct{}
@@ -318,7 +319,7 @@ func runDemo(cmd *cobra.Command, g *globals, f *demoFlags) error {
 func (p *demoProc) read(r io.Reader) {
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
-		var l progressLine
+		var l progress.Line
 		if json.Unmarshal(sc.Bytes(), &l) != nil {
 			continue
 		}
@@ -340,7 +341,7 @@ func (p *demoProc) read(r io.Reader) {
 	close(p.exited)
 }
 
-func (p *demoProc) snapshot() progressLine {
+func (p *demoProc) snapshot() progress.Line {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.last

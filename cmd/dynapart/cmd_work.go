@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/spf13/cobra"
 
+	"github.com/dynapart/dynapart/internal/progress"
 	"github.com/dynapart/dynapart/scan"
 	"github.com/dynapart/dynapart/worker"
 )
@@ -314,29 +315,11 @@ func startProgress(mode string, w *worker.Worker, total int64, log interface{ In
 	return func() { close(stop); <-done }
 }
 
-// progressLine is the --progress json line (one object per line on stdout).
-type progressLine struct {
-	Event     string  `json:"event"`
-	Time      int64   `json:"t_ms"`
-	Owner     string  `json:"owner"`
-	Slot      int     `json:"slot"`
-	Token     int64   `json:"token"`
-	State     string  `json:"state"`
-	Completed int64   `json:"completed"`
-	Scanned   int64   `json:"scanned"`
-	Retried   int64   `json:"retried"`
-	Failed    int64   `json:"dead_lettered"`
-	Takeovers int64   `json:"takeovers"`
-	RCU       float64 `json:"rcu"`
-	WCU       float64 `json:"wcu"`
-	FirstDone int64   `json:"first_done_ms,omitempty"`
-}
-
 var stdoutMu sync.Mutex
 
 func printJSONProgress(w *worker.Worker, event string, first time.Time) {
 	s := w.Stats()
-	p := progressLine{Event: event, Time: time.Now().UnixMilli(), Owner: w.Config().Owner, Slot: s.Slot, Token: s.Token,
+	p := progress.Line{Event: event, Time: time.Now().UnixMilli(), Owner: w.Config().Owner, Slot: s.Slot, Token: s.Token,
 		State: s.State, Completed: s.Completed, Scanned: s.Scanned, Retried: s.Retried, Failed: s.DeadLettered,
 		Takeovers: s.Takeovers, RCU: s.RCU, WCU: s.WCU}
 	if !first.IsZero() {

@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dynapart/dynapart/internal/ddbtest"
+	"github.com/dynapart/dynapart/internal/progress"
 )
 
 var dynapartBin string
@@ -205,16 +206,16 @@ func TestEndToEnd(t *testing.T) {
 
 // progressReader follows a worker's --progress json lines.
 type progressReader struct {
-	lines chan progressLine
+	lines chan progress.Line
 }
 
 func followProgress(r io.Reader) *progressReader {
-	p := &progressReader{lines: make(chan progressLine, 1024)}
+	p := &progressReader{lines: make(chan progress.Line, 1024)}
 	go func() {
 		defer close(p.lines)
 		sc := bufio.NewScanner(r)
 		for sc.Scan() {
-			var l progressLine
+			var l progress.Line
 			if json.Unmarshal(sc.Bytes(), &l) == nil {
 				select {
 				case p.lines <- l:
@@ -227,7 +228,7 @@ func followProgress(r io.Reader) *progressReader {
 }
 
 // waitFor returns the first line that matches, or fails after the timeout.
-func (p *progressReader) waitFor(t *testing.T, timeout time.Duration, match func(progressLine) bool) progressLine {
+func (p *progressReader) waitFor(t *testing.T, timeout time.Duration, match func(progress.Line) bool) progress.Line {
 	t.Helper()
 	deadline := time.After(timeout)
 	for {
@@ -275,7 +276,7 @@ func TestSIGKILLMidRun(t *testing.T) {
 	var victim *proc
 	for victim == nil {
 		for _, p := range ps {
-			l := p.prog.waitFor(t, time.Minute, func(progressLine) bool { return true })
+			l := p.prog.waitFor(t, time.Minute, func(progress.Line) bool { return true })
 			if l.Slot >= 0 && l.Completed >= 100 {
 				victim = p
 				break
@@ -327,13 +328,13 @@ func TestSIGTERMReleasesSlot(t *testing.T) {
 		return p, followProgress(stdout)
 	}
 	a, ap := start("a")
-	ap.waitFor(t, time.Minute, func(l progressLine) bool { return l.Event == "lease-acquired" })
+	ap.waitFor(t, time.Minute, func(l progress.Line) bool { return l.Event == "lease-acquired" })
 	b, bp := start("b")
-	bp.waitFor(t, time.Minute, func(l progressLine) bool { return l.State == "standby" })
+	bp.waitFor(t, time.Minute, func(l progress.Line) bool { return l.State == "standby" })
 
 	sent := time.Now()
 	require.NoError(t, a.Process.Signal(syscall.SIGTERM))
-	l := bp.waitFor(t, 30*time.Second, func(l progressLine) bool { return l.Event == "lease-acquired" })
+	l := bp.waitFor(t, 30*time.Second, func(l progress.Line) bool { return l.Event == "lease-acquired" })
 	took := time.Since(sent)
 	require.NoError(t, a.Wait(), "SIGTERM is a graceful stop: exit 0")
 	require.Zero(t, l.Takeovers, "the slot was released, not taken over after expiry")

@@ -1,7 +1,5 @@
 package bench
 
-import "fmt"
-
 // paperSection is the arithmetic of the same design on real DynamoDB for a 100-million-item
 // table. Nothing here is measured except where it says so.
 func (r *Results) paperSection(w writer) {
@@ -44,18 +42,8 @@ func (r *Results) paperSection(w writer) {
 		workers := wcuCeil / m.wcu * m.writes / perWorker
 		w("| %s (%s) | %.0f | %s | %s s = %.1f h | %.1f |\n", m.name, m.note, m.wcu, num(total, 0), num(secs, 0), secs/3600, workers)
 	}
-	if t := r.Throughput; t != nil {
-		var parts []string
-		for _, v := range Variants[1:] {
-			var all Sample
-			for _, c := range r.Options.Concurrencies {
-				if p := t.Point(v, c); p != nil {
-					all = append(all, p.WCUPerItem...)
-				}
-			}
-			parts = append(parts, fmt.Sprintf("%s %s", v, all.Fmt(2, "")))
-		}
-		w("\nMeasured WCU per item in this run (DynamoDB Local's ConsumedCapacity): %s.\n", joinSemi(parts))
+	if r.Throughput != nil {
+		w("\nMeasured WCU per item in this run (DynamoDB Local's ConsumedCapacity): %s.\n", r.wcuSummary(""))
 	}
 	w("\nReads: one pass of segment mode reads the table once, %.0f GB / 4 KB × 0.5 = **%s RCU**, %s s at %s RCU/s: small next to the writes. "+
 		"Filter mode with N workers reads it N times: at N = 20, %s RCU and %s s, nearly as long as all the complete-only writes and 20× the read bill. "+
@@ -75,15 +63,4 @@ func (r *Results) paperSection(w writer) {
 		num(items/lambdaSecs, 0), num(items/lambdaSecs, 0), items/lambdaSecs/partWCU, wcuCeil/perWorker, items/wcuCeil/lambdaSecs)
 	w("- **Takeover cost at scale** is independent of the table size: a dead worker's share stalls for ≈ lease TTL (10 s by default) and its in-flight claims are reclaimed at once by token; " +
 		"the successor rescans at most one page per sub-segment (checkpoints every second).\n\n")
-}
-
-func joinSemi(parts []string) string {
-	s := ""
-	for i, p := range parts {
-		if i > 0 {
-			s += "; "
-		}
-		s += p
-	}
-	return s
 }

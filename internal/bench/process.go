@@ -12,25 +12,15 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dynapart/dynapart/internal/progress"
 	"github.com/dynapart/dynapart/lock"
 )
-
-// progressLine is the part of a `dynapart work --progress json` line the scenarios read.
-type progressLine struct {
-	Event     string `json:"event"`
-	Time      int64  `json:"t_ms"`
-	Slot      int    `json:"slot"`
-	State     string `json:"state"`
-	Completed int64  `json:"completed"`
-	Takeovers int64  `json:"takeovers"`
-	FirstDone int64  `json:"first_done_ms"`
-}
 
 // proc is one `dynapart work` process whose progress lines are collected.
 type proc struct {
 	cmd    *exec.Cmd
 	mu     sync.Mutex
-	lines  []progressLine
+	lines  []progress.Line
 	stderr strings.Builder
 	exited chan struct{}
 	err    error
@@ -51,7 +41,7 @@ func (e *Env) startWork(args ...string) (*proc, error) {
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
-			var l progressLine
+			var l progress.Line
 			if json.Unmarshal(sc.Bytes(), &l) == nil {
 				p.mu.Lock()
 				p.lines = append(p.lines, l)
@@ -76,19 +66,19 @@ func (l *lockedWriter) Write(b []byte) (int, error) {
 	return l.w.Write(b)
 }
 
-func (p *proc) last() progressLine {
+func (p *proc) last() progress.Line {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.lines) == 0 {
-		return progressLine{Slot: -1}
+		return progress.Line{Slot: -1}
 	}
 	return p.lines[len(p.lines)-1]
 }
 
-func (p *proc) all() []progressLine {
+func (p *proc) all() []progress.Line {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return append([]progressLine(nil), p.lines...)
+	return append([]progress.Line(nil), p.lines...)
 }
 
 func (p *proc) stderrText() string {
@@ -111,7 +101,7 @@ func (p *proc) kill() {
 }
 
 // waitFor polls cond every 20 ms until it holds, the process exits or the timeout passes.
-func (p *proc) waitFor(timeout time.Duration, what string, cond func(progressLine) bool) error {
+func (p *proc) waitFor(timeout time.Duration, what string, cond func(progress.Line) bool) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		if cond(p.last()) {
@@ -221,7 +211,7 @@ func (e *Env) takeoverOnce(ctx context.Context, leases string, items int, cfg Ta
 		return 0, 0, nil, err
 	}
 	defer holder.kill()
-	if err := holder.waitFor(30*time.Second, "lease of the holder", func(l progressLine) bool { return l.Slot == 0 }); err != nil {
+	if err := holder.waitFor(30*time.Second, "lease of the holder", func(l progress.Line) bool { return l.Slot == 0 }); err != nil {
 		return 0, 0, nil, err
 	}
 	standby, err := e.startWork(args("standby")...)
@@ -229,12 +219,12 @@ func (e *Env) takeoverOnce(ctx context.Context, leases string, items int, cfg Ta
 		return 0, 0, nil, err
 	}
 	defer standby.kill()
-	if err := standby.waitFor(30*time.Second, "standby state", func(l progressLine) bool { return l.State == "standby" }); err != nil {
+	if err := standby.waitFor(30*time.Second, "standby state", func(l progress.Line) bool { return l.State == "standby" }); err != nil {
 		return 0, 0, nil, err
 	}
 	killAt := int64(max(items/10, 50))
 	if err := holder.waitFor(60*time.Second, fmt.Sprintf("%d items completed by the holder", killAt),
-		func(l progressLine) bool { return l.Completed >= killAt }); err != nil {
+		func(l progress.Line) bool { return l.Completed >= killAt }); err != nil {
 		return 0, 0, nil, err
 	}
 	if holder.last().Completed >= int64(items) {

@@ -244,21 +244,26 @@ func (r *Results) throughputSection(w writer, plots Plots) {
 		}
 		w("| %s |\n", strings.Join(row, " | "))
 	}
-	w("\nWrite capacity per item as DynamoDB Local reported it (what real DynamoDB would bill): ")
+	w("\nWrite capacity per item as DynamoDB Local reported it (what real DynamoDB would bill): %s.\n\n", r.wcuSummary(" WCU"))
+	if p := plots[PlotThroughput]; p != "" {
+		w("![items/s versus concurrency](%s)\n\n", p)
+	}
+}
+
+// wcuSummary is the WCU per item of each Run variant over every concurrency, "; "-separated, each
+// figure followed by unit.
+func (r *Results) wcuSummary(unit string) string {
 	var parts []string
 	for _, v := range Variants[1:] {
 		var all Sample
 		for _, c := range r.Options.Concurrencies {
-			if p := t.Point(v, c); p != nil {
+			if p := r.Throughput.Point(v, c); p != nil {
 				all = append(all, p.WCUPerItem...)
 			}
 		}
-		parts = append(parts, fmt.Sprintf("%s %s WCU", v, all.Fmt(2, "")))
+		parts = append(parts, fmt.Sprintf("%s %s%s", v, all.Fmt(2, ""), unit))
 	}
-	w("%s.\n\n", strings.Join(parts, "; "))
-	if p := plots[PlotThroughput]; p != "" {
-		w("![items/s versus concurrency](%s)\n\n", p)
-	}
+	return strings.Join(parts, "; ")
 }
 
 func (r *Results) modesSection(w writer, plots Plots) {

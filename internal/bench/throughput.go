@@ -89,7 +89,10 @@ func sameWrite(table string, key map[string]types.AttributeValue, now time.Time)
 	}
 }
 
-func (e *Env) updateAll(ctx context.Context, table string, n, conc int, attr string) (float64, error) {
+// inChunks runs fn over [0, n) in chunks of size from conc goroutines, each taking the next chunk
+// as it finishes one; it returns the items per second and the first error (which stops the
+// goroutine that met it).
+func inChunks(n, conc, size int, fn func(lo, hi int) error) (float64, error) {
 	var next atomic.Int64
 	var firstErr error
 	var once sync.Once
@@ -99,8 +102,8 @@ func (e *Env) updateAll(ctx context.Context, table string, n, conc int, attr str
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
-				if _, err := e.DB.UpdateItem(ctx, condUpdate(table, keyOf(i), attr)); err != nil {
+			for lo := int(next.Add(int64(size)) - int64(size)); lo < n; lo = int(next.Add(int64(size)) - int64(size)) {
+				if err := fn(lo, min(lo+size, n)); err != nil {
 					once.Do(func() { firstErr = err })
 					return
 				}
@@ -111,44 +114,39 @@ func (e *Env) updateAll(ctx context.Context, table string, n, conc int, attr str
 	return float64(n) / time.Since(start).Seconds(), firstErr
 }
 
+func (e *Env) updateAll(ctx context.Context, table string, n, conc int, attr string) (float64, error) {
+	return inChunks(n, conc, 1, func(i, _ int) error {
+		_, err := e.DB.UpdateItem(ctx, condUpdate(table, keyOf(i), attr))
+		return err
+	})
+}
+
 func (e *Env) transactAll(ctx context.Context, table string, n, conc, size int, attr string) (rate, wcuPerItem float64, err error) {
-	var next atomic.Int64
 	var mu sync.Mutex
 	var wcu float64
-	var firstErr error
-	var once sync.Once
-	var wg sync.WaitGroup
-	start := time.Now()
-	for range conc {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for lo := int(next.Add(int64(size)) - int64(size)); lo < n; lo = int(next.Add(int64(size)) - int64(size)) {
-				var items []types.TransactWriteItem
-				for i := lo; i < min(lo+size, n); i++ {
-					u := condUpdate(table, keyOf(i), attr)
-					items = append(items, types.TransactWriteItem{Update: &types.Update{
-						TableName: u.TableName, Key: u.Key, UpdateExpression: u.UpdateExpression,
-						ConditionExpression: u.ConditionExpression, ExpressionAttributeNames: u.ExpressionAttributeNames,
-						ExpressionAttributeValues: u.ExpressionAttributeValues,
-					}})
-				}
-				out, err := e.DB.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items,
-					ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal})
-				if err != nil {
-					once.Do(func() { firstErr = err })
-					return
-				}
-				mu.Lock()
-				for _, c := range out.ConsumedCapacity {
-					wcu += aws.ToFloat64(c.CapacityUnits)
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	return float64(n) / time.Since(start).Seconds(), wcu / float64(n), firstErr
+	rate, err = inChunks(n, conc, size, func(lo, hi int) error {
+		var items []types.TransactWriteItem
+		for i := lo; i < hi; i++ {
+			u := condUpdate(table, keyOf(i), attr)
+			items = append(items, types.TransactWriteItem{Update: &types.Update{
+				TableName: u.TableName, Key: u.Key, UpdateExpression: u.UpdateExpression,
+				ConditionExpression: u.ConditionExpression, ExpressionAttributeNames: u.ExpressionAttributeNames,
+				ExpressionAttributeValues: u.ExpressionAttributeValues,
+			}})
+		}
+		out, err := e.DB.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items,
+			ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal})
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		for _, c := range out.ConsumedCapacity {
+			wcu += aws.ToFloat64(c.CapacityUnits)
+		}
+		mu.Unlock()
+		return nil
+	})
+	return rate, wcu / float64(n), err
 }
 
 // Variant names of the throughput matrix.

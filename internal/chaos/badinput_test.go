@@ -75,9 +75,7 @@ func TestBadInputMalformedCheckpoints(t *testing.T) {
 	for _, cp := range []string{"garbage", "dp1|x|0|", "dp1|0|0|{not json", `dp1|3|1|{"v":1,"t":"other","n":9,"c":[]}`, "dp9|0|0|", strings.Repeat("|", 1000)} {
 		t.Run(fmt.Sprintf("%.20q", cp), func(t *testing.T) {
 			table := ddbtest.CreateTable(t, db, ddbtest.Key{Name: "id", Type: "S"})
-			leases := ddbtest.TableName(t, "lease")
-			require.NoError(t, lock.CreateTable(ctx, db, leases))
-			ddbtest.DeleteOnCleanup(t, db, leases)
+			leases := leaseTable(t, db)
 			seedItems(t, db, table, 200, nil)
 			_, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(leases), Item: map[string]types.AttributeValue{
 				"pk": &types.AttributeValueMemberS{Value: "group#" + table + "/default"}, "sk": &types.AttributeValueMemberN{Value: "0"},
@@ -108,9 +106,7 @@ func TestBadInputPartitionAttrTypes(t *testing.T) {
 	db := ddbtest.Client(t)
 	ctx := context.Background()
 	table := ddbtest.CreateTable(t, db, ddbtest.Key{Name: "id", Type: "S"})
-	leases := ddbtest.TableName(t, "lease")
-	require.NoError(t, lock.CreateTable(ctx, db, leases))
-	ddbtest.DeleteOnCleanup(t, db, leases)
+	leases := leaseTable(t, db)
 	odd := []types.AttributeValue{nil, &types.AttributeValueMemberS{Value: "x"}, &types.AttributeValueMemberN{Value: "-7.5e3"},
 		&types.AttributeValueMemberB{Value: []byte{0, 1}}, &types.AttributeValueMemberBOOL{Value: true}, &types.AttributeValueMemberNULL{Value: true},
 		&types.AttributeValueMemberL{Value: []types.AttributeValue{&types.AttributeValueMemberS{Value: "a"}}},
@@ -152,9 +148,7 @@ func TestBadInputOversizeItem(t *testing.T) {
 	db := ddbtest.Client(t)
 	ctx := context.Background()
 	table := ddbtest.CreateTable(t, db, ddbtest.Key{Name: "id", Type: "S"})
-	leases := ddbtest.TableName(t, "lease")
-	require.NoError(t, lock.CreateTable(ctx, db, leases))
-	ddbtest.DeleteOnCleanup(t, db, leases)
+	leases := leaseTable(t, db)
 	seedItems(t, db, table, 100, nil)
 	big := strings.Repeat("z", 400*1024-64)
 	_, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]types.AttributeValue{
@@ -194,9 +188,7 @@ func TestBadInputTableSchemas(t *testing.T) {
 	table := ddbtest.CreateTable(t, db, ddbtest.Key{Name: "id", Type: "S"})
 	seedItems(t, db, table, 10, nil)
 	wrong := ddbtest.CreateTable(t, db, ddbtest.Key{Name: "other", Type: "N"})
-	leases := ddbtest.TableName(t, "lease")
-	require.NoError(t, lock.CreateTable(ctx, db, leases))
-	ddbtest.DeleteOnCleanup(t, db, leases)
+	leases := leaseTable(t, db)
 
 	w, err := worker.New(quietConfig(worker.Config{Client: db, Table: table, LeaseTable: leases, Workers: 1, Ledger: worker.LedgerTable, LedgerTable: wrong}))
 	require.NoError(t, err)

@@ -8,7 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/stretchr/testify/require"
+
 	"github.com/dynapart/dynapart/internal/ddbtest"
+	"github.com/dynapart/dynapart/lock"
 )
 
 var binary string
@@ -102,4 +106,13 @@ func TestChaosDynamoDBRestart(t *testing.T) {
 func TestChaosClockSkew(t *testing.T) {
 	t.Parallel()
 	check(t, Skew(context.Background(), testEnv(t), Params{Seed: seed(t), Items: 1000, Kills: 2}))
+}
+
+// leaseTable creates a fresh lease table (lock.CreateTable), deleted after the test.
+func leaseTable(t *testing.T, db *dynamodb.Client) string {
+	t.Helper()
+	name := ddbtest.TableName(t, "lease")
+	require.NoError(t, lock.CreateTable(context.Background(), db, name))
+	ddbtest.DeleteOnCleanup(t, db, name)
+	return name
 }

@@ -19,7 +19,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dynapart/dynapart/internal/ddbtest"
-	"github.com/dynapart/dynapart/lock"
 	"github.com/dynapart/dynapart/scan"
 	"github.com/dynapart/dynapart/worker"
 )
@@ -166,9 +165,7 @@ func TestIAMPolicyCoversEveryCall(t *testing.T) {
 	grants := policyGrants(t)
 	db := ddbtest.Client(t)
 	ctx := context.Background()
-	leases := ddbtest.TableName(t, "lease")
-	require.NoError(t, lock.CreateTable(ctx, db, leases))
-	ddbtest.DeleteOnCleanup(t, db, leases)
+	leases := leaseTable(t, db)
 	ledger := ddbtest.TableName(t, "ledger")
 	require.NoError(t, worker.CreateLedgerTable(ctx, db, ledger))
 	ddbtest.DeleteOnCleanup(t, db, ledger)

@@ -17,7 +17,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dynapart/dynapart/internal/ddbtest"
-	"github.com/dynapart/dynapart/lock"
 	"github.com/dynapart/dynapart/worker"
 )
 
@@ -36,9 +35,7 @@ func TestLogsHoldNoItemContentsOrCredentials(t *testing.T) {
 	db := ddbtest.Client(t)
 	ctx := context.Background()
 	table := ddbtest.CreateTable(t, db, ddbtest.Key{Name: "id", Type: "S"})
-	leases := ddbtest.TableName(t, "lease")
-	require.NoError(t, lock.CreateTable(ctx, db, leases))
-	ddbtest.DeleteOnCleanup(t, db, leases)
+	leases := leaseTable(t, db)
 	for i := range 20 {
 		_, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]types.AttributeValue{
 			"id": &types.AttributeValueMemberS{Value: fmt.Sprintf("%s-%02d", secretKey, i)}, "password": &types.AttributeValueMemberS{Value: secretValue}}})

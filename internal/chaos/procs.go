@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/dynapart/dynapart/internal/progress"
 )
 
 // ModuleRoot finds the dynapart checkout that contains the working directory.
@@ -72,18 +74,6 @@ func Binary(ctx context.Context, dir string) (string, error) {
 	return out, nil
 }
 
-// ProgressLine is one `dynapart work --progress json` line.
-type ProgressLine struct {
-	Event     string `json:"event"`
-	Time      int64  `json:"t_ms"`
-	Owner     string `json:"owner"`
-	Slot      int    `json:"slot"`
-	Token     int64  `json:"token"`
-	State     string `json:"state"`
-	Completed int64  `json:"completed"`
-	Takeovers int64  `json:"takeovers"`
-}
-
 // Proc is one `dynapart work` process: its progress lines, its record file and its exit.
 type Proc struct {
 	Owner  string
@@ -92,7 +82,7 @@ type Proc struct {
 	cmd    *exec.Cmd
 
 	mu      sync.Mutex
-	lines   []ProgressLine
+	lines   []progress.Line
 	changed chan struct{} // closed and replaced on every line
 	exited  chan struct{}
 	exit    int
@@ -131,7 +121,7 @@ func StartWorker(bin, dir, owner string, notify chan struct{}, env []string, arg
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
-			var l ProgressLine
+			var l progress.Line
 			if json.Unmarshal(sc.Bytes(), &l) != nil {
 				continue
 			}
@@ -164,25 +154,25 @@ func StartWorker(bin, dir, owner string, notify chan struct{}, env []string, arg
 }
 
 // Last is the latest progress line (zero before the first).
-func (p *Proc) Last() ProgressLine {
+func (p *Proc) Last() progress.Line {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.lines) == 0 {
-		return ProgressLine{Slot: -1}
+		return progress.Line{Slot: -1}
 	}
 	return p.lines[len(p.lines)-1]
 }
 
 // Lines returns every progress line so far.
-func (p *Proc) Lines() []ProgressLine {
+func (p *Proc) Lines() []progress.Line {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return append([]ProgressLine(nil), p.lines...)
+	return append([]progress.Line(nil), p.lines...)
 }
 
 // WaitLine waits for a progress line after the first `from` lines that matches, and returns its
 // index. It fails when the process exits first or ctx ends.
-func (p *Proc) WaitLine(ctx context.Context, from int, match func(ProgressLine) bool) (int, error) {
+func (p *Proc) WaitLine(ctx context.Context, from int, match func(progress.Line) bool) (int, error) {
 	for {
 		p.mu.Lock()
 		for i := from; i < len(p.lines); i++ {

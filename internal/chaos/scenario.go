@@ -17,6 +17,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+
+	"github.com/dynapart/dynapart/internal/progress"
 )
 
 // Env is what every scenario needs.
@@ -244,7 +246,7 @@ func (f *fixture) startFleet(ctx context.Context, extra ...string) error {
 		if err != nil {
 			return err
 		}
-		if _, err := p.WaitLine(ctx, 0, func(l ProgressLine) bool { return l.Event == "lease-acquired" }); err != nil {
+		if _, err := p.WaitLine(ctx, 0, func(l progress.Line) bool { return l.Event == "lease-acquired" }); err != nil {
 			return fmt.Errorf("%w\n%s", err, p.LogTail(2000))
 		}
 	}
@@ -292,7 +294,7 @@ func (f *fixture) waitCompleted(ctx context.Context, n int64) (bool, error) {
 }
 
 // pickHolder picks a random live worker that holds a slot and is working, waiting for one.
-func (f *fixture) pickHolder(ctx context.Context) (*Proc, ProgressLine, error) {
+func (f *fixture) pickHolder(ctx context.Context) (*Proc, progress.Line, error) {
 	for {
 		var cands []*Proc
 		for _, p := range f.procs {
@@ -306,12 +308,12 @@ func (f *fixture) pickHolder(ctx context.Context) (*Proc, ProgressLine, error) {
 			return p, p.Last(), nil
 		}
 		if !f.anyAlive() {
-			return nil, ProgressLine{}, nil
+			return nil, progress.Line{}, nil
 		}
 		select {
 		case <-f.notify:
 		case <-ctx.Done():
-			return nil, ProgressLine{}, context.Cause(ctx)
+			return nil, progress.Line{}, context.Cause(ctx)
 		}
 	}
 }
@@ -499,7 +501,7 @@ func Freeze(ctx context.Context, env Env, p Params) *Result {
 			return err
 		}
 		f.res.event("SIGCONT %s after %s", victim.Owner, time.Since(stopped).Round(time.Millisecond))
-		if _, err := victim.WaitLine(ctx, linesAtStop, func(x ProgressLine) bool { return x.Event == "lease-lost" }); err != nil {
+		if _, err := victim.WaitLine(ctx, linesAtStop, func(x progress.Line) bool { return x.Event == "lease-lost" }); err != nil {
 			f.res.fail("the resumed worker never reported its lease lost: %v", err)
 		} else {
 			f.res.event("%s reported its lease lost", victim.Owner)
