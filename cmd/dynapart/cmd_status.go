@@ -35,18 +35,29 @@ type statusJSON struct {
 func newStatusCmd(g *globals) *cobra.Command {
 	var group, leaseTable string
 	var asJSON bool
+	var live statusLiveFlags
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show a group's slots: owner, token, expiry, checkpoint, finished",
 		Long: `Shows, for each slot of --group: the owner (worker id), its fencing token, whether the lease is
 held now and until when, whether the slot's share is finished, and how far its checkpoint is.
-The group of a work command is TABLE/JOB unless --group was given (e.g. users/default).`,
+The group of a work command is TABLE/JOB unless --group was given (e.g. users/default).
+
+--json prints one JSON document: the slots (with their state: working, finished, released,
+expired or free), the paused flag and, with --table and the ledger flags, item counts, dead
+letters and ETA. --serve ADDR serves a live page with the same data (slots with progress bars,
+throughput over time, ETA, dead letters with their errors) that refreshes itself, and the
+document at /api/status; it runs until interrupted. The page's files are in the binary.`,
 		Example: `  dynapart status --group users/default
-  dynapart status --group users/default --json | jq '.slots[] | select(.held)'`,
+  dynapart status --group users/default --json | jq '.slots[] | select(.held)'
+  dynapart status --group users/default --table users --serve 127.0.0.1:8080`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if group == "" {
 				return usagef("--group is required (the work command's --group, default TABLE/JOB)")
+			}
+			if asJSON || live.serve != "" {
+				return live.run(cmd, g, group, leaseTable)
 			}
 			ctx := cmd.Context()
 			db, err := g.dynamoClient(ctx)
@@ -95,7 +106,8 @@ The group of a work command is TABLE/JOB unless --group was given (e.g. users/de
 	f := cmd.Flags()
 	f.StringVar(&group, "group", "", "lease group (required; work's default is TABLE/JOB)")
 	f.StringVar(&leaseTable, "lease-table", worker.DefaultLeaseTable, "lease table")
-	f.BoolVar(&asJSON, "json", false, "print JSON for scripts")
+	f.BoolVar(&asJSON, "json", false, "print JSON for scripts (the document the live page serves)")
+	live.add(f)
 	return cmd
 }
 

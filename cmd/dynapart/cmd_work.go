@@ -91,7 +91,7 @@ once. A second signal exits at once.`,
 	fl.StringVar(&f.exec, "exec", "", "command to run per item (item JSON on stdin, DYNAPART_* in the environment)")
 	fl.DurationVar(&f.execTimeout, "exec-timeout", 0, "kill --exec after this long (default: the claim's time)")
 	fl.DurationVar(&f.drainTimeout, "drain-timeout", 10*time.Second, "on SIGTERM, how long handlers in flight may finish")
-	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address, e.g. :9090")
+	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics (/metrics) and the live status page (/, /api/status) on this address, e.g. :9090")
 	fl.StringVar(&f.owner, "owner", "", "worker id in leases and claims (default hostname-pid-random)")
 	fl.StringVar(&f.progress, "progress", "auto", "progress: auto (bar on a terminal, else a log line every 5s), bar, log, json (a line every 250ms on stdout), none")
 	fl.StringVar(&f.record, "record", "", "append the key of every item this worker completes to this file (for audits and the demo)")
@@ -218,6 +218,11 @@ func runWork(cmd *cobra.Command, g *globals, f *workFlags) error {
 		return err
 	}
 	if m != nil {
+		page, err := workerStatusPage(ctx, g, f, w)
+		if err != nil {
+			return err
+		}
+		m.mount = page.mount
 		stopMetrics, err := m.serve(ctx, f.metricsAddr)
 		if err != nil {
 			return err

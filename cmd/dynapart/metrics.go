@@ -20,6 +20,8 @@ type metrics struct {
 	latency  prometheus.Histogram
 	leases   *prometheus.CounterVec
 	takeover prometheus.Counter
+	// mount, when set, adds more handlers next to /metrics (the status page).
+	mount func(*http.ServeMux)
 }
 
 func newMetrics(w func() worker.Stats) *metrics {
@@ -77,6 +79,9 @@ func (m *metrics) serve(ctx context.Context, addr string) (func(), error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
+	if m.mount != nil {
+		m.mount(mux)
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan struct{})
 	go func() {

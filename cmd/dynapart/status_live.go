@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/dynapart/dynapart/lock"
+	"github.com/dynapart/dynapart/worker"
+)
+
+// statusLiveFlags are the status command's flags for the JSON document and the live page.
+type statusLiveFlags struct {
+	serve    string
+	interval time.Duration
+	ledger   ledgerFlags
+}
+
+func (s *statusLiveFlags) add(f *pflag.FlagSet) {
+	f.StringVar(&s.serve, "serve", "", "serve a live status page (and /api/status) on this address, e.g. 127.0.0.1:8080, until interrupted")
+	f.DurationVar(&s.interval, "interval", 2*time.Second, "--serve: the least time between two reads of the group (and, with --table, of the ledger)")
+	f.StringVar(&s.ledger.table, "table", "", "source table: adds item counts, ETA and dead letters (read from the ledger; each read scans the table)")
+	f.StringVar(&s.ledger.job, "job", "default", "with --table: job name (table ledger)")
+	f.StringVar(&s.ledger.kind, "ledger", "inline", "with --table: ledger, inline or table")
+	f.StringVar(&s.ledger.ledgerTable, "ledger-table", worker.DefaultLedgerTable, "with --table: ledger table, for --ledger table")
+	f.StringVar(&s.ledger.prefix, "attr-prefix", "dp_", "with --table: inline ledger attribute prefix")
+}
+
+// validate checks the flags before anything is read.
+func (s *statusLiveFlags) validate(cmd *cobra.Command) error {
+	if s.interval <= 0 {
+		return usagef("--interval must be positive, got %s", s.interval)
+	}
+	if s.ledger.table == "" {
+		for _, name := range []string{"job", "ledger", "ledger-table", "attr-prefix"} {
+			if cmd.Flags().Changed(name) {
+				return usagef("--%s needs --table", name)
+			}
+		}
+	}
+	return nil
+}
+
+// run prints the status document once (--json) or serves the live page (--serve).
+func (s *statusLiveFlags) run(cmd *cobra.Command, g *globals, group, leaseTable string) error {
+	if err := s.validate(cmd); err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	db, err := g.dynamoClient(ctx)
+	if err != nil {
+		return err
+	}
+	if err := lock.CheckTable(ctx, db, leaseTable); err != nil {
+		return err
+	}
+	lc, err := lock.New(db, leaseTable)
+	if err != nil {
+		return err
+	}
+	r := &statusReader{locks: lc, group: group, maxDead: statusMaxDeadLetters}
+	if s.ledger.table != "" {
+		if r.ledger, err = s.ledger.open(ctx, g); err != nil {
+			return err
+		}
+	}
+	page := newStatusPage(r, s.interval)
+	if s.serve == "" {
+		doc, err := page.current(ctx)
+		if err != nil {
+			return err
+		}
+		return printJSONIndent(cmd.OutOrStdout(), doc)
+	}
+	sctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	return serveStatusPage(sctx, page, s.serve, cmd.OutOrStdout())
+}
+
+// workerStatusEvery is the least time between two reads of the worker's status page.
+const workerStatusEvery = 5 * time.Second
+
+// workerStatusPage is the status page a worker serves next to /metrics: its group, its own stats,
+// and the ledger's counts and dead letters.
+func workerStatusPage(ctx context.Context, g *globals, f *workFlags, w *worker.Worker) (*statusPage, error) {
+	cfg := w.Config()
+	lc, err := lock.New(cfg.Client, cfg.LeaseTable)
+	if err != nil {
+		return nil, err
+	}
+	lf := ledgerFlags{table: f.table, job: f.job, kind: f.ledger, ledgerTable: f.ledgerTable, prefix: f.prefix}
+	l, err := lf.open(ctx, g)
+	if err != nil {
+		return nil, err
+	}
+	r := &statusReader{locks: lc, group: cfg.Group, ledger: l, stats: w.Stats, owner: cfg.Owner, maxDead: statusMaxDeadLetters}
+	return newStatusPage(r, workerStatusEvery), nil
+}

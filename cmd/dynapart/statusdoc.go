@@ -1,0 +1,222 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"time"
+
+	"github.com/dynapart/dynapart/lock"
+	"github.com/dynapart/dynapart/worker"
+)
+
+// statusDoc is the status page's data: what `status --json` prints and /api/status serves. It
+// keeps the fields of the plain `status --json` document (group, workers, meta, finished, slots)
+// and adds the state of each slot, progress, item counts, throughput, ETA and dead letters.
+// Fields that are not known are null, so clients must allow for them.
+type statusDoc struct {
+	Group    string            `json:"group"`
+	Workers  int               `json:"workers"`
+	Meta     map[string]string `json:"meta,omitempty"`
+	Finished bool              `json:"finished"`
+	// Paused is the group's pause flag (always false until pause/resume exist).
+	Paused      bool         `json:"paused"`
+	GeneratedAt time.Time    `json:"generated_at"`
+	Slots       []slotDoc    `json:"slots"`
+	Items       *itemCounts  `json:"items"`  // from the ledger; null without --table
+	Throughput  throughput   `json:"throughput"`
+	DeadLetters *deadLetters `json:"dead_letters"` // from the ledger; null without --table
+	Worker      *workerDoc   `json:"worker"`       // the serving worker's own stats (work --metrics-addr); else null
+}
+
+// slotDoc is one slot. Progress is null until per-slot counts are saved with the checkpoint;
+// a worker's own slot has its counts on the worker's page.
+type slotDoc struct {
+	Slot       int       `json:"slot"`
+	Owner      string    `json:"owner"`
+	Token      int64     `json:"token"`
+	Version    int64     `json:"version"`
+	Held       bool      `json:"held"`
+	ExpiresAt  time.Time `json:"expires_at"`
+	Released   bool      `json:"released"`
+	Finished   bool      `json:"finished"`
+	Checkpoint string    `json:"checkpoint,omitempty"`
+	// State is one of working (lease held), finished, released, expired (held once, not renewed)
+	// or free (never acquired).
+	State string `json:"state"`
+	// Progress counts the slot's items; null when not known.
+	Progress *slotProgress `json:"progress"`
+	// Fraction is how far the slot's share is, 0..1; null when not known.
+	Fraction *float64 `json:"fraction"`
+}
+
+// slotProgress is a slot's item counts. More counters may be added.
+type slotProgress struct {
+	Done    int64 `json:"done"`
+	Failed  int64 `json:"failed"`
+	Scanned int64 `json:"scanned"`
+}
+
+// itemCounts are the ledger's counts of the source table's items by state.
+type itemCounts = worker.Summary
+
+// throughput is the group's rate of items done over time, and the ETA it gives.
+type throughput struct {
+	// Done is the items done now (ledger count, else the sum of the known slot counts); null
+	// when neither is known.
+	Done *int64 `json:"done"`
+	// Rate is items done per second over the last RateWindow seconds of samples.
+	Rate       float64 `json:"rate"`
+	RateWindow float64 `json:"rate_window_seconds"`
+	// ETASeconds is the time left at Rate for the items neither done nor failed; 0 when none is
+	// left, null when it cannot be told (no counts, or no progress yet).
+	ETASeconds *float64 `json:"eta_seconds"`
+	// Samples are the done counts seen, oldest first, with the rate since the sample before.
+	Samples []sample `json:"samples"`
+}
+
+type sample struct {
+	T    int64   `json:"t"` // unix ms
+	Done int64   `json:"done"`
+	Rate float64 `json:"rate"`
+}
+
+// deadLetters are the first dead letters of the ledger and how many there are.
+type deadLetters struct {
+	Total int64            `json:"total"`
+	Items []deadLetterItem `json:"items"`
+}
+
+type deadLetterItem struct {
+	Key      json.RawMessage `json:"key"`
+	Attempts int             `json:"attempts"`
+	Error    string          `json:"error"`
+	At       time.Time       `json:"at"`
+}
+
+type workerDoc struct {
+	Owner string `json:"owner"`
+	worker.Stats
+}
+
+// statusReader reads a group's status document.
+type statusReader struct {
+	locks *lock.Client
+	group string
+	// ledger gives item counts and dead letters; nil when not known.
+	ledger worker.Ledger
+	// stats and owner are the serving worker's; stats is nil outside a worker.
+	stats func() worker.Stats
+	owner string
+	// maxDead bounds the dead letters listed (all are counted).
+	maxDead int
+}
+
+// read builds the document without throughput (see statusPage for that).
+func (r *statusReader) read(ctx context.Context, now time.Time) (*statusDoc, error) {
+	st, err := r.locks.GroupStatus(ctx, r.group)
+	if err != nil {
+		return nil, err
+	}
+	doc := &statusDoc{Group: r.group, Workers: st.N, Meta: st.Meta, Finished: st.N > 0, GeneratedAt: now.UTC(),
+		Slots: []slotDoc{}, Throughput: throughput{Samples: []sample{}}}
+	var ws *worker.Stats
+	if r.stats != nil {
+		s := r.stats()
+		ws = &s
+		doc.Worker = &workerDoc{Owner: r.owner, Stats: s}
+	}
+	for _, s := range st.Slots {
+		sd := slotDoc{Slot: s.Slot, Owner: s.Owner, Token: s.Token, Version: s.Version, Held: s.Held,
+			ExpiresAt: s.ExpiresAt, Released: s.Released, Finished: s.Finished, Checkpoint: s.Checkpoint,
+			State: slotState(s)}
+		if ws != nil && ws.Slot == s.Slot && s.Owner == r.owner {
+			sd.Progress = &slotProgress{Done: ws.Completed, Failed: ws.DeadLettered, Scanned: ws.Scanned}
+		}
+		if s.Finished {
+			one := 1.0
+			sd.Fraction = &one
+		}
+		doc.Finished = doc.Finished && s.Finished
+		doc.Slots = append(doc.Slots, sd)
+	}
+	if r.ledger != nil {
+		if err := r.readLedger(ctx, doc); err != nil {
+			return nil, err
+		}
+	}
+	return doc, nil
+}
+
+func slotState(s lock.SlotStatus) string {
+	switch {
+	case s.Finished:
+		return "finished"
+	case s.Held:
+		return "working"
+	case s.Released:
+		return "released"
+	case s.Owner == "":
+		return "free"
+	default:
+		return "expired"
+	}
+}
+
+// readLedger adds the item counts and the dead letters (a scan of the table, or of the ledger
+// table's job, each).
+func (r *statusReader) readLedger(ctx context.Context, doc *statusDoc) error {
+	sum, err := r.ledger.Summarize(ctx)
+	if err != nil {
+		return err
+	}
+	doc.Items = &sum
+	dl := &deadLetters{Items: []deadLetterItem{}}
+	err = r.ledger.DeadLetters(ctx, func(d worker.DeadLetter) error {
+		dl.Total++
+		if len(dl.Items) >= r.maxDead {
+			return nil
+		}
+		key, err := plainJSON(d.Key)
+		if err != nil {
+			return err
+		}
+		dl.Items = append(dl.Items, deadLetterItem{Key: key, Attempts: d.Attempts, Error: d.Error, At: d.At.UTC()})
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	doc.DeadLetters = dl
+	return nil
+}
+
+// doneCount is the group's items done: the ledger's count, else the sum of the known slot counts.
+func (d *statusDoc) doneCount() (int64, bool) {
+	if d.Items != nil {
+		return d.Items.Done, true
+	}
+	var n int64
+	known := false
+	for _, s := range d.Slots {
+		if s.Progress != nil {
+			n += s.Progress.Done
+			known = true
+		}
+	}
+	return n, known
+}
+
+// remaining is the items neither done nor failed, when the ledger was read.
+func (d *statusDoc) remaining() (int64, bool) {
+	if d.Items == nil {
+		return 0, false
+	}
+	return d.Items.Total - d.Items.Done - d.Items.Failed, true
+}
+
+func printJSONIndent(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
