@@ -23,7 +23,7 @@ type statusDoc struct {
 	Paused      bool         `json:"paused"`
 	GeneratedAt time.Time    `json:"generated_at"`
 	Slots       []slotDoc    `json:"slots"`
-	Items       *itemCounts  `json:"items"`  // from the ledger; null without --table
+	Items       *itemCounts  `json:"items"` // from the ledger; null without --table
 	Throughput  throughput   `json:"throughput"`
 	DeadLetters *deadLetters `json:"dead_letters"` // from the ledger; null without --table
 	Worker      *workerDoc   `json:"worker"`       // the serving worker's own stats (work --metrics-addr); else null
