@@ -23,8 +23,14 @@ build: ## build the dynapart binary into bin/
 	@mkdir -p bin
 	$(GO) build -o bin/dynapart ./cmd/dynapart
 
+.PHONY: browser-deps
+browser-deps: ## install headless Chromium (Debian package chromium) for the status page's browser test, unless /usr/bin/chromium exists
+	@if [ -x /usr/bin/chromium ]; then exit 0; fi; \
+	SUDO=; if [ "$$(id -u)" != 0 ]; then SUDO=sudo; fi; \
+	$$SUDO apt-get update && $$SUDO apt-get install -y chromium
+
 .PHONY: test
-test: deps ## go vet and go test -race on everything, against a DynamoDB Local started for the run
+test: deps browser-deps ## go vet and go test -race on everything, against a DynamoDB Local started for the run
 	@set -euo pipefail; \
 	eval "$$($(DDB) start)"; \
 	trap '$(DDB) stop $$DDB_PID' EXIT; \
