@@ -26,7 +26,7 @@ type workFlags struct {
 	workers, subSegments, concurrency, maxAttempts, shards, pageSize                             int
 	leaseTTL, heartbeat, claimTTL, pollInterval, drainTimeout, execTimeout, standbyPoll, maxSkew time.Duration
 	retryBackoff                                                                                 time.Duration
-	once, completeOnly, batchClaims, consistent                                                  bool
+	once, completeOnly, batchClaims, consistent, dryRun                                          bool
 	readRate                                                                                     float64
 }
 
@@ -51,12 +51,18 @@ Without --exec the handler does nothing but complete the item (to try things out
 
 --once processes the share one time and exits 0 when it is done (a standby exits 0 once every
 slot is finished); otherwise the worker rescans every --poll-interval until stopped.
+--dry-run reads each slot's share exactly as a run would (same plan, mode and partition function)
+and prints, per slot, how many items a run would process (those not done or failed per the
+ledger), a few sample keys, the RCU the reads consumed and the WCU processing would cost; it takes
+no lease and writes nothing.
+
 SIGTERM or SIGINT stop gracefully: no new claims, handlers in flight get --drain-timeout, the
 claims left are released, the checkpoint saved and the slot released so a standby takes over at
 once. A second signal exits at once.`,
 		Example: `  dynapart work --table users --workers 4 --once
   dynapart work --table users --workers 4 --once --exec 'python3 send.py'
   dynapart work --table receipts --workers 8 --mode filter --partition-attr message_id
+  dynapart work --table users --workers 4 --dry-run
   DYNAPART_TABLE=users DYNAPART_WORKERS=4 dynapart work --metrics-addr :9090`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runWork(cmd, g, &f) },
@@ -98,6 +104,7 @@ once. A second signal exits at once.`,
 	fl.StringVar(&f.indexName, "index-name", "dp_pending", "index mode: the pending index")
 	fl.StringVar(&f.shardAttr, "shard-attr", "dp_shard", "index mode: the shard attribute")
 	fl.IntVar(&f.shards, "shards", 16, "index mode: number of shards (>= workers)")
+	fl.BoolVar(&f.dryRun, "dry-run", false, "read each slot's share as a run would and print, per slot, the items to process, sample keys and estimated RCU/WCU; no lease, no writes")
 	return cmd
 }
 
@@ -122,6 +129,9 @@ func runWork(cmd *cobra.Command, g *globals, f *workFlags) error {
 	}
 	if f.pageSize < 0 || f.pageSize > math.MaxInt32 { // worker.Config.PageSize is an int32
 		return usagef("--page-size must be in [0, %d], got %d", math.MaxInt32, f.pageSize)
+	}
+	if f.dryRun {
+		return runDryRun(cmd.Context(), g, f, mode, cmd.OutOrStdout())
 	}
 	log, err := newLogger(g.logLevel, os.Stderr)
 	if err != nil {
