@@ -12,17 +12,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// Redrive moves dead letters back to pending: the state a worker claims again on its next pass.
-//
-// Each move is one conditional write, made only while the item is still failed, so a redrive
-// racing a worker or another redrive never touches an item that moved on. The move removes the
-// status, the attempt count, the claim fields and the failure time, and keeps the last error for
-// history in <prefix>last_error (inline ledger; "last_error" on a table ledger row) with the time
-// of the redrive in <prefix>redriven_at (unix ms).
-//
-// In index mode the dead-lettered item left the pending index (its shard attribute was removed);
-// a redriven item is picked up by a filter- or segment-mode pass, not by the index.
-
 // RedriveResult counts what a redrive did.
 type RedriveResult struct {
 	// Moved is the number of items moved from failed to pending.
@@ -36,8 +25,21 @@ type RedriveResult struct {
 // package (InlineLedger, TableLedger) are supported.
 var ErrRedriveLedger = errors.New("dynapart: redrive: unsupported ledger")
 
-// Redrive moves the dead letters among keys back to pending (see the comment above); with no keys
-// it moves every dead letter of the ledger. now is the time recorded as the redrive's.
+// Redrive moves dead letters back to pending: the state a worker claims again on its next pass.
+//
+// Each move is one conditional write, made only while the item is still failed, so a redrive
+// racing a worker or another redrive never touches an item that moved on. The move removes the
+// status, the attempt count, the claim fields and the failure time, and keeps the last error for
+// history in <prefix>last_error (inline ledger; "last_error" on a table ledger row) with the time
+// of the redrive in <prefix>redriven_at (unix ms).
+//
+// In index mode the dead-lettered item left the pending index (its shard attribute was removed);
+// a redriven item is picked up by a filter- or segment-mode pass, not by the index.
+//
+// With keys, only those are moved; every key is checked before anything is written, and a key
+// that is not failed is counted in NotFailed. With no keys, every dead letter of the ledger is
+// moved. now is the time recorded as the redrive's. l must be an *InlineLedger or a *TableLedger
+// (else ErrRedriveLedger).
 func Redrive(ctx context.Context, l Ledger, keys []Key, now time.Time) (RedriveResult, error) {
 	core, err := redriveCore(l)
 	if err != nil {
