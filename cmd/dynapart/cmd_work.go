@@ -228,7 +228,7 @@ func runWork(cmd *cobra.Command, g *globals, f *workFlags) error {
 		return err
 	}
 	if m != nil {
-		page, err := workerStatusPage(ctx, g, f, w)
+		page, err := workerStatusPage(g, f, w)
 		if err != nil {
 			return err
 		}

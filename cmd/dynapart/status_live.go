@@ -85,18 +85,15 @@ func (s *statusLiveFlags) run(cmd *cobra.Command, g *globals, group, leaseTable 
 const workerStatusEvery = 5 * time.Second
 
 // workerStatusPage is the status page a worker serves next to /metrics: its group, its own stats,
-// and the ledger's counts and dead letters.
-func workerStatusPage(ctx context.Context, g *globals, f *workFlags, w *worker.Worker) (*statusPage, error) {
+// and the ledger's counts and dead letters. It makes no DynamoDB call until the page is read.
+func workerStatusPage(g *globals, f *workFlags, w *worker.Worker) (*statusPage, error) {
 	cfg := w.Config()
 	lc, err := lock.New(cfg.Client, cfg.LeaseTable)
 	if err != nil {
 		return nil, err
 	}
 	lf := ledgerFlags{table: f.table, job: f.job, kind: f.ledger, ledgerTable: f.ledgerTable, prefix: f.prefix}
-	l, err := lf.open(ctx, g)
-	if err != nil {
-		return nil, err
-	}
-	r := &statusReader{locks: lc, group: cfg.Group, ledger: l, stats: w.Stats, owner: cfg.Owner, maxDead: statusMaxDeadLetters}
+	r := &statusReader{locks: lc, group: cfg.Group, stats: w.Stats, owner: cfg.Owner, maxDead: statusMaxDeadLetters,
+		openLedger: func(ctx context.Context) (worker.Ledger, error) { return lf.open(ctx, g) }}
 	return newStatusPage(r, workerStatusEvery), nil
 }

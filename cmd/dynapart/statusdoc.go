@@ -103,8 +103,10 @@ type workerDoc struct {
 type statusReader struct {
 	locks *lock.Client
 	group string
-	// ledger gives item counts and dead letters; nil when not known.
-	ledger worker.Ledger
+	// ledger gives item counts and dead letters; nil when not known. When openLedger is set, the
+	// first read opens it (so a worker makes no DynamoDB call for its page before someone looks).
+	ledger     worker.Ledger
+	openLedger func(context.Context) (worker.Ledger, error)
 	// stats and owner are the serving worker's; stats is nil outside a worker.
 	stats func() worker.Stats
 	owner string
@@ -112,7 +114,8 @@ type statusReader struct {
 	maxDead int
 }
 
-// read builds the document without throughput (see statusPage for that).
+// read builds the document without throughput (see statusPage for that). Not safe for
+// concurrent use (statusPage serializes reads).
 func (r *statusReader) read(ctx context.Context, now time.Time) (*statusDoc, error) {
 	st, err := r.locks.GroupStatus(ctx, r.group)
 	if err != nil {
@@ -139,6 +142,11 @@ func (r *statusReader) read(ctx context.Context, now time.Time) (*statusDoc, err
 		}
 		doc.Finished = doc.Finished && s.Finished
 		doc.Slots = append(doc.Slots, sd)
+	}
+	if r.ledger == nil && r.openLedger != nil {
+		if r.ledger, err = r.openLedger(ctx); err != nil {
+			return nil, err
+		}
 	}
 	if r.ledger != nil {
 		if err := r.readLedger(ctx, doc); err != nil {

@@ -46,12 +46,6 @@ func TestStatusPageInBrowser(t *testing.T) {
 			"--concurrency", "4", "--poll-interval", "1s", "--progress", "none", "--exec", failing)
 		startAndStop(t, p)
 	}
-	// A third worker that only stands by, with a known metrics address: its page is the worker page.
-	port := freePort(t)
-	startAndStop(t, c.command("work", "--table", table, "--lease-table", leases, "--workers", "2", "--owner", "standby",
-		"--progress", "none", "--metrics-addr", "127.0.0.1:"+port))
-	workerURL := "http://127.0.0.1:" + port + "/"
-
 	serve := c.command("status", "--group", group, "--lease-table", leases, "--table", table, "--serve", "127.0.0.1:0", "--interval", "300ms")
 	out, err := serve.StdoutPipe()
 	require.NoError(t, err)
@@ -61,7 +55,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 	// Poll the JSON during the run (this also gives the chart its samples) until every item is
 	// done or failed; the workers keep their slots and rescan.
 	var doc statusDoc
-	deadline := time.Now().Add(2 * time.Minute)
+	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		doc = getStatus(t, url+"api/status")
 		if doc.Items != nil && doc.Items.Done+doc.Items.Failed == 400 && len(doc.Throughput.Samples) >= 3 {
@@ -109,9 +103,19 @@ func TestStatusPageInBrowser(t *testing.T) {
 		require.NoError(t, os.WriteFile(filepath.Join(keep, "status.png"), b, 0o644))
 	}
 
-	// The same page next to a worker's /metrics, with the worker's own stats.
+	// The same page next to a worker's /metrics, with the worker's own stats: a third worker,
+	// started now that both slots are held, stands by.
+	port := freePort(t)
+	startAndStop(t, c.command("work", "--table", table, "--lease-table", leases, "--workers", "2", "--owner", "standby",
+		"--progress", "none", "--metrics-addr", "127.0.0.1:"+port))
+	workerURL := "http://127.0.0.1:" + port + "/"
+	waitListening(t, "127.0.0.1:"+port)
 	wdoc := getStatus(t, workerURL+"api/status")
-	require.NotNil(t, wdoc.Worker)
+	for wdoc.Worker == nil || wdoc.Worker.State != "standby" { // idle until its first look for a slot
+		require.True(t, time.Now().Before(deadline), "the third worker does not stand by: %+v", wdoc.Worker)
+		time.Sleep(300 * time.Millisecond) // the page is re-read every 5 s
+		wdoc = getStatus(t, workerURL+"api/status")
+	}
 	require.Equal(t, "standby", wdoc.Worker.Owner)
 	require.Equal(t, *cli.Items, *wdoc.Items)
 	wdom := runChromium(t, chromium, dir, "--dump-dom", workerURL)
@@ -169,6 +173,21 @@ func startAndStop(t *testing.T, p *exec.Cmd) {
 			t.Logf("%v stderr:\n%s", p.Args[1:3], stderr.String())
 		}
 	})
+}
+
+// waitListening waits until addr accepts connections.
+func waitListening(t *testing.T, addr string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		conn, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			conn.Close()
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "%s does not listen: %v", addr, err)
+		time.Sleep(50 * time.Millisecond) // polling a port: there is no signal to wait on
+	}
 }
 
 // freePort is a TCP port free a moment ago on 127.0.0.1.
