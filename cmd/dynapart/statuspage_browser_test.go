@@ -90,6 +90,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 	require.Equal(t, 40, strings.Count(dom, `<td class="err">`), "every dead letter listed with its error")
 	require.Contains(t, dom, "bad item")
 	require.Contains(t, dom, `<div class="value" id="paused">no</div>`)
+	require.Contains(t, dom, `<div class="value" id="group-state">running</div>`)
 	require.Regexp(t, `<polyline class="line" points="[0-9., ]+"`, dom, "the throughput chart is drawn")
 
 	shot := filepath.Join(dir, "status.png")

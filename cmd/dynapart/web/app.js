@@ -73,12 +73,14 @@
     text($("items-pending"), it ? fmtInt(it.pending) : "–");
     text($("items-claimed"), it ? fmtInt(it.claimed) : "–");
     text($("items-failed"), it ? fmtInt(it.failed) : "–");
-    const frac = it && it.total > 0 ? (it.done + it.failed) / it.total : null;
-    $("group-bar").style.width = frac === null ? "0%" : (frac * 100).toFixed(1) + "%";
+    const pct = (n) => (it && it.total > 0 ? ((n / it.total) * 100).toFixed(1) + "%" : "0%");
+    $("group-bar").style.width = it ? pct(it.done) : "0%";
+    $("group-bar-failed").style.width = it ? pct(it.failed) : "0%";
     text($("rate"), doc.throughput.done === null ? "–" : doc.throughput.rate.toFixed(1));
     text($("eta"), fmtDuration(doc.throughput.eta_seconds));
     text($("paused"), doc.paused ? "paused" : "no");
-    let state = doc.workers === 0 ? "never run" : doc.finished ? "finished" : "running";
+    const working = doc.slots.some((s) => s.state === "working");
+    let state = doc.workers === 0 ? "never run" : doc.finished ? "finished" : working ? "running" : "idle";
     if (doc.paused) state = "paused";
     text($("group-state"), state);
   }
