@@ -112,6 +112,13 @@
       lab.textContent = Math.round(maxRate * frac);
       svg.append(l, lab);
     }
+    for (const [t, anchor] of [[t0, "start"], [t1, "end"]]) {
+      const lab = document.createElementNS(ns, "text");
+      lab.setAttribute("x", x(t)); lab.setAttribute("y", H - 8);
+      lab.setAttribute("text-anchor", anchor);
+      lab.textContent = new Date(t).toLocaleTimeString("en-GB");
+      svg.append(lab);
+    }
     const pts = samples.map((s) => x(s.t).toFixed(1) + "," + y(s.rate).toFixed(1));
     if (pts.length === 1) pts.unshift(pad + "," + y(samples[0].rate).toFixed(1));
     const area = document.createElementNS(ns, "polygon");
