@@ -71,8 +71,11 @@ func (r *Results) Markdown(plots Plots) string {
 	r.ceilingSection(w)
 	r.throughputSection(w, plots)
 	r.modesSection(w, plots)
+	r.latencySection(w)
+	r.coldStartSection(w)
 	r.takeoverSection(w, plots)
 	r.acquireSection(w)
+	r.lockScaleSection(w)
 	r.receiptsSection(w)
 	r.partitionSection(w)
 	r.hotSection(w)
@@ -197,6 +200,9 @@ func (r *Results) goals() []Goal {
 		gs = append(gs, Goal{fmt.Sprintf("peak RSS of one worker, %s vs %s items", num(float64(m.Sizes[0]), 0), num(float64(m.Sizes[1]), 0)),
 			"flat: < 1.25x for 10x the items", fmt.Sprintf("%s vs %s (%.2fx)", m.PeakMB[0].Fmt(1, " MiB"), m.PeakMB[1].Fmt(1, " MiB"), g), verdict(g < 1.25)})
 	}
+	gs = append(gs, r.latencyGoals()...)
+	gs = append(gs, r.coldStartGoals()...)
+	gs = append(gs, r.lockScaleGoals()...)
 	return gs
 }
 

@@ -228,6 +228,11 @@ func (e *Env) throughputOnce(ctx context.Context, leases, variant string, n, con
 		return 0, 0, err
 	}
 	defer e.dropTable(table)
+	return e.runVariant(ctx, table, leases, variant, n, conc)
+}
+
+// runVariant processes the n items of table with variant at conc and times it.
+func (e *Env) runVariant(ctx context.Context, table, leases, variant string, n, conc int) (rate, wcuPerItem float64, err error) {
 	start := time.Now()
 	var done int64
 	switch variant {

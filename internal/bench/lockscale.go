@@ -1,0 +1,59 @@
+package bench
+
+import (
+	"fmt"
+	"strings"
+)
+
+// lockScaleNs are the sub-benchmarks of lock's fleet-scale benchmarks found in a run, by size.
+func (r *Results) lockScaleNs(prefix string) []*GoBench {
+	var out []*GoBench
+	if r.LockScale == nil {
+		return nil
+	}
+	for _, b := range r.LockScale.Benches {
+		if strings.HasPrefix(b.Name, prefix+"/") {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+func (r *Results) lockScaleSection(w writer) {
+	w("## The lease table at fleet scale\n\n")
+	if r.LockScale == nil {
+		pending(w, ScenarioLockScale, r.Errors[ScenarioLockScale])
+		return
+	}
+	w("`lock.BenchmarkStandbyPollRCU` (-benchtime 1x, -count %d): a group of N slots all held; one standby's poll rounds, "+
+		"with the read capacity DynamoDB Local reports for them (ConsumedCapacity) and the calls per round. "+
+		"A poll reads a window of at most 64 slots (one consistent Query on a sort-key range) plus the meta item, whatever N is.\n\n", r.Options.Reps)
+	w("| N slots | RCU per standby poll | calls per poll | items read per poll |\n|---|---|---|---|\n")
+	for _, b := range r.lockScaleNs("StandbyPollRCU") {
+		w("| %s | %s | %s | %s |\n", strings.TrimPrefix(b.Name, "StandbyPollRCU/n="), b.Metric("RCU/poll").Fmt(1, ""),
+			b.Metric("calls/poll").Fmt(1, ""), b.Metric("items/poll").Fmt(0, ""))
+	}
+	w("\n`lock.BenchmarkFleetAcquire`: N lock clients start together on an empty group of N slots; the time until all N are held, " +
+		"the calls per worker and the RCU the whole fleet consumed.\n\n")
+	w("| N workers = N slots | all held, ms | median calls/worker | max calls/worker | RCU, whole fleet |\n|---|---|---|---|---|\n")
+	for _, b := range r.lockScaleNs("FleetAcquire") {
+		w("| %s | %s | %s | %s | %s |\n", strings.TrimPrefix(b.Name, "FleetAcquire/n="), b.Metric("ms-all-held").Fmt(0, ""),
+			b.Metric("median-calls/worker").Fmt(1, ""), b.Metric("max-calls/worker").Fmt(0, ""), b.Metric("RCU-total").Fmt(0, ""))
+	}
+	w("\n")
+}
+
+func (r *Results) lockScaleGoals() []Goal {
+	bs := r.lockScaleNs("StandbyPollRCU")
+	if len(bs) == 0 {
+		return nil
+	}
+	var parts []string
+	lo, hi := 1e18, 0.0
+	for _, b := range bs {
+		m := b.Metric("RCU/poll").Median()
+		lo, hi = min(lo, m), max(hi, m)
+		parts = append(parts, fmt.Sprintf("%s: %s", strings.TrimPrefix(b.Name, "StandbyPollRCU/"), b.Metric("RCU/poll").Fmt(1, "")))
+	}
+	return []Goal{{"RCU per standby poll at N slots", "flat in N (largest <= 2x smallest)", strings.Join(parts, "<br>"), verdict(hi <= 2*lo)}}
+}
