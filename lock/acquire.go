@@ -136,8 +136,8 @@ func permanentAcquireError(err error) bool {
 	return false
 }
 
-// acquireRound is one Query of the group followed by conditional writes on the slots it found
-// free, in random order so that contenders starting together spread over the slots instead of
+// acquireRound is one read of the group (the whole group up to windowSize slots, else one window
+// of it and the meta item: readView) followed by conditional writes on the slots it found free, in random order so that contenders starting together spread over the slots instead of
 // all fighting for slot 0. A lost race returns the winner's item (ALL_OLD), which keeps the view
 // fresh without another read; after maxLostRaces lost races the round gives up. The meta item is
 // written only by a winner that found none, so a contender that loses pays no meta write: on a
@@ -146,10 +146,11 @@ func (c *Client) acquireRound(ctx context.Context, t target) (*Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	slots, meta, err := c.readAll(ctx, t.pk)
+	v, err := c.readView(ctx, t)
 	if err != nil {
 		return nil, err
 	}
+	slots, meta := v.slots, v.meta
 	if !t.mutex && meta.exists {
 		if err := checkMeta(t.name, meta, t.n, t.meta); err != nil {
 			return nil, err
@@ -175,7 +176,7 @@ func (c *Client) acquireRound(ctx context.Context, t target) (*Lease, error) {
 	}
 	var free []int
 	finished := 0
-	for s := range t.n {
+	for s := v.lo; s < v.hi; s++ {
 		it := slots[s]
 		it.sk = s
 		switch {
@@ -210,7 +211,7 @@ func (c *Client) acquireRound(ctx context.Context, t target) (*Lease, error) {
 		return won(l)
 	}
 	finished = 0
-	for s := range t.n {
+	for s := v.lo; s < v.hi; s++ {
 		if slots[s].finished {
 			finished++
 		}
