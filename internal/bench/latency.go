@@ -110,7 +110,7 @@ func (r *Results) latencySection(w writer) {
 			if base == nil {
 				continue
 			}
-			row := []string{d.String(), fmt.Sprint(c), base.ItemsPerSec.Fmt(0, "")}
+			row := []string{fmt.Sprintf("%d ms", d.Milliseconds()), fmt.Sprint(c), base.ItemsPerSec.Fmt(0, "")}
 			for _, v := range libVariants[1:] {
 				p := l.Point(v, c, d)
 				row = append(row, Ratio(p.ItemsPerSec, base.ItemsPerSec).X()+"<br>"+p.ItemsPerSec.Fmt(0, "/s"))
@@ -140,7 +140,7 @@ func (r *Results) latencyGoals() []Goal {
 		okCO, okBH, okBC = okCO && x1.Median() >= 0.9, okBH && x2.Median() >= 1.0, okBC && x3.Median() >= 2.0
 		co, bh, bc = append(co, fmt.Sprintf("c=%d: %s", c, x1.X())), append(bh, fmt.Sprintf("c=%d: %s", c, x2.X())), append(bc, fmt.Sprintf("c=%d: %s", c, x3.X()))
 	}
-	at := fmt.Sprintf(" at %s per request", d)
+	at := fmt.Sprintf(" at %d ms per request", d.Milliseconds())
 	return []Goal{
 		{"complete-only vs hand loop" + at, ">= 0.9x", strings.Join(co, "<br>"), verdict(okCO)},
 		{"batched claims vs hand loop" + at, ">= 1.0x", strings.Join(bh, "<br>"), verdict(okBH)},
