@@ -41,6 +41,7 @@ type target struct {
 	n     int
 	meta  map[string]string
 	mutex bool
+	sweep bool // read window after window until one has a free slot (readView)
 }
 
 // maxLostRaces is how many conditional writes a round may lose before it gives up (see
@@ -49,6 +50,9 @@ const maxLostRaces = 2
 
 // errTaken says a conditional acquisition write lost its race; the item it returns is the winner's.
 var errTaken = errors.New("lock: slot taken by another contender")
+
+// errRacesLost is the ErrNoFreeSlot of a round that saw free slots but lost the races for them.
+var errRacesLost = fmt.Errorf("%w: lost the races for the free slots seen", ErrNoFreeSlot)
 
 // AcquireSlot takes one free slot of group (slots 0..n-1), waiting as a hot standby while every
 // slot is held: it polls (jittered, on the client's clock) and takes a slot as soon as its holder
@@ -71,6 +75,7 @@ func (c *Client) TryAcquireSlot(ctx context.Context, group string, n int, opts .
 	if err != nil {
 		return nil, err
 	}
+	t.sweep = true // every window: ErrNoFreeSlot means no slot anywhere is free
 	return c.acquireRound(ctx, t)
 }
 
@@ -94,9 +99,13 @@ func (c *Client) slotTarget(group string, n int, opts []AcquireOption) (target, 
 // wrong group, a missing or wrongly keyed table, refused credentials) end the wait.
 func (c *Client) acquireWait(ctx context.Context, t target) (*Lease, error) {
 	failures := 0
+	t.sweep = true // the first round looks at every window until it finds a free slot
 	for {
 		l, err := c.acquireRound(ctx, t)
 		pause := c.jitter()
+		// After a full sweep found nothing free, a poll reads one window; after a round that lost
+		// the races for free slots, the next one sweeps again.
+		t.sweep = errors.Is(err, errRacesLost)
 		switch {
 		case err == nil:
 			return l, nil
@@ -146,7 +155,7 @@ func (c *Client) acquireRound(ctx context.Context, t target) (*Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	v, err := c.readView(ctx, t)
+	v, err := c.readView(ctx, t, c.clock.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -218,6 +227,9 @@ func (c *Client) acquireRound(ctx context.Context, t target) (*Lease, error) {
 	}
 	if finished == t.n {
 		return nil, ErrGroupFinished
+	}
+	if lostRaces > 0 {
+		return nil, errRacesLost
 	}
 	return nil, ErrNoFreeSlot
 }

@@ -2,7 +2,6 @@ package lock
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"slices"
@@ -28,8 +27,9 @@ func lockScaleSizes(b *testing.B) []int {
 	return ns
 }
 
-// BenchmarkStandbyPollRCU measures one standby's poll of a group of n slots that are all held: the
-// read capacity DynamoDB reports for it (ConsumedCapacity), its calls and the items it reads.
+// BenchmarkStandbyPollRCU measures a waiting standby's polls of a group of n slots that are all
+// held: the read capacity DynamoDB reports for each (ConsumedCapacity), its calls and the items it
+// reads, and the items its first round read (a sweep of every window, once per AcquireSlot).
 // Goal: flat in n.
 func BenchmarkStandbyPollRCU(b *testing.B) {
 	db, table := lockTable(b)
@@ -37,27 +37,15 @@ func BenchmarkStandbyPollRCU(b *testing.B) {
 		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
 			group := fmt.Sprintf("poll-%d", n)
 			heldGroup(b, db, table, group, n)
-			const polls = 20
-			var rcu, calls, items []float64
+			var rcu, calls, items, first []float64
 			for b.Loop() {
-				cdb := &capacityDB{DynamoDBClient: db}
-				c, err := New(cdb, table, WithOwner("standby"))
-				if err != nil {
-					b.Fatal(err)
-				}
-				for range polls {
-					if _, err := c.TryAcquireSlot(context.Background(), group, n); !errors.Is(err, ErrNoFreeSlot) {
-						b.Fatalf("poll: %v, want ErrNoFreeSlot", err)
-					}
-				}
-				r, _ := cdb.capacity()
-				rcu = append(rcu, r/polls)
-				calls = append(calls, float64(cdb.calls.Load())/polls)
-				items = append(items, float64(cdb.items.Load())/polls)
+				c := standbyPolls(b, db, table, group, n, 20)
+				rcu, calls, items, first = append(rcu, c.rcu), append(calls, c.calls), append(items, c.items), append(first, c.firstItems)
 			}
 			b.ReportMetric(mean(rcu), "RCU/poll")
 			b.ReportMetric(mean(calls), "calls/poll")
 			b.ReportMetric(mean(items), "items/poll")
+			b.ReportMetric(mean(first), "items-first-round")
 		})
 	}
 }

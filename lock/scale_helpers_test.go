@@ -120,3 +120,46 @@ func heldGroup(t testing.TB, db *dynamodb.Client, table, group string, n int) {
 }
 
 type typesAV = types.AttributeValue
+
+// pollCost is what a waiting standby's rounds cost: its first round (a sweep of the whole group
+// when nothing is free) and the mean of the polls after it.
+type pollCost struct {
+	firstItems                float64
+	rcu, calls, items, pollsN float64
+}
+
+// standbyPolls runs AcquireSlot on a group whose n slots are all held until the standby has made
+// polls polls after its first round, and returns their cost. The test hook on the standby's wait
+// marks the rounds, so the counts are exact.
+func standbyPolls(t testing.TB, db DynamoDBClient, table, group string, n, polls int) pollCost {
+	t.Helper()
+	cdb := &capacityDB{DynamoDBClient: db}
+	c, err := New(cdb, table, WithOwner("standby"), WithPollInterval(20*time.Millisecond))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var cost pollCost
+	var rounds int
+	var rcu0 float64
+	var calls0, items0 int64
+	c.hooks.standby = func(string, time.Time) {
+		rounds++
+		switch rounds {
+		case 1:
+			rcu0, _ = cdb.capacity()
+			calls0, items0 = cdb.calls.Load(), cdb.items.Load()
+			cost.firstItems = float64(items0)
+		case 1 + polls:
+			r, _ := cdb.capacity()
+			cost.rcu = (r - rcu0) / float64(polls)
+			cost.calls = float64(cdb.calls.Load()-calls0) / float64(polls)
+			cost.items = float64(cdb.items.Load()-items0) / float64(polls)
+			cost.pollsN = float64(polls)
+			cancel()
+		}
+	}
+	_, err = c.AcquireSlot(ctx, group, n)
+	require.ErrorIs(t, err, context.Canceled)
+	require.Equal(t, float64(polls), cost.pollsN)
+	return cost
+}

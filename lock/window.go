@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	mrand "math/rand/v2"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -26,25 +27,46 @@ type view struct {
 
 // readView reads what a round needs. A group larger than windowSize is read one window at a time,
 // the windows taken in turn from a random first one, so a lone standby looks at every slot within
-// ceil(n/windowSize) polls and standbys starting together look at different slots. A window whose
-// slots are all finished is followed by a read of the whole group: only a whole view can say the
-// group is finished.
-func (c *Client) readView(ctx context.Context, t target) (view, error) {
+// ceil(n/windowSize) polls and standbys starting together look at different slots. A sweeping
+// round (t.sweep) goes on to the next window until one has a slot it may take, or it has read
+// them all: TryAcquireSlot sweeps, and so does a waiting standby's round after one that saw a free
+// slot but lost the races for it (the group is in flux: others are taking and releasing slots), so
+// that the few slots left free are found at once, not one window per poll. A window whose slots
+// are all finished is followed by a read of the whole group: only a whole view can say the group
+// is finished.
+func (c *Client) readView(ctx context.Context, t target, now time.Time) (view, error) {
 	if t.mutex || t.n <= windowSize {
 		slots, meta, err := c.readAll(ctx, t.pk)
 		return view{slots: slots, meta: meta, lo: 0, hi: t.n}, err
 	}
-	lo := c.nextWindow(t.pk, t.n) * windowSize
-	v := view{lo: lo, hi: min(lo+windowSize, t.n)}
-	var err error
-	if v.slots, v.meta, err = c.readRange(ctx, t.pk, lo, v.hi); err != nil {
-		return view{}, err
+	reads := 1
+	if t.sweep {
+		reads = (t.n + windowSize - 1) / windowSize
 	}
-	if lo != 0 {
-		if v.meta, err = c.readMeta(ctx, t.pk); err != nil {
+	var v view
+	var meta metaItem
+	metaRead := false
+	for i := range reads {
+		lo := c.nextWindow(t.pk, t.n) * windowSize
+		v = view{lo: lo, hi: min(lo+windowSize, t.n)}
+		var err error
+		if v.slots, v.meta, err = c.readRange(ctx, t.pk, lo, v.hi); err != nil {
+			return view{}, err
+		}
+		if lo == 0 {
+			meta, metaRead = v.meta, true
+		}
+		if i == reads-1 || c.anyFree(t, v, now) {
+			break
+		}
+	}
+	if !metaRead {
+		var err error
+		if meta, err = c.readMeta(ctx, t.pk); err != nil {
 			return view{}, err
 		}
 	}
+	v.meta = meta
 	if err := c.readUnsettled(ctx, t, v); err != nil {
 		return view{}, err
 	}
@@ -55,6 +77,18 @@ func (c *Client) readView(ctx context.Context, t target) (view, error) {
 	}
 	slots, meta, err := c.readAll(ctx, t.pk)
 	return view{slots: slots, meta: meta, lo: 0, hi: t.n}, err
+}
+
+// anyFree reports whether the window has a slot the round may take.
+func (c *Client) anyFree(t target, v view, now time.Time) bool {
+	for s := v.lo; s < v.hi; s++ {
+		it := v.slots[s]
+		it.sk = s
+		if !it.finished && c.isFree(t.pk, it, now) {
+			return true
+		}
+	}
+	return false
 }
 
 // nextWindow returns the window to read for pk and moves the client's cursor on to the next one.
