@@ -39,15 +39,20 @@ func (c *Client) readView(ctx context.Context, t target, now time.Time) (view, e
 		slots, meta, err := c.readAll(ctx, t.pk)
 		return view{slots: slots, meta: meta, lo: 0, hi: t.n}, err
 	}
+	windows := (t.n + windowSize - 1) / windowSize
 	reads := 1
 	if t.sweep {
-		reads = (t.n + windowSize - 1) / windowSize
+		reads = windows
 	}
 	var v view
 	var meta metaItem
 	metaRead := false
+	start := c.nextWindow(t.pk, t.n)
 	for i := range reads {
-		lo := c.nextWindow(t.pk, t.n) * windowSize
+		if i > 0 {
+			c.setCursor(t.pk, (start+i+1)%windows) // a sweep takes the windows in turn on its own
+		}
+		lo := (start + i) % windows * windowSize
 		v = view{lo: lo, hi: min(lo+windowSize, t.n)}
 		var err error
 		if v.slots, v.meta, err = c.readRange(ctx, t.pk, lo, v.hi); err != nil {
@@ -106,6 +111,12 @@ func (c *Client) nextWindow(pk string, n int) int {
 	k %= windows
 	c.cursor[pk] = (k + 1) % windows
 	return k
+}
+
+func (c *Client) setCursor(pk string, k int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cursor[pk] = k
 }
 
 // readRange reads slots lo..hi-1 with one consistent Query on the sort key (more only past 1 MB);
