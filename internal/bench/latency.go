@@ -36,7 +36,8 @@ func (l *Latency) Point(variant string, conc int, delay time.Duration) *LatencyP
 }
 
 // MeasureLatency runs the hand loop and the library variants at every concurrency and delay,
-// reps times interleaved, each on a fresh table of items (seeded directly, not through the proxy).
+// reps times interleaved, each on a fresh table of ItemsAt(items, concurrency) items (seeded
+// directly, not through the proxy).
 func (e *Env) MeasureLatency(ctx context.Context, items int, concs []int, delays []time.Duration, reps int) (*Latency, error) {
 	l := &Latency{Delays: delays, Items: items}
 	envs := make([]*Env, len(delays))
@@ -61,7 +62,7 @@ func (e *Env) MeasureLatency(ctx context.Context, items int, concs []int, delays
 	for rep := range reps {
 		for _, p := range l.Points {
 			pe := envs[indexOf(delays, p.Delay)]
-			rate, err := e.latencyOnce(ctx, pe, leases, p.Variant, items, p.Concurrency)
+			rate, err := e.latencyOnce(ctx, pe, leases, p.Variant, ItemsAt(items, p.Concurrency), p.Concurrency)
 			if err != nil {
 				return nil, fmt.Errorf("%s at concurrency %d, delay %s: %w", p.Variant, p.Concurrency, p.Delay, err)
 			}
@@ -100,8 +101,9 @@ func (r *Results) latencySection(w writer) {
 		return
 	}
 	w("Every request passes a loopback HTTP proxy that holds it for a fixed delay before forwarding it to DynamoDB Local "+
-		"(a stand-in for the round trip to DynamoDB in a region). %s items per table; items/s, and the ratio to the hand loop at the same delay and concurrency in the same repetition.\n\n",
-		num(float64(l.Items), 0))
+		"(a stand-in for the round trip to DynamoDB in a region); at 0 ms the same proxy only forwards. "+
+		"A fresh table per cell, %s items at c = 64, %s at c = 16, %s at c = 4, %s at c = 1; items/s, and the ratio to the hand loop at the same delay and concurrency in the same repetition.\n\n",
+		num(float64(ItemsAt(l.Items, 64)), 0), num(float64(ItemsAt(l.Items, 16)), 0), num(float64(ItemsAt(l.Items, 4)), 0), num(float64(ItemsAt(l.Items, 1)), 0))
 	w("| delay | concurrency | hand loop items/s | %s | batched ÷ claim+complete |\n|---|---|---|%s---|\n",
 		strings.Join(libVariants[1:], " | "), strings.Repeat("---|", len(libVariants)-1))
 	for _, d := range l.Delays {
