@@ -21,6 +21,9 @@ type delayProxy struct {
 	delay time.Duration
 	srv   *http.Server
 	ln    net.Listener
+	// upstream carries the proxy's requests to DynamoDB; client carries a scenario's requests to
+	// the proxy. Both are closed with the proxy (no idle connection outlives it).
+	upstream, client *http.Transport
 
 	mu    sync.Mutex
 	calls []interval
@@ -38,9 +41,11 @@ func startProxy(target string, delay time.Duration) (*delayProxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &delayProxy{delay: delay, ln: ln}
+	p := &delayProxy{delay: delay, ln: ln,
+		upstream: &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: 30 * time.Second},
+		client:   &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: 30 * time.Second}}
 	rp := httputil.NewSingleHostReverseProxy(u)
-	rp.Transport = &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: 30 * time.Second}
+	rp.Transport = p.upstream
 	rp.ErrorLog = nil
 	p.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		from := time.Now()
@@ -129,9 +134,11 @@ func minTime(a, b time.Time) time.Time {
 func (p *delayProxy) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	p.client.CloseIdleConnections()
 	if err := p.srv.Shutdown(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		_ = p.srv.Close()
 	}
+	p.upstream.CloseIdleConnections()
 }
 
 // viaProxy returns a copy of e whose client and endpoint go through a proxy adding delay to every
@@ -143,6 +150,6 @@ func (e *Env) viaProxy(delay time.Duration) (*Env, *delayProxy, error) {
 	}
 	pe := *e
 	pe.Endpoint = p.URL()
-	pe.DB = NewClient(pe.Endpoint, nil)
+	pe.DB = NewClient(pe.Endpoint, &http.Client{Transport: p.client})
 	return &pe, p, nil
 }
