@@ -43,12 +43,16 @@ build-linux: ## a static Linux binary bin/dynapart-linux (for the LocalStack com
 	@mkdir -p bin
 	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -o bin/dynapart-linux ./cmd/dynapart
 
+# Extra flags of the bench runner, e.g. BENCH_ARGS="-quick -out /tmp/B.md" (a smoke run of every row) or
+# BENCH_ARGS="-only latency,coldstart,lockscale".
+BENCH_ARGS ?=
+
 .PHONY: bench
-bench: deps build ## every benchmark against a DynamoDB Local it starts; writes BENCHMARKS.md (takes minutes)
+bench: deps build ## every benchmark against a DynamoDB Local it starts; writes BENCHMARKS.md (takes minutes; BENCH_ARGS=-quick: smoke run)
 	@set -euo pipefail; \
 	eval "$$($(DDB) start)"; \
 	trap '$(DDB) stop $$DDB_PID' EXIT; \
-	DYNAPART_TEST_ENDPOINT=$$DDB_ENDPOINT $(GO) run ./internal/bench/run -endpoint $$DDB_ENDPOINT -out BENCHMARKS.md
+	DYNAPART_TEST_ENDPOINT=$$DDB_ENDPOINT $(GO) run ./internal/bench/run -endpoint $$DDB_ENDPOINT -out BENCHMARKS.md $(BENCH_ARGS)
 
 .PHONY: chaos
 chaos: deps build ## chaos, fault and bad-input scenarios (long version); writes RELIABILITY.md

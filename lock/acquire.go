@@ -41,6 +41,7 @@ type target struct {
 	n     int
 	meta  map[string]string
 	mutex bool
+	sweep bool // read window after window until one has a free slot (readView)
 }
 
 // maxLostRaces is how many conditional writes a round may lose before it gives up (see
@@ -49,6 +50,9 @@ const maxLostRaces = 2
 
 // errTaken says a conditional acquisition write lost its race; the item it returns is the winner's.
 var errTaken = errors.New("lock: slot taken by another contender")
+
+// errRacesLost is the ErrNoFreeSlot of a round that saw free slots but lost the races for them.
+var errRacesLost = fmt.Errorf("%w: lost the races for the free slots seen", ErrNoFreeSlot)
 
 // AcquireSlot takes one free slot of group (slots 0..n-1), waiting as a hot standby while every
 // slot is held: it polls (jittered, on the client's clock) and takes a slot as soon as its holder
@@ -71,6 +75,7 @@ func (c *Client) TryAcquireSlot(ctx context.Context, group string, n int, opts .
 	if err != nil {
 		return nil, err
 	}
+	t.sweep = true // every window: ErrNoFreeSlot means no slot anywhere is free
 	return c.acquireRound(ctx, t)
 }
 
@@ -94,9 +99,13 @@ func (c *Client) slotTarget(group string, n int, opts []AcquireOption) (target, 
 // wrong group, a missing or wrongly keyed table, refused credentials) end the wait.
 func (c *Client) acquireWait(ctx context.Context, t target) (*Lease, error) {
 	failures := 0
+	t.sweep = true // the first round looks at every window until it finds a free slot
 	for {
 		l, err := c.acquireRound(ctx, t)
 		pause := c.jitter()
+		// After a full sweep found nothing free, a poll reads one window; after a round that lost
+		// the races for free slots, the next one sweeps again.
+		t.sweep = errors.Is(err, errRacesLost)
 		switch {
 		case err == nil:
 			return l, nil
@@ -136,8 +145,8 @@ func permanentAcquireError(err error) bool {
 	return false
 }
 
-// acquireRound is one Query of the group followed by conditional writes on the slots it found
-// free, in random order so that contenders starting together spread over the slots instead of
+// acquireRound is one read of the group (the whole group up to windowSize slots, else one window
+// of it and the meta item: readView) followed by conditional writes on the slots it found free, in random order so that contenders starting together spread over the slots instead of
 // all fighting for slot 0. A lost race returns the winner's item (ALL_OLD), which keeps the view
 // fresh without another read; after maxLostRaces lost races the round gives up. The meta item is
 // written only by a winner that found none, so a contender that loses pays no meta write: on a
@@ -146,10 +155,11 @@ func (c *Client) acquireRound(ctx context.Context, t target) (*Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	slots, meta, err := c.readAll(ctx, t.pk)
+	v, err := c.readView(ctx, t, c.clock.Now())
 	if err != nil {
 		return nil, err
 	}
+	slots, meta := v.slots, v.meta
 	if !t.mutex && meta.exists {
 		if err := checkMeta(t.name, meta, t.n, t.meta); err != nil {
 			return nil, err
@@ -175,7 +185,7 @@ func (c *Client) acquireRound(ctx context.Context, t target) (*Lease, error) {
 	}
 	var free []int
 	finished := 0
-	for s := range t.n {
+	for s := v.lo; s < v.hi; s++ {
 		it := slots[s]
 		it.sk = s
 		switch {
@@ -210,13 +220,16 @@ func (c *Client) acquireRound(ctx context.Context, t target) (*Lease, error) {
 		return won(l)
 	}
 	finished = 0
-	for s := range t.n {
+	for s := v.lo; s < v.hi; s++ {
 		if slots[s].finished {
 			finished++
 		}
 	}
 	if finished == t.n {
 		return nil, ErrGroupFinished
+	}
+	if lostRaces > 0 {
+		return nil, errRacesLost
 	}
 	return nil, ErrNoFreeSlot
 }

@@ -13,7 +13,13 @@
 //     conditional write on owner and token, so a stale holder fails with [ErrLeaseLost] and
 //     changes nothing.
 //   - A standby takes a slot as soon as it is released, or once it has expired; a lease whose
-//     renewals stop (crash, lost connection) ends in a cancelled context, never a hang.
+//     renewals stop (crash, lost connection) ends in a cancelled context, never a hang. In a
+//     group of up to 64 slots every poll reads the whole group, so a standby finds a free slot at
+//     its next poll. A larger group is read 64 slots at a time (plus the meta item), so a poll
+//     costs the same whatever n is: a lone standby looks at every slot within ceil(n/64) polls,
+//     and standbys start at random windows, so a fleet of n/64 or more standbys looks at most
+//     slots at every poll. A standby's first round, a round after one that lost the races for
+//     free slots, and TryAcquireSlot read window after window until one has a free slot.
 //   - An acquisition whose answer is lost (timeout, reset connection) is settled by its nonce: the
 //     write that landed is the caller's lease, even when the SDK's retry then fails its
 //     condition; one that lands only after the caller gave up is adopted by the Client's next

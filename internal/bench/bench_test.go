@@ -26,7 +26,7 @@ func TestQuickRun(t *testing.T) {
 	require.Empty(t, res.Errors)
 	require.NotNil(t, res.Ceiling)
 	require.Len(t, res.Ceiling.UpdatesPerSec, 2)
-	for _, v := range Variants {
+	for _, v := range libVariants {
 		p := res.Throughput.Point(v, 4)
 		require.NotNil(t, p, v)
 		require.Len(t, p.ItemsPerSec, 2, v)

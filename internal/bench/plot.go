@@ -14,11 +14,13 @@ import (
 )
 
 var palette = []color.Color{
-	color.RGBA{R: 90, G: 90, B: 90, A: 255},   // plain
-	color.RGBA{R: 31, G: 119, B: 180, A: 255}, // complete-only
-	color.RGBA{R: 214, G: 39, B: 40, A: 255},  // claim+complete
-	color.RGBA{R: 44, G: 160, B: 44, A: 255},  // batched
-	color.RGBA{R: 148, G: 103, B: 189, A: 255},
+	color.RGBA{R: 90, G: 90, B: 90, A: 255},    // plain
+	color.RGBA{R: 31, G: 119, B: 180, A: 255},  // complete-only
+	color.RGBA{R: 214, G: 39, B: 40, A: 255},   // claim+complete
+	color.RGBA{R: 44, G: 160, B: 44, A: 255},   // batched
+	color.RGBA{R: 148, G: 103, B: 189, A: 255}, // CLI complete-only
+	color.RGBA{R: 255, G: 127, B: 14, A: 255},  // CLI claim+complete
+	color.RGBA{R: 23, G: 190, B: 207, A: 255},
 }
 
 // WritePlots draws the PNG plots of r into dir and returns their paths relative to relTo (the

@@ -71,8 +71,11 @@ func (r *Results) Markdown(plots Plots) string {
 	r.ceilingSection(w)
 	r.throughputSection(w, plots)
 	r.modesSection(w, plots)
+	r.latencySection(w)
+	r.coldStartSection(w)
 	r.takeoverSection(w, plots)
 	r.acquireSection(w)
+	r.lockScaleSection(w)
 	r.receiptsSection(w)
 	r.partitionSection(w)
 	r.hotSection(w)
@@ -117,8 +120,10 @@ func (r *Results) goals() []Goal {
 			ok              func(float64) bool
 		}{
 			{VariantCompleteOnly, ">= 0.9x", func(x float64) bool { return x >= 0.9 }},
-			{VariantClaim, "about 0.5x (two writes per item instead of one: 0.4–0.65x)", func(x float64) bool { return x >= 0.4 && x <= 0.65 }},
+			{VariantClaim, ">= 0.45x (two writes per item instead of one)", func(x float64) bool { return x >= 0.45 }},
 			{VariantBatched, ">= 1.5x", func(x float64) bool { return x >= 1.5 }},
+			{VariantCLIComplete, ">= 0.9x (process start to exit)", func(x float64) bool { return x >= 0.9 }},
+			{VariantCLIClaim, ">= 0.45x (process start to exit)", func(x float64) bool { return x >= 0.45 }},
 		} {
 			var parts []string
 			all := true
@@ -195,6 +200,9 @@ func (r *Results) goals() []Goal {
 		gs = append(gs, Goal{fmt.Sprintf("peak RSS of one worker, %s vs %s items", num(float64(m.Sizes[0]), 0), num(float64(m.Sizes[1]), 0)),
 			"flat: < 1.25x for 10x the items", fmt.Sprintf("%s vs %s (%.2fx)", m.PeakMB[0].Fmt(1, " MiB"), m.PeakMB[1].Fmt(1, " MiB"), g), verdict(g < 1.25)})
 	}
+	gs = append(gs, r.latencyGoals()...)
+	gs = append(gs, r.coldStartGoals()...)
+	gs = append(gs, r.lockScaleGoals()...)
 	return gs
 }
 
@@ -220,13 +228,17 @@ func (r *Results) throughputSection(w writer, plots Plots) {
 		pending(w, ScenarioThroughput, r.Errors[ScenarioThroughput])
 		return
 	}
-	w("One worker (`worker.New` + `Run`, `Once`, segment mode, 4 sub-segments, handler that returns nil) against the plain loop a team would write: "+
-		"a 4-segment parallel scan feeding *c* goroutines that each mark an item done with one conditional UpdateItem. "+
+	w("One worker (`worker.New` + `Run`, `Once`, segment mode, 4 sub-segments, handler that returns nil), and the whole CLI process "+
+		"(`dynapart work --once --workers 1 --concurrency c`, timed from process start to exit), against the plain loop a team would write without dynapart: "+
+		"a 4-segment parallel scan feeding *c* goroutines that each mark an item done with one conditional UpdateItem, "+
+		"`SET done_at = :t` if `attribute_not_exists(done_at)`. The loop is what a team writes, not a copy of Run's write, "+
+		"so the ratio includes whatever Run writes beyond it (status, owner, slot, token, attempt count). "+
 		"Each cell is a fresh table (seeded with BatchWriteItem, not timed); the time covers the scan and every write. "+
 		"Tables: %s items at c = 64, %s at c = 16, %s at c = 4, %s at c = 1 (so the matrix fits in minutes; ratios only compare equal sizes). "+
 		"Ratio = Run's items/s ÷ the plain loop's items/s in the same repetition.\n\n",
 		num(float64(ItemsAt(r.Options.Items, 64)), 0), num(float64(ItemsAt(r.Options.Items, 16)), 0), num(float64(ItemsAt(r.Options.Items, 4)), 0), num(float64(ItemsAt(r.Options.Items, 1)), 0))
-	w("| concurrency | plain loop items/s | complete-only | claim+complete | batched claims | plain loop / UpdateItem ceiling |\n|---|---|---|---|---|---|\n")
+	w("| concurrency | plain loop items/s | %s | plain loop / UpdateItem ceiling |\n|---|---|%s---|\n",
+		strings.Join(Variants[1:], " | "), strings.Repeat("---|", len(Variants)-1))
 	for _, c := range r.Options.Concurrencies {
 		base := t.Point(VariantPlain, c)
 		if base == nil {
@@ -235,6 +247,10 @@ func (r *Results) throughputSection(w writer, plots Plots) {
 		row := []string{fmt.Sprint(c), base.ItemsPerSec.Fmt(0, "")}
 		for _, v := range Variants[1:] {
 			p := t.Point(v, c)
+			if p == nil {
+				row = append(row, "–")
+				continue
+			}
 			row = append(row, Ratio(p.ItemsPerSec, base.ItemsPerSec).X()+"<br>"+p.ItemsPerSec.Fmt(0, "/s"))
 		}
 		if r.Ceiling != nil {
@@ -254,7 +270,7 @@ func (r *Results) throughputSection(w writer, plots Plots) {
 // figure followed by unit.
 func (r *Results) wcuSummary(unit string) string {
 	var parts []string
-	for _, v := range Variants[1:] {
+	for _, v := range Variants[1:4] {
 		var all Sample
 		for _, c := range r.Options.Concurrencies {
 			if p := r.Throughput.Point(v, c); p != nil {

@@ -25,11 +25,14 @@ const (
 	ScenarioPartition  = "partition"
 	ScenarioHotPaths   = "hotpaths"
 	ScenarioMemory     = "memory"
+	ScenarioLatency    = "latency"
+	ScenarioColdStart  = "coldstart"
+	ScenarioLockScale  = "lockscale"
 )
 
 // Scenarios lists every scenario.
 var Scenarios = []string{ScenarioPartition, ScenarioHotPaths, ScenarioCeiling, ScenarioThroughput, ScenarioModes,
-	ScenarioTakeover, ScenarioAcquire, ScenarioReceipts, ScenarioMemory}
+	ScenarioLatency, ScenarioColdStart, ScenarioTakeover, ScenarioAcquire, ScenarioLockScale, ScenarioReceipts, ScenarioMemory}
 
 // Options size a run.
 type Options struct {
@@ -79,6 +82,9 @@ type Results struct {
 	HotWorker  *GoBenchRun
 	HotScan    *GoBenchRun
 	Memory     *Memory
+	Latency    *Latency
+	ColdStart  *ColdStart
+	LockScale  *GoBenchRun
 
 	ReceiptsBatches int
 }
@@ -114,6 +120,21 @@ func (e *Env) Run(ctx context.Context, opts Options) *Results {
 			r.Throughput, err = e.MeasureThroughput(ctx, o.Items, o.Concurrencies, reps)
 		case ScenarioModes:
 			r.Modes, err = e.MeasureModes(ctx, max(o.Items/2, 100), 4, reps)
+		case ScenarioLatency:
+			n := 3000
+			if o.Quick {
+				n = 300
+			}
+			r.Latency, err = e.MeasureLatency(ctx, n, o.Concurrencies, []time.Duration{0, 5 * time.Millisecond}, reps)
+		case ScenarioColdStart:
+			r.ColdStart, err = e.MeasureColdStart(ctx, 200, max(reps, 3))
+		case ScenarioLockScale:
+			ns := "10,100,1000"
+			if o.Quick {
+				ns = "10,100"
+			}
+			r.LockScale, err = e.RunGoBench(ctx, "./lock/", "^Benchmark(StandbyPollRCU|FleetAcquire)$", reps, "-benchtime", "1x",
+				"-timeout", "20m", "-args", "-lockscale.n="+ns)
 		case ScenarioTakeover:
 			items := 10000
 			if o.Quick {
@@ -159,7 +180,7 @@ func (e *Env) Run(ctx context.Context, opts Options) *Results {
 			e.logf("%s done in %s", name, time.Since(began).Round(time.Second))
 		}
 	}
-	for _, g := range []*GoBenchRun{r.Partition, r.HotWorker, r.HotScan, r.Acquire, r.Receipts} {
+	for _, g := range []*GoBenchRun{r.Partition, r.HotWorker, r.HotScan, r.Acquire, r.LockScale, r.Receipts} {
 		if g != nil && g.Command != "" {
 			r.Commands = append(r.Commands, g.Command)
 		}

@@ -65,27 +65,13 @@ func condUpdate(table string, key map[string]types.AttributeValue, attr string) 
 	}
 }
 
-// sameWrite is Run's complete-only write, request for request: status, owner, slot, token, time
-// and attempt count, the claim attributes removed, unless done or failed already, and the consumed
-// capacity asked for (Run reports WCU). A lighter write here would measure the difference in what
-// is written, not the framework.
-func sameWrite(table string, key map[string]types.AttributeValue, now time.Time) *dynamodb.UpdateItemInput {
-	n := func(v int64) types.AttributeValue {
-		return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
-	}
+// handWrite is the write a team writes by hand without dynapart: mark the item done, once.
+func handWrite(table string, key map[string]types.AttributeValue, now time.Time) *dynamodb.UpdateItemInput {
 	return &dynamodb.UpdateItemInput{
 		TableName: aws.String(table), Key: key,
-		UpdateExpression: aws.String("SET #s = :done, #o = :owner, #sl = :slot, #t = :token, #d = :now " +
-			"REMOVE #cu, #ra ADD #a :one"),
-		ConditionExpression: aws.String("attribute_exists(#id) AND (attribute_not_exists(#s) OR NOT (#s IN (:done, :failed)))"),
-		ExpressionAttributeNames: map[string]string{"#id": "id", "#s": "dp_status", "#o": "dp_owner", "#sl": "dp_slot",
-			"#t": "dp_token", "#d": "dp_done_at", "#cu": "dp_claim_until", "#ra": "dp_retry_at", "#a": "dp_attempts"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":done": &types.AttributeValueMemberS{Value: "done"}, ":failed": &types.AttributeValueMemberS{Value: "failed"},
-			":owner": &types.AttributeValueMemberS{Value: "plain-loop"}, ":slot": n(0), ":token": n(1), ":now": n(now.UnixMilli()),
-			":one": n(1),
-		},
-		ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
+		UpdateExpression:          aws.String("SET done_at = :t"),
+		ConditionExpression:       aws.String("attribute_not_exists(done_at)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":t": &types.AttributeValueMemberN{Value: strconv.FormatInt(now.UnixMilli(), 10)}},
 	}
 }
 
@@ -155,10 +141,15 @@ const (
 	VariantCompleteOnly = "Run, complete-only"
 	VariantClaim        = "Run, claim+complete"
 	VariantBatched      = "Run, batched claims"
+	VariantCLIComplete  = "CLI process, complete-only"
+	VariantCLIClaim     = "CLI process, claim+complete"
 )
 
 // Variants in the order they are run and shown.
-var Variants = []string{VariantPlain, VariantCompleteOnly, VariantClaim, VariantBatched}
+var Variants = []string{VariantPlain, VariantCompleteOnly, VariantClaim, VariantBatched, VariantCLIComplete, VariantCLIClaim}
+
+// libVariants are the variants measured at a real endpoint's latency (the latency scenario).
+var libVariants = []string{VariantPlain, VariantCompleteOnly, VariantClaim, VariantBatched}
 
 // ThroughputPoint is one variant at one concurrency.
 type ThroughputPoint struct {
@@ -209,6 +200,9 @@ func (e *Env) MeasureThroughput(ctx context.Context, items int, concs []int, rep
 	t := &Throughput{}
 	for _, c := range concs {
 		for _, v := range Variants {
+			if e.Bin == "" && (v == VariantCLIComplete || v == VariantCLIClaim) {
+				continue // no binary (the package's own test): library variants only
+			}
 			t.Points = append(t.Points, &ThroughputPoint{Variant: v, Concurrency: c, Items: ItemsAt(items, c)})
 		}
 	}
@@ -219,7 +213,7 @@ func (e *Env) MeasureThroughput(ctx context.Context, items int, concs []int, rep
 				return nil, fmt.Errorf("%s at concurrency %d: %w", p.Variant, p.Concurrency, err)
 			}
 			p.ItemsPerSec = append(p.ItemsPerSec, rate)
-			if p.Variant != VariantPlain {
+			if wcu > 0 {
 				p.WCUPerItem = append(p.WCUPerItem, wcu)
 			}
 			e.logf("throughput rep %d/%d: %-20s concurrency %2d: %6.0f items/s", rep+1, reps, p.Variant, p.Concurrency, rate)
@@ -234,11 +228,19 @@ func (e *Env) throughputOnce(ctx context.Context, leases, variant string, n, con
 		return 0, 0, err
 	}
 	defer e.dropTable(table)
+	return e.runVariant(ctx, table, leases, variant, n, conc)
+}
+
+// runVariant processes the n items of table with variant at conc and times it.
+func (e *Env) runVariant(ctx context.Context, table, leases, variant string, n, conc int) (rate, wcuPerItem float64, err error) {
 	start := time.Now()
 	var done int64
-	if variant == VariantPlain {
+	switch variant {
+	case VariantPlain:
 		done, err = plainLoop(ctx, e.DB, table, conc)
-	} else {
+	case VariantCLIComplete, VariantCLIClaim:
+		done, err = e.cliOnce(table, leases, conc, variant == VariantCLIComplete)
+	default:
 		cfg := worker.Config{Client: e.DB, Table: table, LeaseTable: leases, Workers: 1, Once: true,
 			Concurrency: conc, Logger: quietLogger}
 		switch variant {
@@ -265,10 +267,10 @@ func (e *Env) throughputOnce(ctx context.Context, leases, variant string, n, con
 	return float64(n) / elapsed.Seconds(), wcuPerItem, nil
 }
 
-// plainLoop is the baseline a team would write by hand: a parallel scan of 4 segments feeding
-// conc goroutines that each mark an item done with one conditional UpdateItem, the same write
-// (same condition, same attributes) as Run's complete-only mode, so the ratio measures the
-// framework, not a difference in what is written.
+// plainLoop is the baseline a team would write by hand without dynapart: a parallel scan of 4
+// segments feeding conc goroutines that each mark an item done with one conditional UpdateItem,
+// `SET done_at = :t` if `attribute_not_exists(done_at)` (handWrite). It is what a team writes, not
+// a copy of Run's write: the ratio includes whatever Run writes beyond it.
 func plainLoop(ctx context.Context, db *dynamodb.Client, table string, conc int) (int64, error) {
 	now := time.Now()
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -281,7 +283,7 @@ func plainLoop(ctx context.Context, db *dynamodb.Client, table string, conc int)
 		go func() {
 			defer wg.Done()
 			for k := range keys {
-				if _, err := db.UpdateItem(ctx, sameWrite(table, k, now)); err != nil {
+				if _, err := db.UpdateItem(ctx, handWrite(table, k, now)); err != nil {
 					cancel(err)
 					continue
 				}
@@ -321,6 +323,24 @@ func plainLoop(ctx context.Context, db *dynamodb.Client, table string, conc int)
 	close(keys)
 	wg.Wait()
 	return done.Load(), context.Cause(ctx)
+}
+
+// cliOnce runs `dynapart work --once --workers 1` over table as a process, start to exit, and
+// returns the items it completed (its last --progress json line).
+func (e *Env) cliOnce(table, leases string, conc int, completeOnly bool) (int64, error) {
+	args := []string{"--table", table, "--lease-table", leases, "--workers", "1", "--once",
+		"--concurrency", strconv.Itoa(conc), "--progress", "json", "--log-level", "warn"}
+	if completeOnly {
+		args = append(args, "--complete-only")
+	}
+	p, err := e.startWork(args...)
+	if err != nil {
+		return 0, err
+	}
+	if err := p.waitExit(30 * time.Minute); err != nil {
+		return 0, err
+	}
+	return p.last().Completed, nil
 }
 
 // Modes compares the segment and the filter mode: N workers in one process read and complete a

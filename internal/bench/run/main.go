@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -33,11 +34,35 @@ func main() {
 	only := flag.String("only", "", "comma-separated scenarios to run (default all): "+strings.Join(bench.Scenarios, ","))
 	concs := flag.String("concurrency", "1,4,16,64", "concurrencies of the throughput matrix")
 	bin := flag.String("bin", "bin/dynapart", "the dynapart binary for the process scenarios (built into a temp dir when missing)")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of this process (the library scenarios run in it) to this file")
 	flag.Parse()
-	if err := run(*endpoint, *out, *plotDir, *reps, *items, *quick, *only, *concs, *bin, flag.CommandLine); err != nil {
+	stop := func() {}
+	if *cpuprofile != "" {
+		var err error
+		if stop, err = startProfile(*cpuprofile); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+	}
+	err := run(*endpoint, *out, *plotDir, *reps, *items, *quick, *only, *concs, *bin, flag.CommandLine)
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
+}
+
+// startProfile starts a CPU profile into path; the returned func stops it.
+func startProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 func run(endpoint, out, plotDir string, reps, items int, quick bool, only, concs, bin string, fs *flag.FlagSet) error {

@@ -1,0 +1,151 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/dynapart/dynapart/lock"
+)
+
+// Latency is the throughput matrix at a real endpoint's latency: every request passes a loopback
+// proxy that holds it for a fixed delay before forwarding it to DynamoDB Local.
+type Latency struct {
+	Delays []time.Duration
+	Items  int
+	Points []*LatencyPoint
+}
+
+// LatencyPoint is one variant at one concurrency and delay.
+type LatencyPoint struct {
+	Variant     string
+	Delay       time.Duration
+	Concurrency int
+	ItemsPerSec Sample
+}
+
+// Point returns the point of variant at conc and delay, or nil.
+func (l *Latency) Point(variant string, conc int, delay time.Duration) *LatencyPoint {
+	for _, p := range l.Points {
+		if p.Variant == variant && p.Concurrency == conc && p.Delay == delay {
+			return p
+		}
+	}
+	return nil
+}
+
+// MeasureLatency runs the hand loop and the library variants at every concurrency and delay,
+// reps times interleaved, each on a fresh table of ItemsAt(items, concurrency) items (seeded
+// directly, not through the proxy).
+func (e *Env) MeasureLatency(ctx context.Context, items int, concs []int, delays []time.Duration, reps int) (*Latency, error) {
+	l := &Latency{Delays: delays, Items: items}
+	envs := make([]*Env, len(delays))
+	for i, d := range delays {
+		pe, p, err := e.viaProxy(d)
+		if err != nil {
+			return nil, err
+		}
+		defer p.close()
+		envs[i] = pe
+		for _, c := range concs {
+			for _, v := range libVariants {
+				l.Points = append(l.Points, &LatencyPoint{Variant: v, Delay: d, Concurrency: c})
+			}
+		}
+	}
+	leases := tableName("leases")
+	if err := lock.CreateTable(ctx, e.DB, leases); err != nil {
+		return nil, err
+	}
+	defer e.dropTable(leases)
+	for rep := range reps {
+		for _, p := range l.Points {
+			pe := envs[indexOf(delays, p.Delay)]
+			rate, err := e.latencyOnce(ctx, pe, leases, p.Variant, ItemsAt(items, p.Concurrency), p.Concurrency)
+			if err != nil {
+				return nil, fmt.Errorf("%s at concurrency %d, delay %s: %w", p.Variant, p.Concurrency, p.Delay, err)
+			}
+			p.ItemsPerSec = append(p.ItemsPerSec, rate)
+			e.logf("latency rep %d/%d: delay %4s %-20s concurrency %2d: %6.0f items/s", rep+1, reps, p.Delay, p.Variant, p.Concurrency, rate)
+		}
+	}
+	return l, nil
+}
+
+// latencyOnce seeds a table through e (no delay) and runs variant through pe (the proxy).
+func (e *Env) latencyOnce(ctx context.Context, pe *Env, leases, variant string, n, conc int) (float64, error) {
+	table, err := e.freshTable(ctx, "lat", n)
+	if err != nil {
+		return 0, err
+	}
+	defer e.dropTable(table)
+	rate, _, err := pe.runVariant(ctx, table, leases, variant, n, conc)
+	return rate, err
+}
+
+func indexOf[T comparable](list []T, v T) int {
+	for i, x := range list {
+		if x == v {
+			return i
+		}
+	}
+	return -1
+}
+
+func (r *Results) latencySection(w writer) {
+	w("## At a real endpoint's latency\n\n")
+	l := r.Latency
+	if l == nil {
+		pending(w, ScenarioLatency, r.Errors[ScenarioLatency])
+		return
+	}
+	w("Every request passes a loopback HTTP proxy that holds it for a fixed delay before forwarding it to DynamoDB Local "+
+		"(a stand-in for the round trip to DynamoDB in a region); at 0 ms the same proxy only forwards. "+
+		"A fresh table per cell, %s items at c = 64, %s at c = 16, %s at c = 4, %s at c = 1; items/s, and the ratio to the hand loop at the same delay and concurrency in the same repetition.\n\n",
+		num(float64(ItemsAt(l.Items, 64)), 0), num(float64(ItemsAt(l.Items, 16)), 0), num(float64(ItemsAt(l.Items, 4)), 0), num(float64(ItemsAt(l.Items, 1)), 0))
+	w("| delay | concurrency | hand loop items/s | %s | batched ÷ claim+complete |\n|---|---|---|%s---|\n",
+		strings.Join(libVariants[1:], " | "), strings.Repeat("---|", len(libVariants)-1))
+	for _, d := range l.Delays {
+		for _, c := range r.Options.Concurrencies {
+			base := l.Point(VariantPlain, c, d)
+			if base == nil {
+				continue
+			}
+			row := []string{fmt.Sprintf("%d ms", d.Milliseconds()), fmt.Sprint(c), base.ItemsPerSec.Fmt(0, "")}
+			for _, v := range libVariants[1:] {
+				p := l.Point(v, c, d)
+				row = append(row, Ratio(p.ItemsPerSec, base.ItemsPerSec).X()+"<br>"+p.ItemsPerSec.Fmt(0, "/s"))
+			}
+			row = append(row, Ratio(l.Point(VariantBatched, c, d).ItemsPerSec, l.Point(VariantClaim, c, d).ItemsPerSec).X())
+			w("| %s |\n", strings.Join(row, " | "))
+		}
+	}
+	w("\n")
+}
+
+// latencyGoals are the summary rows of the latency scenario at its largest delay.
+func (r *Results) latencyGoals() []Goal {
+	l := r.Latency
+	if l == nil || len(l.Delays) == 0 {
+		return nil
+	}
+	d := l.Delays[len(l.Delays)-1]
+	var co, bh, bc []string
+	okCO, okBH, okBC := true, true, true
+	for _, c := range r.Options.Concurrencies {
+		base, p, b, cl := l.Point(VariantPlain, c, d), l.Point(VariantCompleteOnly, c, d), l.Point(VariantBatched, c, d), l.Point(VariantClaim, c, d)
+		if base == nil {
+			continue
+		}
+		x1, x2, x3 := Ratio(p.ItemsPerSec, base.ItemsPerSec), Ratio(b.ItemsPerSec, base.ItemsPerSec), Ratio(b.ItemsPerSec, cl.ItemsPerSec)
+		okCO, okBH, okBC = okCO && x1.Median() >= 0.9, okBH && x2.Median() >= 1.0, okBC && x3.Median() >= 2.0
+		co, bh, bc = append(co, fmt.Sprintf("c=%d: %s", c, x1.X())), append(bh, fmt.Sprintf("c=%d: %s", c, x2.X())), append(bc, fmt.Sprintf("c=%d: %s", c, x3.X()))
+	}
+	at := fmt.Sprintf(" at %d ms per request", d.Milliseconds())
+	return []Goal{
+		{"complete-only vs hand loop" + at, ">= 0.9x", strings.Join(co, "<br>"), verdict(okCO)},
+		{"batched claims vs hand loop" + at, ">= 1.0x", strings.Join(bh, "<br>"), verdict(okBH)},
+		{"batched claims vs single claims" + at, ">= 2x", strings.Join(bc, "<br>"), verdict(okBC)},
+	}
+}

@@ -1,0 +1,191 @@
+package lock
+
+import (
+	"context"
+	"fmt"
+	mrand "math/rand/v2"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// windowSize is the most slots one acquisition round reads. A group of up to windowSize slots is
+// read whole by one Query, as it always was; a larger group is read a window at a time, so that a
+// standby's poll costs the same whatever n is: at n = 1,000 a whole-group Query reads every slot
+// item (tens of RCU per poll, all on one partition key), a window reads 64.
+const windowSize = 64
+
+// view is what one acquisition round knows of the group: slots lo..hi-1 (and any slot holding an
+// acquisition write of ours whose outcome is unknown), and the meta item.
+type view struct {
+	slots  map[int]slotItem
+	meta   metaItem
+	lo, hi int
+}
+
+// readView reads what a round needs. A group larger than windowSize is read one window at a time,
+// the windows taken in turn from a random first one, so a lone standby looks at every slot within
+// ceil(n/windowSize) polls and standbys starting together look at different slots. A sweeping
+// round (t.sweep) goes on to the next window until one has a slot it may take, or it has read
+// them all: TryAcquireSlot sweeps, and so does a waiting standby's round after one that saw a free
+// slot but lost the races for it (the group is in flux: others are taking and releasing slots), so
+// that the few slots left free are found at once, not one window per poll. A window whose slots
+// are all finished is followed by a read of the whole group: only a whole view can say the group
+// is finished.
+func (c *Client) readView(ctx context.Context, t target, now time.Time) (view, error) {
+	if t.mutex || t.n <= windowSize {
+		slots, meta, err := c.readAll(ctx, t.pk)
+		return view{slots: slots, meta: meta, lo: 0, hi: t.n}, err
+	}
+	windows := (t.n + windowSize - 1) / windowSize
+	reads := 1
+	if t.sweep {
+		reads = windows
+	}
+	var v view
+	var meta metaItem
+	metaRead := false
+	start := c.nextWindow(t.pk, t.n)
+	for i := range reads {
+		if i > 0 {
+			c.setCursor(t.pk, (start+i+1)%windows) // a sweep takes the windows in turn on its own
+		}
+		lo := (start + i) % windows * windowSize
+		v = view{lo: lo, hi: min(lo+windowSize, t.n)}
+		var err error
+		if v.slots, v.meta, err = c.readRange(ctx, t.pk, lo, v.hi); err != nil {
+			return view{}, err
+		}
+		if lo == 0 {
+			meta, metaRead = v.meta, true
+		}
+		if i == reads-1 || c.anyFree(t, v, now) {
+			break
+		}
+	}
+	if !metaRead {
+		var err error
+		if meta, err = c.readMeta(ctx, t.pk); err != nil {
+			return view{}, err
+		}
+	}
+	v.meta = meta
+	if err := c.readUnsettled(ctx, t, v); err != nil {
+		return view{}, err
+	}
+	for s := v.lo; s < v.hi; s++ {
+		if !v.slots[s].finished {
+			return v, nil
+		}
+	}
+	slots, meta, err := c.readAll(ctx, t.pk)
+	return view{slots: slots, meta: meta, lo: 0, hi: t.n}, err
+}
+
+// anyFree reports whether the window has a slot the round may take.
+func (c *Client) anyFree(t target, v view, now time.Time) bool {
+	for s := v.lo; s < v.hi; s++ {
+		it := v.slots[s]
+		it.sk = s
+		if !it.finished && c.isFree(t.pk, it, now) {
+			return true
+		}
+	}
+	return false
+}
+
+// nextWindow returns the window to read for pk and moves the client's cursor on to the next one.
+func (c *Client) nextWindow(pk string, n int) int {
+	windows := (n + windowSize - 1) / windowSize
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cursor == nil {
+		c.cursor = map[string]int{}
+	}
+	k, ok := c.cursor[pk]
+	if !ok {
+		k = mrand.N(windows)
+	}
+	k %= windows
+	c.cursor[pk] = (k + 1) % windows
+	return k
+}
+
+func (c *Client) setCursor(pk string, k int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cursor[pk] = k
+}
+
+// readRange reads slots lo..hi-1 with one consistent Query on the sort key (more only past 1 MB);
+// from lo = 0 it includes the meta item (sk -1).
+func (c *Client) readRange(ctx context.Context, pk string, lo, hi int) (map[int]slotItem, metaItem, error) {
+	slots := map[int]slotItem{}
+	var meta metaItem
+	from := lo
+	if from == 0 {
+		from = metaSK
+	}
+	in := &dynamodb.QueryInput{
+		TableName:                aws.String(c.table),
+		KeyConditionExpression:   aws.String("#pk = :pk AND #sk BETWEEN :lo AND :hi"),
+		ExpressionAttributeNames: map[string]string{"#pk": attrPK, "#sk": attrSK},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk": avS(pk), ":lo": avN(int64(from)), ":hi": avN(int64(hi - 1)),
+		},
+		ConsistentRead: aws.Bool(true),
+	}
+	for {
+		out, err := c.db.Query(ctx, in)
+		if err != nil {
+			return nil, meta, fmt.Errorf("lock: query %q %d..%d: %w", pk, lo, hi-1, c.readErr(err))
+		}
+		for _, it := range out.Items {
+			if getN(it, attrSK) == metaSK {
+				meta = decodeMeta(it)
+				continue
+			}
+			s := decodeSlot(it)
+			slots[s.sk] = s
+		}
+		if len(out.LastEvaluatedKey) == 0 {
+			return slots, meta, nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+}
+
+// readMeta reads the group's meta item with a consistent GetItem.
+func (c *Client) readMeta(ctx context.Context, pk string) (metaItem, error) {
+	out, err := c.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(c.table), Key: key(pk, metaSK), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return metaItem{}, fmt.Errorf("lock: read %s meta: %w", pk, c.readErr(err))
+	}
+	return decodeMeta(out.Item), nil
+}
+
+// readUnsettled reads, one consistent GetItem each, the slots outside the window that hold an
+// acquisition write of ours whose outcome is unknown, so that adoptLanded sees them every round as
+// it does with a whole-group read.
+func (c *Client) readUnsettled(ctx context.Context, t target, v view) error {
+	c.mu.Lock()
+	var missing []int
+	for k := range c.unsettled {
+		if k.pk == t.pk && k.sk >= 0 && k.sk < t.n && (k.sk < v.lo || k.sk >= v.hi) {
+			missing = append(missing, k.sk)
+		}
+	}
+	c.mu.Unlock()
+	for _, s := range missing {
+		it, err := c.readSlot(ctx, t.pk, s)
+		if err != nil {
+			return err
+		}
+		v.slots[s] = it
+	}
+	return nil
+}
