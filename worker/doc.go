@@ -15,7 +15,8 @@
 //     exactly once for the state.
 //   - A handler's side effects are at-least-once: an item whose worker dies after the side effect but
 //     before the completion write is handled again. [Item] carries the claim's fencing token and an
-//     idempotency key to make side effects idempotent.
+//     idempotency key (a hash of the job, the source table and the item key) to make side effects
+//     idempotent.
 //   - Partitioning is for speed, conditional writes are for correctness: a wrong N, a stale worker or
 //     an overlap costs throughput, never a double completion.
 //

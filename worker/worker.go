@@ -811,7 +811,7 @@ func (w *Worker) process(ctx, workCtx context.Context, e *env, lease *lock.Lease
 	}
 
 	item := Item{Key: t.key, Attrs: t.item.Attrs, Attempt: claim.Attempt, Slot: claim.Slot, Token: claim.Token,
-		IdempotencyKey: idempotencyKey(c.Job, t.key)}
+		IdempotencyKey: idempotencyKey(c.Job, c.Table, t.key)}
 	margin := min(c.ClaimTTL/10, 5*time.Second)
 	hctx, hcancel := w.claimContext(workCtx, claim.Until.Add(-margin))
 	start := time.Now()
@@ -903,7 +903,7 @@ func (w *Worker) completeOnly(wctx, workCtx context.Context, e *env, lease *lock
 	c := w.cfg
 	req := w.claimRequest(t.key, lease, now, now)
 	item := Item{Key: t.key, Attrs: t.item.Attrs, Attempt: 1, Slot: lease.Slot(), Token: lease.Token(),
-		IdempotencyKey: idempotencyKey(c.Job, t.key)}
+		IdempotencyKey: idempotencyKey(c.Job, c.Table, t.key)}
 	start := time.Now()
 	herr := runHandler(workCtx, h, item)
 	took := time.Since(start)
