@@ -641,6 +641,10 @@ func (w *Worker) dispatch(ctx context.Context, e *env, lease *lock.Lease, p *sca
 		}
 		var claimed []task
 		for i, o := range outs {
+			if o.Err != nil {
+				w.unprocessable(chunk[i], lease, o.Err)
+				continue
+			}
 			if !o.Claimed {
 				w.skipped(chunk[i].key, o.Status, lease, now, ps)
 				chunk[i].item.Ack()
@@ -677,6 +681,26 @@ func (w *Worker) releaseUnsent(ctx context.Context, e *env, ts []task) {
 			}
 		}
 	}
+}
+
+// unprocessable reports an item that cannot hold the ledger's state (e.g. the inline ledger's
+// attributes would push it past 400 KB): no retry can help. Counted, logged with its key and
+// skipped; it stays pending in the ledger, where `dynapart verify` counts it.
+func (w *Worker) unprocessable(t task, lease *lock.Lease, err error) {
+	w.stats.unprocessable.Add(1)
+	w.itemEvent(OutcomeUnprocessable, t.key, lease.Slot(), 0, 0)
+	w.cfg.Logger.Error("dynapart: an item cannot be claimed and is skipped (too large for the inline ledger? use the table ledger)",
+		"slot", lease.Slot(), "key", keyText(t.key), "err", err)
+	t.item.Ack()
+}
+
+// keyText is an item key for logs: the canonical encoding of its attributes sorted by name.
+func keyText(k Key) string {
+	s, err := encodeKeyParts(k, keysSorted(k))
+	if err != nil {
+		return fmt.Sprint(k)
+	}
+	return s
 }
 
 func (w *Worker) skipped(key Key, st Status, lease *lock.Lease, now time.Time, ps *passState) {
@@ -778,13 +802,7 @@ func (w *Worker) process(ctx, workCtx context.Context, e *env, lease *lock.Lease
 		// claim of unknown outcome behind: what it claims, it handles or releases.
 		outs, err := e.ledger.Claim(wctx, []ClaimRequest{w.claimRequest(t.key, lease, now, now.Add(c.ClaimTTL))})
 		if err != nil && isValidation(err) {
-			// The item cannot hold the ledger's state (e.g. the inline ledger's attributes would
-			// push it past 400 KB): no retry can help. Counted and logged, never retried.
-			w.stats.unprocessable.Add(1)
-			w.itemEvent(OutcomeUnprocessable, t.key, lease.Slot(), 0, 0)
-			c.Logger.Error("dynapart: an item cannot be claimed (too large for the inline ledger? use the table ledger)",
-				"slot", lease.Slot(), "err", err)
-			t.item.Ack()
+			w.unprocessable(t, lease, err)
 			return
 		}
 		if err != nil {
@@ -805,7 +823,7 @@ func (w *Worker) process(ctx, workCtx context.Context, e *env, lease *lock.Lease
 	if claim.Attempt > c.MaxAttempts {
 		// Earlier attempts ended without an outcome (their workers died): do not loop forever.
 		msg := fmt.Sprintf("dynapart: attempt %d exceeds MaxAttempts %d (earlier attempts ended without an outcome)", claim.Attempt, c.MaxAttempts)
-		w.deadLetter(wctx, e, lease, *claim, msg, 0)
+		w.deadLetter(wctx, e, lease, *claim, msg, 0, ps)
 		t.item.Ack()
 		return
 	}
@@ -948,7 +966,7 @@ func (w *Worker) failed(ctx context.Context, e *env, lease *lock.Lease, cl Claim
 	}
 	permanent, after := classify(herr)
 	if permanent || cl.Attempt >= c.MaxAttempts {
-		w.deadLetter(ctx, e, lease, cl, herr.Error(), took)
+		w.deadLetter(ctx, e, lease, cl, herr.Error(), took, ps)
 		return
 	}
 	if after <= 0 {
@@ -970,7 +988,7 @@ func (w *Worker) failed(ctx context.Context, e *env, lease *lock.Lease, cl Claim
 	}
 }
 
-func (w *Worker) deadLetter(ctx context.Context, e *env, lease *lock.Lease, cl Claim, msg string, took time.Duration) {
+func (w *Worker) deadLetter(ctx context.Context, e *env, lease *lock.Lease, cl Claim, msg string, took time.Duration, ps *passState) {
 	c := w.cfg
 	err := e.ledger.DeadLetter(ctx, cl, msg, c.Clock.Now())
 	switch {
@@ -985,7 +1003,10 @@ func (w *Worker) deadLetter(ctx context.Context, e *env, lease *lock.Lease, cl C
 		w.stats.claimLost.Add(1)
 		w.itemEvent(OutcomeClaimLost, cl.Key, cl.Slot, cl.Attempt, took)
 	default:
-		c.Logger.Error("dynapart: record dead letter", "slot", cl.Slot, "err", err)
+		// Unknown outcome: the item is kept for a later pass, which reclaims it once the claim
+		// has expired (or finds it failed).
+		c.Logger.Error("dynapart: record dead letter; the item will be tried again", "slot", cl.Slot, "err", err)
+		ps.again(cl.Until)
 	}
 }
 
