@@ -32,6 +32,17 @@
 // nil completes the item. A plain error is a failed attempt, retried with exponential backoff until
 // Config.MaxAttempts, then dead-lettered with the error text. [RetryAfter] sets the next attempt's
 // time; [Permanent] dead-letters at once. A panic is recovered and counts as a failed attempt.
+// Complete-only mode (Config.CompleteOnly) counts failed attempts the same way.
+//
+// # Handler contexts
+//
+// A handler's context is cancelled with cause [ErrClaimExpiring] shortly before its claim expires,
+// when the lease is lost, or with [ErrStopped] once Config.DrainTimeout has passed after shutdown
+// began. A handler must return soon after: one still running Config.HandlerGrace (default 5s)
+// after its context was cancelled is abandoned. The worker counts it (Stats.Abandoned, the
+// OutcomeAbandoned event), logs it, leaves its goroutine running and the item to be claimed again
+// once its claim expires, so Run returns and the slot lease's promises hold; the abandoned
+// handler's own completion can then no longer land (the ledger fences it).
 //
 // # Example
 //
