@@ -384,3 +384,62 @@ func TestIdempotencyKeyNamesTable(t *testing.T) {
 	}
 	require.NotEqual(t, keys[0], keys[1])
 }
+
+// TestLateBatchedClaimGivenBack: a batched claim whose handler could only start with less than
+// half its claim time left (here the claim write took 0.95 s of a 1 s claim, past the handler's cut-off) is given back
+// without counting an attempt, and handled on the next pass.
+func TestLateBatchedClaimGivenBack(t *testing.T) {
+	const n = 3
+	f := newFixture(t, n)
+	clk := newTestClock()
+	var slow onceFlag
+	fc := &faulty{DynamoDBClient: f.db}
+	fc.onUpdate = func(_ context.Context, in *dynamodb.UpdateItemInput, next func() (*dynamodb.UpdateItemOutput, error)) (*dynamodb.UpdateItemOutput, error) {
+		out, err := next() // a batch of one (one free handler) is claimed with one UpdateItem
+		if err == nil && isTransition(in, ":until") && slow.first() {
+			clk.Advance(950 * time.Millisecond)
+		}
+		return out, err
+	}
+	c := f.config(LedgerTable)
+	c.Client, c.Workers, c.Once, c.Clock, c.Concurrency, c.BatchClaims = fc, 1, true, clk, 1, true
+	c.ClaimTTL, c.MaxAttempts, c.PollInterval = time.Second, 1, 100*time.Millisecond
+	c.LeaseTTL, c.Heartbeat = time.Hour, 10*time.Minute
+	w, err := New(c)
+	require.NoError(t, err)
+	// The pass after the give-back waits on the fake clock: keep it moving.
+	stop := make(chan struct{})
+	ticked := make(chan struct{})
+	go func() {
+		defer close(ticked)
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				clk.Advance(50 * time.Millisecond)
+			}
+		}
+	}()
+	defer func() { close(stop); <-ticked }()
+	var ran atomic.Int64
+	err = runOnceWithin(t, w, func(ctx context.Context, it Item) error {
+		if err := ctx.Err(); err != nil {
+			return context.Cause(ctx)
+		}
+		ran.Add(1)
+		return nil
+	}, time.Minute)
+	require.NoError(t, err)
+	require.True(t, slow.used.Load())
+	for i := range n {
+		st := requireStatus(t, f, LedgerTable, itemKey(i), StatusDone)
+		require.Equal(t, 1, st.Attempts, "item %d: the given-back claim used up no attempt", i)
+	}
+	s := w.Stats()
+	require.EqualValues(t, 1, s.Released)
+	require.Zero(t, s.DeadLettered)
+	require.EqualValues(t, n, ran.Load())
+}
