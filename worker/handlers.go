@@ -2,57 +2,92 @@ package worker
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/dynapart/dynapart/lock"
 )
 
 // This file holds what keeps a claim's clock honest around the handlers: batched claims are made
-// only for handlers that are free to start them (claimGate), a batched claim that waited too long
+// only for handlers that can start them soon (claimGate), a batched claim that waited too long
 // is given back instead of being counted as a failed attempt (tooLate), and a handler that ignores
 // its cancelled context is abandoned after HandlerGrace (runWithGrace) so Run can return.
 
-// claimGate counts the handlers free to start a batched claim now. A nil gate never blocks.
-type claimGate chan struct{}
+// claimGate bounds the batched claims whose handlers have not finished: Concurrency (one per
+// handler), plus a lookahead of items that, at the handlers' average pace, start within a tenth of
+// the claim TTL (at most Concurrency more; none until a handler time has been seen). A nil gate
+// never blocks.
+type claimGate struct {
+	size int           // Concurrency
+	ttl  time.Duration // ClaimTTL
+	wake chan struct{} // signalled when places are given back
 
-func newClaimGate(n int) claimGate {
-	g := make(claimGate, n)
-	for range n {
-		g <- struct{}{}
-	}
-	return g
+	mu       sync.Mutex
+	inFlight int           // claimed, handler not finished
+	avg      time.Duration // moving average of handler times, by the worker's clock
 }
 
-// take waits for one free handler, then takes up to limit-1 more that are free now.
-func (g claimGate) take(ctx context.Context, limit int) (int, error) {
+func newClaimGate(size int, ttl time.Duration) *claimGate {
+	return &claimGate{size: size, ttl: ttl, wake: make(chan struct{}, 1)}
+}
+
+// limit is how many claims may be unfinished now; g.mu is held.
+func (g *claimGate) limit() int {
+	if g.avg <= 0 {
+		return g.size
+	}
+	ahead := int64(g.size) * int64(g.ttl/10) / int64(g.avg)
+	return g.size + int(min(ahead, int64(g.size)))
+}
+
+// take waits until at least one place is free, then takes up to limit of them.
+func (g *claimGate) take(ctx context.Context, limit int) (int, error) {
 	if g == nil {
 		return limit, nil
 	}
-	select {
-	case <-g:
-	case <-ctx.Done():
-		return 0, ctx.Err()
-	}
-	n := 1
-	for n < limit {
-		select {
-		case <-g:
-			n++
-		default:
+	for {
+		g.mu.Lock()
+		if free := g.limit() - g.inFlight; free > 0 {
+			n := min(free, limit)
+			g.inFlight += n
+			g.mu.Unlock()
 			return n, nil
 		}
+		g.mu.Unlock()
+		select {
+		case <-g.wake:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
 	}
-	return n, nil
 }
 
-// give returns n handlers to the gate.
-func (g claimGate) give(n int) {
+// give returns n places to the gate.
+func (g *claimGate) give(n int) {
+	if g == nil || n == 0 {
+		return
+	}
+	g.mu.Lock()
+	g.inFlight -= n
+	g.mu.Unlock()
+	select {
+	case g.wake <- struct{}{}:
+	default:
+	}
+}
+
+// observe adds one handler time to the moving average.
+func (g *claimGate) observe(d time.Duration) {
 	if g == nil {
 		return
 	}
-	for range n {
-		g <- struct{}{}
+	g.mu.Lock()
+	if g.avg <= 0 {
+		g.avg = d
+	} else {
+		g.avg += (d - g.avg) / 8
 	}
+	g.mu.Unlock()
 }
 
 // tooLate reports whether a batched claim has less than half its time left before its handler's

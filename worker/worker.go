@@ -412,7 +412,7 @@ type passState struct {
 	dirty   atomic.Bool
 	mu      sync.Mutex
 	nextDue time.Time
-	gate    claimGate // with BatchClaims: the handlers free to start a batched claim
+	gate    *claimGate // with BatchClaims: bounds claims made ahead of the handlers
 }
 
 func (p *passState) again(due time.Time) {
@@ -437,7 +437,7 @@ func (w *Worker) runPass(ctx context.Context, e *env, lease *lock.Lease, h Handl
 	ps := &passState{}
 	ps.dirty.Store(cp.dirty)
 	if c.BatchClaims {
-		ps.gate = newClaimGate(c.Concurrency)
+		ps.gate = newClaimGate(c.Concurrency, c.ClaimTTL)
 	}
 
 	// fetchCtx stops claiming: shutdown, lease loss, or the deadline margin.
@@ -618,9 +618,9 @@ func (w *Worker) dispatch(ctx context.Context, e *env, lease *lock.Lease, p *sca
 		}
 		return nil
 	}
-	// Batched claims: claim only as many items as handlers are free to start now (at most 25 in
-	// one transaction) and hand them over before claiming more, so a claim's clock does not run
-	// while its item waits in the queue.
+	// Batched claims: claim only as many items as handlers can start soon (at most 25 in one
+	// transaction; see claimGate) and hand them over before claiming more, so a claim's clock
+	// does not run while its item waits in the queue.
 	for len(todo) > 0 {
 		n, err := ps.gate.take(ctx, min(maxBatch, len(todo)))
 		if err != nil {
@@ -863,9 +863,12 @@ func (w *Worker) process(ctx, workCtx context.Context, e *env, lease *lock.Lease
 	item := Item{Key: t.key, Attrs: t.item.Attrs, Attempt: claim.Attempt, Slot: claim.Slot, Token: claim.Token,
 		IdempotencyKey: idempotencyKey(c.Job, c.Table, t.key)}
 	hctx, hcancel := w.claimContext(workCtx, claimDeadline(c.ClaimTTL, claim.Until))
-	start := time.Now()
+	start, startClock := time.Now(), c.Clock.Now()
 	herr, gaveUp := w.runWithGrace(hctx, h, item)
 	took := time.Since(start)
+	if t.claim != nil {
+		ps.gate.observe(c.Clock.Now().Sub(startClock))
+	}
 	expiring := errors.Is(context.Cause(hctx), ErrClaimExpiring)
 	hcancel()
 	if gaveUp {
