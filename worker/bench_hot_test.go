@@ -33,7 +33,7 @@ func BenchmarkIdempotencyKey(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				hotSink = idempotencyKey("campaign-2026-05", c.key)
+				hotSink = idempotencyKey("campaign-2026-05", "users", c.key)
 			}
 		})
 	}

@@ -92,7 +92,10 @@ type Config struct {
 	// UpdateItem per item. Defaults to false.
 	BatchClaims bool
 	// CompleteOnly skips the claim: each item is handled and then completed with one conditional
-	// write, for handlers that are themselves one conditional write. Defaults to false.
+	// write, for handlers that are themselves one conditional write. A handler error is recorded as
+	// in claim mode: the attempt is counted and the item retried after RetryBackoff (RetryAfter
+	// honoured), or dead-lettered on a Permanent error or at MaxAttempts. Item.Attempt is always 1.
+	// Defaults to false.
 	CompleteOnly bool
 
 	// LeaseTTL is the slot lease's time to live; it must exceed 2 x Heartbeat. Defaults to 10s.
@@ -124,6 +127,12 @@ type Config struct {
 	CheckpointInterval time.Duration
 	// DrainTimeout is how long handlers in flight may finish after shutdown starts. Defaults to 10s.
 	DrainTimeout time.Duration
+	// HandlerGrace is how long a handler may keep running after its context was cancelled (its
+	// claim about to expire, the lease lost, or DrainTimeout passed) before the worker abandons
+	// it: the handler is counted in Stats.Abandoned and logged, its goroutine is left running, and
+	// the item is left to be claimed again once its claim expires. So a handler that ignores its
+	// context cannot keep Run from returning. Defaults to 5s.
+	HandlerGrace time.Duration
 	// DeadlineMargin: when ctx has a deadline (Lambda), claiming stops this long before it, leaving
 	// time to drain, checkpoint and release. Defaults to 2s.
 	DeadlineMargin time.Duration
@@ -173,6 +182,9 @@ const (
 	// OutcomeUnprocessable: the item cannot be claimed at all (DynamoDB refuses the write as
 	// invalid, e.g. an item too large to carry the inline ledger's attributes). It stays pending.
 	OutcomeUnprocessable Outcome = "unprocessable"
+	// OutcomeAbandoned: the handler ignored its cancelled context for HandlerGrace and was given
+	// up on; the item is claimed again once its claim expires.
+	OutcomeAbandoned Outcome = "abandoned"
 )
 
 // ItemEvent reports one item's outcome.
@@ -260,6 +272,9 @@ func (c *Config) withDefaults() Config {
 	if d.DrainTimeout == 0 {
 		d.DrainTimeout = 10 * time.Second
 	}
+	if d.HandlerGrace == 0 {
+		d.HandlerGrace = 5 * time.Second
+	}
 	if d.DeadlineMargin == 0 {
 		d.DeadlineMargin = 2 * time.Second
 	}
@@ -334,6 +349,8 @@ func (c *Config) validate() error {
 		return bad("BatchClaims", "cannot be combined with CompleteOnly (complete-only makes no claims)")
 	case c.DrainTimeout < 0:
 		return bad("DrainTimeout", "must not be negative, got %s", c.DrainTimeout)
+	case c.HandlerGrace < 0:
+		return bad("HandlerGrace", "must not be negative, got %s", c.HandlerGrace)
 	case c.DeadlineMargin < 0:
 		return bad("DeadlineMargin", "must not be negative, got %s", c.DeadlineMargin)
 	case c.PollInterval < 0:

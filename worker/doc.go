@@ -15,7 +15,8 @@
 //     exactly once for the state.
 //   - A handler's side effects are at-least-once: an item whose worker dies after the side effect but
 //     before the completion write is handled again. [Item] carries the claim's fencing token and an
-//     idempotency key to make side effects idempotent.
+//     idempotency key (a hash of the job, the source table and the item key) to make side effects
+//     idempotent.
 //   - Partitioning is for speed, conditional writes are for correctness: a wrong N, a stale worker or
 //     an overlap costs throughput, never a double completion.
 //
@@ -31,6 +32,17 @@
 // nil completes the item. A plain error is a failed attempt, retried with exponential backoff until
 // Config.MaxAttempts, then dead-lettered with the error text. [RetryAfter] sets the next attempt's
 // time; [Permanent] dead-letters at once. A panic is recovered and counts as a failed attempt.
+// Complete-only mode (Config.CompleteOnly) counts failed attempts the same way.
+//
+// # Handler contexts
+//
+// A handler's context is cancelled with cause [ErrClaimExpiring] shortly before its claim expires,
+// when the lease is lost, or with [ErrStopped] once Config.DrainTimeout has passed after shutdown
+// began. A handler must return soon after: one still running Config.HandlerGrace (default 5s)
+// after its context was cancelled is abandoned. The worker counts it (Stats.Abandoned, the
+// OutcomeAbandoned event), logs it, leaves its goroutine running and the item to be claimed again
+// once its claim expires, so Run returns and the slot lease's promises hold; the abandoned
+// handler's own completion can then no longer land (the ledger fences it).
 //
 // # Example
 //

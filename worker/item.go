@@ -28,16 +28,19 @@ type Item struct {
 	// Token is the fencing token of the slot lease the claim was made under. Together with
 	// Attempt it identifies this claim: a side effect store may refuse writes from older claims.
 	Token int64
-	// IdempotencyKey is stable for the item within a job (the same on every attempt): use it to
-	// make side effects idempotent (an e-mail provider's idempotency key, a conditional put).
+	// IdempotencyKey is stable for the item within a job and source table (the same on every
+	// attempt): use it to make side effects idempotent (an e-mail provider's idempotency key, a
+	// conditional put). It hashes the job, the source table and the item's key, so items of two
+	// tables with the same key value get different keys, under the default job too.
 	IdempotencyKey string
 }
 
 // Unmarshal decodes the item's attributes into v (attributevalue.UnmarshalMap).
 func (i Item) Unmarshal(v any) error { return attributevalue.UnmarshalMap(i.Attrs, v) }
 
-// idempotencyKey hashes the job name and the key attributes (sorted by name, type-tagged).
-func idempotencyKey(job string, key Key) string {
+// idempotencyKey hashes the job name, the source table and the key attributes (sorted by name,
+// type-tagged), each part length-prefixed.
+func idempotencyKey(job, table string, key Key) string {
 	h := sha256.New()
 	writePart := func(b []byte) {
 		var n [4]byte
@@ -46,6 +49,7 @@ func idempotencyKey(job string, key Key) string {
 		h.Write(b)
 	}
 	writePart([]byte(job))
+	writePart([]byte(table))
 	names := make([]string, 0, len(key))
 	for k := range key {
 		names = append(names, k)

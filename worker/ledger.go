@@ -66,7 +66,15 @@ type ClaimOutcome struct {
 	Claimed bool
 	Claim   Claim  // set when Claimed
 	Status  Status // when not claimed: the state that stopped the claim (done, failed, claimed, retry)
+	// Err, when set, says the item cannot be claimed at all (it wraps ErrUnprocessable): DynamoDB
+	// refused the write for this item in a batch, e.g. because the inline ledger's attributes would
+	// push it past 400 KB. No retry can help. (A single claim reports this as Claim's error.)
+	Err error
 }
+
+// ErrUnprocessable means DynamoDB refused an item's claim as invalid (in a transaction, the
+// cancellation reason ValidationError): the item cannot hold the ledger's state.
+var ErrUnprocessable = errors.New("dynapart: item cannot be claimed (refused as invalid)")
 
 // Summary counts items by state.
 type Summary struct {

@@ -331,7 +331,15 @@ func (l *ledgerCore) claimChunk(ctx context.Context, reqs []ClaimRequest, rowKey
 			for _, c := range out.ConsumedCapacity {
 				l.addWCU(&c)
 			}
-			return l.readBackClaims(ctx, reqs, rowKeys, pending, outs)
+			if rerr := l.readBackClaims(ctx, reqs, rowKeys, pending, outs); rerr != nil {
+				// The claims landed but their attempt numbers are unknown: give them back, so
+				// they use up no attempt.
+				sctx, cancel := settleContext(ctx)
+				l.unclaimAll(sctx, reqs, rowKeys, pending)
+				cancel()
+				return rerr
+			}
+			return nil
 		}
 		var tce *types.TransactionCanceledException
 		if !errors.As(err, &tce) {
@@ -342,6 +350,12 @@ func (l *ledgerCore) claimChunk(ctx context.Context, reqs []ClaimRequest, rowKey
 					return err
 				}
 				continue
+			}
+			if !refused(err) {
+				// Unknown outcome: the transaction is all or nothing; undo whatever landed.
+				sctx, cancel := settleContext(ctx)
+				l.unclaimAll(sctx, reqs, rowKeys, pending)
+				cancel()
 			}
 			return l.wrapErr("claim (transaction)", l.row.table, err)
 		}
@@ -363,6 +377,10 @@ func (l *ledgerCore) claimChunk(ctx context.Context, reqs []ClaimRequest, rowKey
 			case "TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded":
 				again = append(again, i)
 				conflicted = true
+			case "ValidationError":
+				// This item cannot take the write (e.g. the inline ledger's attributes would push
+				// it past 400 KB): reported on its own, the others are tried again.
+				outs[i] = ClaimOutcome{Err: fmt.Errorf("%w: %s", ErrUnprocessable, aws.ToString(reason.Message))}
 			default:
 				return l.wrapErr("claim (transaction)", l.row.table,
 					fmt.Errorf("item %d cancelled with %s: %s: %w", j, code, aws.ToString(reason.Message), err))
@@ -404,7 +422,14 @@ func (l *ledgerCore) claimOne(ctx context.Context, r ClaimRequest, rowKey Key) (
 	if errors.As(err, &ccf) {
 		return l.outcomeFromOld(r, ccf.Item), nil
 	}
-	return ClaimOutcome{}, l.wrapErr("claim", l.row.table, err)
+	werr := l.wrapErr("claim", l.row.table, err)
+	if refused(err) {
+		return ClaimOutcome{}, werr
+	}
+	// The write may have landed: settle it, so that a claim never learned of uses up no attempt.
+	sctx, cancel := settleContext(ctx)
+	defer cancel()
+	return l.settleClaim(sctx, r, rowKey, werr)
 }
 
 // update runs one conditional UpdateItem. It counts capacity and condition failures, and tries
@@ -621,13 +646,10 @@ func (l *ledgerCore) fenced(ctx context.Context, op string, c Claim, update stri
 		return nil
 	}
 	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) && op == "complete" && l.doneBy(ccf.Item, c) {
-		// The SDK retried a completion whose first answer was lost: it is ours, and done.
-		return nil
-	}
 	if errors.As(err, &ccf) {
-		return fmt.Errorf("%w: %s in %s %q (owner %s, slot %d, token %d, attempt %d)",
-			ErrClaimLost, op, l.name, l.row.table, c.Owner, c.Slot, c.Token, c.Attempt)
+		// Refused: either the claim is not current, or the SDK repeated a write whose first
+		// answer was lost and which landed (the row then shows exactly this write).
+		return l.settleFenced(ctx, op, c, ccf.Item)
 	}
 	return l.wrapErr(op, l.row.table, err)
 }

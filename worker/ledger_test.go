@@ -376,20 +376,24 @@ func TestLedgerBatchClaimFaults(t *testing.T) {
 		})
 	}
 
-	t.Run("validation error is returned", func(t *testing.T) {
+	t.Run("validation error is reported for its item", func(t *testing.T) {
 		db, source, names := lcSourceTable(t)
 		fc := &lcFaultClient{LedgerClient: db, transactFaults: []error{cancelled("ValidationError", "None")}}
 		l, err := NewInlineLedger(fc, source, names, InlineOptions{})
 		require.NoError(t, err)
 		lcSeeder(t, db, source)(lcKeys(0, 2)...)
-		_, err = l.Claim(ctx, []ClaimRequest{lcReq(lcKey(0), "A", 0, 1, lcT0), lcReq(lcKey(1), "A", 0, 1, lcT0)})
-		var tce *types.TransactionCanceledException
-		require.ErrorAs(t, err, &tce)
+		outs, err := l.Claim(ctx, []ClaimRequest{lcReq(lcKey(0), "A", 0, 1, lcT0), lcReq(lcKey(1), "A", 0, 1, lcT0)})
+		require.NoError(t, err)
+		require.ErrorIs(t, outs[0].Err, ErrUnprocessable)
+		require.False(t, outs[0].Claimed)
+		require.True(t, outs[1].Claimed, "the other item is claimed")
+		require.NoError(t, outs[1].Err)
 	})
 }
 
 // TestLedgerClaimAnswerLost: a claim that was written but whose answer never arrived (a timeout)
-// is recognised as the caller's own when the caller asks again, with the stored attempt number.
+// is settled by reading the row back, and recognised as the caller's own when the caller asks
+// again, with the stored attempt number.
 func TestLedgerClaimAnswerLost(t *testing.T) {
 	ctx := context.Background()
 	db, source, names := lcSourceTable(t)
@@ -400,8 +404,13 @@ func TestLedgerClaimAnswerLost(t *testing.T) {
 	k := lcKey(1)
 	lcSeeder(t, db, source)(k)
 	r := lcReq(k, "A", 0, 1, lcT0)
-	_, err = l.Claim(ctx, []ClaimRequest{r})
-	require.ErrorIs(t, err, lost)
+	outs, err := l.Claim(ctx, []ClaimRequest{r})
+	require.NoError(t, err, "the lost answer is settled by reading the row back")
+	require.True(t, outs[0].Claimed)
+	require.Equal(t, 1, outs[0].Claim.Attempt)
+	fc.mu.Lock()
+	require.Zero(t, fc.loseUpdateAnswers, "the answer was lost")
+	fc.mu.Unlock()
 	c := lcMustClaim(t, l, r, 1)
 	o := lcClaim(t, l, lcReq(k, "A", 0, 1, lcT0.Add(time.Millisecond)))
 	require.False(t, o.Claimed, "a request with another expiry is not the same claim")

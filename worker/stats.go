@@ -8,8 +8,8 @@ import (
 )
 
 type counters struct {
-	scanned, claimed, skipped, completed, retried, deadLettered, released, claimLost, panics, unprocessable atomic.Int64
-	leases, takeovers, leasesLost, passes                                                                   atomic.Int64
+	scanned, claimed, skipped, completed, retried, deadLettered, released, claimLost, panics, unprocessable, abandoned atomic.Int64
+	leases, takeovers, leasesLost, passes                                                                              atomic.Int64
 }
 
 // Stats is a snapshot of what a Worker has done since it was made.
@@ -29,6 +29,9 @@ type Stats struct {
 	Panics       int64 `json:"panics"`        // recovered handler panics
 	// Unprocessable counts items that could not be claimed at all (see OutcomeUnprocessable).
 	Unprocessable int64 `json:"unprocessable"`
+	// Abandoned counts handlers given up on after ignoring their cancelled context for
+	// Config.HandlerGrace.
+	Abandoned int64 `json:"abandoned"`
 
 	Leases     int64 `json:"leases"`      // slot leases acquired
 	Takeovers  int64 `json:"takeovers"`   // leases taken from a holder that had not released
@@ -56,7 +59,7 @@ func (w *Worker) Stats() Stats {
 	out.Scanned, out.Claimed, out.Skipped = s.scanned.Load(), s.claimed.Load(), s.skipped.Load()
 	out.Completed, out.Retried, out.DeadLettered = s.completed.Load(), s.retried.Load(), s.deadLettered.Load()
 	out.Released, out.ClaimLost, out.Panics = s.released.Load(), s.claimLost.Load(), s.panics.Load()
-	out.Unprocessable = s.unprocessable.Load()
+	out.Unprocessable, out.Abandoned = s.unprocessable.Load(), s.abandoned.Load()
 	out.Leases, out.Takeovers, out.LeasesLost, out.Passes = s.leases.Load(), s.takeovers.Load(), s.leasesLost.Load(), s.passes.Load()
 	return out
 }

@@ -412,6 +412,7 @@ type passState struct {
 	dirty   atomic.Bool
 	mu      sync.Mutex
 	nextDue time.Time
+	gate    *claimGate // with BatchClaims: bounds claims made ahead of the handlers
 }
 
 func (p *passState) again(due time.Time) {
@@ -435,6 +436,9 @@ func (w *Worker) runPass(ctx context.Context, e *env, lease *lock.Lease, h Handl
 	res := passResult{cp: cp}
 	ps := &passState{}
 	ps.dirty.Store(cp.dirty)
+	if c.BatchClaims {
+		ps.gate = newClaimGate(c.Concurrency, c.ClaimTTL)
+	}
 
 	// fetchCtx stops claiming: shutdown, lease loss, or the deadline margin.
 	fetchCtx, cancelFetch := w.untilStop(lease.Context(), stopAt)
@@ -614,51 +618,75 @@ func (w *Worker) dispatch(ctx context.Context, e *env, lease *lock.Lease, p *sca
 		}
 		return nil
 	}
-	// Batched claims: claim 25 at a time and hand each batch over before claiming the next, so
-	// claims are never made far ahead of the handlers.
-	for lo := 0; lo < len(todo); lo += maxBatch {
-		chunk := todo[lo:min(lo+maxBatch, len(todo))]
-		now := c.Clock.Now()
-		until := now.Add(c.ClaimTTL)
-		reqs := make([]ClaimRequest, len(chunk))
-		for i, t := range chunk {
-			reqs[i] = w.claimRequest(t.key, lease, now, until)
-		}
-		outs, err := e.ledger.Claim(ctx, reqs)
-		if err != nil && isValidation(err) {
-			// One item of the batch cannot be claimed: claim them one by one to find it.
-			for _, t := range chunk {
-				select {
-				case tasks <- t:
-				case <-ctx.Done():
-					return ctx.Err()
-				}
-			}
-			continue
-		}
+	// Batched claims: claim only as many items as handlers can start soon (at most 25 in one
+	// transaction; see claimGate) and hand them over before claiming more, so a claim's clock
+	// does not run while its item waits in the queue.
+	for len(todo) > 0 {
+		n, err := ps.gate.take(ctx, min(maxBatch, len(todo)))
 		if err != nil {
-			return fmt.Errorf("dynapart: claim batch: %w", err)
+			return err
 		}
-		var claimed []task
-		for i, o := range outs {
-			if !o.Claimed {
-				w.skipped(chunk[i].key, o.Status, lease, now, ps)
-				chunk[i].item.Ack()
-				continue
+		chunk := todo[:n]
+		todo = todo[n:]
+		if err := w.claimAndSend(ctx, e, lease, chunk, tasks, ps); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// claimAndSend claims chunk in one transaction and hands the claimed items to the handlers. The
+// chunk holds one gate place per item; the places of items not handed over are given back here.
+func (w *Worker) claimAndSend(ctx context.Context, e *env, lease *lock.Lease, chunk []task, tasks chan<- task, ps *passState) error {
+	c := w.cfg
+	now := c.Clock.Now()
+	until := now.Add(c.ClaimTTL)
+	reqs := make([]ClaimRequest, len(chunk))
+	for i, t := range chunk {
+		reqs[i] = w.claimRequest(t.key, lease, now, until)
+	}
+	outs, err := e.ledger.Claim(ctx, reqs)
+	if err != nil && isValidation(err) {
+		// One item of the batch cannot be claimed: claim them one by one to find it.
+		ps.gate.give(len(chunk))
+		for _, t := range chunk {
+			select {
+			case tasks <- t:
+			case <-ctx.Done():
+				return ctx.Err()
 			}
+		}
+		return nil
+	}
+	if err != nil {
+		ps.gate.give(len(chunk))
+		return fmt.Errorf("dynapart: claim batch: %w", err)
+	}
+	var claimed []task
+	for i, o := range outs {
+		switch {
+		case o.Err != nil:
+			ps.gate.give(1)
+			w.unprocessable(chunk[i], lease, o.Err)
+		case !o.Claimed:
+			ps.gate.give(1)
+			w.skipped(chunk[i].key, o.Status, lease, now, ps)
+			chunk[i].item.Ack()
+		default:
 			w.stats.claimed.Add(1)
 			cl := o.Claim
 			chunk[i].claim = &cl
 			w.itemEvent(OutcomeClaimed, cl.Key, cl.Slot, cl.Attempt, 0)
 			claimed = append(claimed, chunk[i])
 		}
-		for i, t := range claimed {
-			select {
-			case tasks <- t:
-			case <-ctx.Done():
-				w.releaseUnsent(ctx, e, claimed[i:])
-				return ctx.Err()
-			}
+	}
+	for i, t := range claimed {
+		select {
+		case tasks <- t:
+		case <-ctx.Done():
+			w.releaseUnsent(ctx, e, claimed[i:])
+			ps.gate.give(len(claimed[i:]))
+			return ctx.Err()
 		}
 	}
 	return nil
@@ -677,6 +705,26 @@ func (w *Worker) releaseUnsent(ctx context.Context, e *env, ts []task) {
 			}
 		}
 	}
+}
+
+// unprocessable reports an item that cannot hold the ledger's state (e.g. the inline ledger's
+// attributes would push it past 400 KB): no retry can help. Counted, logged with its key and
+// skipped; it stays pending in the ledger, where `dynapart verify` counts it.
+func (w *Worker) unprocessable(t task, lease *lock.Lease, err error) {
+	w.stats.unprocessable.Add(1)
+	w.itemEvent(OutcomeUnprocessable, t.key, lease.Slot(), 0, 0)
+	w.cfg.Logger.Error("dynapart: an item cannot be claimed and is skipped (too large for the inline ledger? use the table ledger)",
+		"slot", lease.Slot(), "key", keyText(t.key), "err", err)
+	t.item.Ack()
+}
+
+// keyText is an item key for logs: the canonical encoding of its attributes sorted by name.
+func keyText(k Key) string {
+	s, err := encodeKeyParts(k, keysSorted(k))
+	if err != nil {
+		return fmt.Sprint(k)
+	}
+	return s
 }
 
 func (w *Worker) skipped(key Key, st Status, lease *lock.Lease, now time.Time, ps *passState) {
@@ -761,6 +809,7 @@ func (w *Worker) process(ctx, workCtx context.Context, e *env, lease *lock.Lease
 		// Stopped before this item started: give a batch claim back, leave the item unacknowledged.
 		if t.claim != nil {
 			w.releaseUnsent(ctx, e, []task{t})
+			ps.gate.give(1)
 		}
 		return
 	}
@@ -773,18 +822,19 @@ func (w *Worker) process(ctx, workCtx context.Context, e *env, lease *lock.Lease
 		return
 	}
 	claim := t.claim
+	if claim != nil {
+		defer ps.gate.give(1) // the batched claim's handler is free again when process returns
+		if w.tooLate(*claim, now) {
+			w.giveBackLate(wctx, e, t, ps)
+			return
+		}
+	}
 	if claim == nil {
 		// The claim write is not cut short by shutdown (wctx), so a graceful stop never leaves a
 		// claim of unknown outcome behind: what it claims, it handles or releases.
 		outs, err := e.ledger.Claim(wctx, []ClaimRequest{w.claimRequest(t.key, lease, now, now.Add(c.ClaimTTL))})
 		if err != nil && isValidation(err) {
-			// The item cannot hold the ledger's state (e.g. the inline ledger's attributes would
-			// push it past 400 KB): no retry can help. Counted and logged, never retried.
-			w.stats.unprocessable.Add(1)
-			w.itemEvent(OutcomeUnprocessable, t.key, lease.Slot(), 0, 0)
-			c.Logger.Error("dynapart: an item cannot be claimed (too large for the inline ledger? use the table ledger)",
-				"slot", lease.Slot(), "err", err)
-			t.item.Ack()
+			w.unprocessable(t, lease, err)
 			return
 		}
 		if err != nil {
@@ -805,20 +855,26 @@ func (w *Worker) process(ctx, workCtx context.Context, e *env, lease *lock.Lease
 	if claim.Attempt > c.MaxAttempts {
 		// Earlier attempts ended without an outcome (their workers died): do not loop forever.
 		msg := fmt.Sprintf("dynapart: attempt %d exceeds MaxAttempts %d (earlier attempts ended without an outcome)", claim.Attempt, c.MaxAttempts)
-		w.deadLetter(wctx, e, lease, *claim, msg, 0)
+		w.deadLetter(wctx, e, lease, *claim, msg, 0, ps)
 		t.item.Ack()
 		return
 	}
 
 	item := Item{Key: t.key, Attrs: t.item.Attrs, Attempt: claim.Attempt, Slot: claim.Slot, Token: claim.Token,
-		IdempotencyKey: idempotencyKey(c.Job, t.key)}
-	margin := min(c.ClaimTTL/10, 5*time.Second)
-	hctx, hcancel := w.claimContext(workCtx, claim.Until.Add(-margin))
-	start := time.Now()
-	herr := runHandler(hctx, h, item)
+		IdempotencyKey: idempotencyKey(c.Job, c.Table, t.key)}
+	hctx, hcancel := w.claimContext(workCtx, claimDeadline(c.ClaimTTL, claim.Until))
+	start, startClock := time.Now(), c.Clock.Now()
+	herr, gaveUp := w.runWithGrace(hctx, h, item)
 	took := time.Since(start)
+	if t.claim != nil {
+		ps.gate.observe(c.Clock.Now().Sub(startClock))
+	}
 	expiring := errors.Is(context.Cause(hctx), ErrClaimExpiring)
 	hcancel()
+	if gaveUp {
+		w.abandoned(t, lease, claim.Until, expiring || workCtx.Err() == nil, ps)
+		return
+	}
 
 	switch {
 	case herr == nil && completions != nil:
@@ -903,20 +959,20 @@ func (w *Worker) completeOnly(wctx, workCtx context.Context, e *env, lease *lock
 	c := w.cfg
 	req := w.claimRequest(t.key, lease, now, now)
 	item := Item{Key: t.key, Attrs: t.item.Attrs, Attempt: 1, Slot: lease.Slot(), Token: lease.Token(),
-		IdempotencyKey: idempotencyKey(c.Job, t.key)}
+		IdempotencyKey: idempotencyKey(c.Job, c.Table, t.key)}
 	start := time.Now()
-	herr := runHandler(workCtx, h, item)
+	herr, gaveUp := w.runWithGrace(workCtx, h, item)
 	took := time.Since(start)
+	if gaveUp {
+		w.abandoned(t, lease, now, false, ps)
+		return
+	}
 	if herr != nil {
 		if workCtx.Err() != nil {
 			return // interrupted: not acknowledged
 		}
-		if permanent, _ := classify(herr); !permanent {
-			ps.again(now.Add(min(c.RetryBackoff, c.PollInterval)))
-		}
-		w.stats.retried.Add(1)
-		w.itemEvent(OutcomeRetried, t.key, lease.Slot(), 1, took)
-		c.Logger.Warn("dynapart: handler failed (complete-only: the item stays pending)", "slot", lease.Slot(), "err", herr)
+		c.Logger.Warn("dynapart: handler failed (complete-only)", "slot", lease.Slot(), "err", herr)
+		w.completeOnlyFailed(wctx, e, lease, t, herr, took, ps)
 		t.item.Ack()
 		return
 	}
@@ -948,7 +1004,7 @@ func (w *Worker) failed(ctx context.Context, e *env, lease *lock.Lease, cl Claim
 	}
 	permanent, after := classify(herr)
 	if permanent || cl.Attempt >= c.MaxAttempts {
-		w.deadLetter(ctx, e, lease, cl, herr.Error(), took)
+		w.deadLetter(ctx, e, lease, cl, herr.Error(), took, ps)
 		return
 	}
 	if after <= 0 {
@@ -970,7 +1026,7 @@ func (w *Worker) failed(ctx context.Context, e *env, lease *lock.Lease, cl Claim
 	}
 }
 
-func (w *Worker) deadLetter(ctx context.Context, e *env, lease *lock.Lease, cl Claim, msg string, took time.Duration) {
+func (w *Worker) deadLetter(ctx context.Context, e *env, lease *lock.Lease, cl Claim, msg string, took time.Duration, ps *passState) {
 	c := w.cfg
 	err := e.ledger.DeadLetter(ctx, cl, msg, c.Clock.Now())
 	switch {
@@ -985,7 +1041,10 @@ func (w *Worker) deadLetter(ctx context.Context, e *env, lease *lock.Lease, cl C
 		w.stats.claimLost.Add(1)
 		w.itemEvent(OutcomeClaimLost, cl.Key, cl.Slot, cl.Attempt, took)
 	default:
-		c.Logger.Error("dynapart: record dead letter", "slot", cl.Slot, "err", err)
+		// Unknown outcome: the item is kept for a later pass, which reclaims it once the claim
+		// has expired (or finds it failed).
+		c.Logger.Error("dynapart: record dead letter; the item will be tried again", "slot", cl.Slot, "err", err)
+		ps.again(cl.Until)
 	}
 }
 

@@ -252,7 +252,7 @@ func runWork(cmd *cobra.Command, g *globals, f *workFlags) error {
 	st := w.Stats()
 	log.Info("dynapart: worker done", "owner", w.Config().Owner, "completed", st.Completed, "retried", st.Retried,
 		"dead_lettered", st.DeadLettered, "skipped", st.Skipped, "released", st.Released, "takeovers", st.Takeovers,
-		"rcu", st.RCU, "wcu", st.WCU, "seconds", time.Since(start).Seconds())
+		"unprocessable", st.Unprocessable, "abandoned", st.Abandoned, "rcu", st.RCU, "wcu", st.WCU, "seconds", time.Since(start).Seconds())
 	if f.progress == "json" {
 		printJSONProgress(w, "exit", firstAt)
 	}

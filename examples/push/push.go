@@ -217,8 +217,9 @@ func (d Dynapart) mailOnce(ctx context.Context, pushLedger *worker.TableLedger, 
 		return nil // another phase mails (or mailed) this user in this push
 	}
 	claim := outs[0].Claim
-	// Pass it.IdempotencyKey (the same for this user in every phase of the push) to a provider that
-	// supports idempotency keys: it covers a crash between the send and the completion.
+	// A provider that supports idempotency keys covers a crash between the send and the
+	// completion: key it by push and user (it.IdempotencyKey also names the phase's table, so it
+	// differs between phases).
 	if err := mailer.Send(ctx, user, ph.Variant); err != nil {
 		_ = pushLedger.Release(context.WithoutCancel(ctx), claim, time.Now()) // let this or another phase try again
 		return err
