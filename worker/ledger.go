@@ -75,6 +75,9 @@ type Summary struct {
 	Pending int64 `json:"pending"` // no state, or waiting for a retry
 	Claimed int64 `json:"claimed"`
 	Failed  int64 `json:"failed"`
+	// Orphaned counts the table ledger's rows of the job whose item is no longer in the source
+	// table (deleted since). They are not items: no other field counts them.
+	Orphaned int64 `json:"orphaned,omitempty"`
 }
 
 // DeadLetter is a failed item with its last error.
