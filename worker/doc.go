@@ -19,6 +19,15 @@
 //   - Partitioning is for speed, conditional writes are for correctness: a wrong N, a stale worker or
 //     an overlap costs throughput, never a double completion.
 //
+// # Groups
+//
+// The workers of a group must agree on every setting that decides where item state lives or which
+// items a slot reads: Workers, Mode, SubSegments, Job, Ledger, Table, CompleteOnly, and per ledger
+// and mode AttrPrefix, LedgerTable, PartitionAttr, Shards, IndexName and ShardAttr. The first
+// worker records them on the group's meta item; a worker that disagrees is refused with a
+// *lock.GroupMismatchError naming the setting, before it writes anything. A group set up by an
+// older version, whose meta item lacks a setting, is taken to have used that setting's default.
+//
 // # Ledgers
 //
 // The inline ledger keeps the state on the item (attributes dp_status, dp_owner, dp_slot, dp_token,

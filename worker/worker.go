@@ -86,7 +86,7 @@ func (w *Worker) Run(ctx context.Context, h Handler) error {
 	for {
 		w.setState(-1, 0, "standby")
 		acquireCtx, cancel := w.untilStop(ctx, stopAt)
-		lease, err := e.locks.AcquireSlot(acquireCtx, w.cfg.Group, w.cfg.Workers, lock.WithGroupMeta(e.meta))
+		lease, err := e.locks.AcquireSlot(acquireCtx, w.cfg.Group, w.cfg.Workers, lock.WithGroupMeta(e.meta), lock.WithGroupMetaDefaults(groupMetaDefaults()))
 		stopped := acquireCtx.Err() != nil
 		cancel()
 		switch {
@@ -216,20 +216,7 @@ func (w *Worker) prepare(ctx context.Context) (*env, error) {
 	w.mu.Lock()
 	w.ledger = ledger
 	w.mu.Unlock()
-	meta := map[string]string{
-		"mode":         string(c.Mode),
-		"sub_segments": strconv.Itoa(c.SubSegments),
-		"job":          c.Job,
-		"ledger":       string(c.Ledger),
-		"table":        c.Table,
-	}
-	if c.Mode == scan.ModeFilter {
-		meta["partition_attr"] = c.PartitionAttr
-	}
-	if c.Mode == scan.ModeIndex {
-		meta["shards"] = strconv.Itoa(c.Shards)
-	}
-	return &env{keyAttrs: keyAttrs, locks: locks, ledger: ledger, meta: meta}, nil
+	return &env{keyAttrs: keyAttrs, locks: locks, ledger: ledger, meta: groupMeta(c)}, nil
 }
 
 // describeOnly lets lock.CheckTable read a table's description through the worker's client; a
