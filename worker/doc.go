@@ -31,7 +31,7 @@
 // # Ledgers
 //
 // The inline ledger keeps the state on the item (attributes dp_status, dp_owner, dp_slot, dp_token,
-// dp_claim_until, dp_attempts, dp_retry_at, dp_error, dp_done_at). The table ledger keeps it in a
+// dp_scope, dp_claim_until, dp_attempts, dp_retry_at, dp_error, dp_done_at). The table ledger keeps it in a
 // separate table keyed by job and item key, so the source table is only read and a new job name
 // processes everything again.
 //

@@ -41,7 +41,7 @@ const (
 // default job, say) do not share state in a shared ledger table.
 //
 // A row holds job, source, key (the item key as a map) and the state attributes status, owner,
-// slot, token, claim_until, attempts, retry_at, error, done_at and failed_at. The first claim of
+// slot, token, scope, claim_until, attempts, retry_at, error, done_at and failed_at. The first claim of
 // an item creates its row.
 //
 // It is safe for concurrent use.

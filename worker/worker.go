@@ -37,6 +37,7 @@ type Worker struct {
 	scanner *scan.Scanner
 	rcuDone float64
 	ledger  Ledger
+	scope   string // ClaimRequest.Scope of every claim, see claimScope
 }
 
 // New validates cfg, fills in its defaults and returns a Worker. It does no I/O: tables are
@@ -46,7 +47,7 @@ func New(cfg Config) (*Worker, error) {
 	if err := d.validate(); err != nil {
 		return nil, err
 	}
-	return &Worker{cfg: d, slot: -1, state: "idle"}, nil
+	return &Worker{cfg: d, slot: -1, state: "idle", scope: claimScope(d)}, nil
 }
 
 // Config returns the configuration with its defaults filled in.
@@ -452,7 +453,7 @@ func (w *Worker) runPass(ctx context.Context, e *env, lease *lock.Lease, h Handl
 	projection := c.Projection
 	if len(projection) > 0 && c.Ledger == LedgerInline {
 		projection = append(append([]string(nil), projection...), c.AttrPrefix+"status", c.AttrPrefix+"claim_until",
-			c.AttrPrefix+"slot", c.AttrPrefix+"token", c.AttrPrefix+"retry_at")
+			c.AttrPrefix+"slot", c.AttrPrefix+"token", c.AttrPrefix+"scope", c.AttrPrefix+"retry_at")
 	}
 	var latest atomic.Pointer[string]
 	scfg := scan.Config{
@@ -696,7 +697,9 @@ func (w *Worker) prefilter(attrs map[string]types.AttributeValue, lease *lock.Le
 		until := msAttr(attrs[p+"claim_until"])
 		slot := intAttr(attrs[p+"slot"])
 		token := intAttr(attrs[p+"token"])
-		if until.After(now) && !(slot == int64(lease.Slot()) && token < lease.Token()) {
+		scope, _ := attrs[p+"scope"].(*types.AttributeValueMemberS)
+		newer := slot == int64(lease.Slot()) && token < lease.Token() && scope != nil && scope.Value == w.scope
+		if until.After(now) && !newer {
 			return true, until
 		}
 	case StatusRetry:
@@ -738,7 +741,7 @@ func keyOf(attrs map[string]types.AttributeValue, keyAttrs []string) Key {
 }
 
 func (w *Worker) claimRequest(key Key, lease *lock.Lease, now, until time.Time) ClaimRequest {
-	return ClaimRequest{Key: key, Owner: w.cfg.Owner, Slot: lease.Slot(), Token: lease.Token(), Now: now, Until: until}
+	return ClaimRequest{Key: key, Owner: w.cfg.Owner, Slot: lease.Slot(), Token: lease.Token(), Scope: w.scope, Now: now, Until: until}
 }
 
 // process claims (unless claimed in a batch), runs the handler and records the outcome.
