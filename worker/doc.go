@@ -35,6 +35,13 @@
 // separate table keyed by job and item key, so the source table is only read and a new job name
 // processes everything again.
 //
+// # Outages
+//
+// A standby waits through any outage of DynamoDB. A slot holder whose passes fail keeps its lease
+// while its heartbeat gets through and retries from its checkpoint (1s doubling up to 30s apart)
+// for Config.OutageTimeout (default 15m; negative: for ever), then Run returns the last error. A
+// holder whose heartbeat fails too loses its lease at expiry and becomes a standby.
+//
 // # Handler errors
 //
 // nil completes the item. A plain error is a failed attempt, retried with exponential backoff until

@@ -301,7 +301,7 @@ func (w *Worker) runSlot(ctx context.Context, e *env, lease *lock.Lease, h Handl
 		log.Warn("dynapart: ignoring the slot's checkpoint, rescanning the share", "err", derr)
 		cp = slotCheckpoint{}
 	}
-	failures := 0
+	var out outage
 	for {
 		res, err := w.runPass(ctx, e, lease, h, cp, stopAt)
 		cp = res.cp
@@ -313,17 +313,17 @@ func (w *Worker) runSlot(ctx context.Context, e *env, lease *lock.Lease, h Handl
 			if errors.As(err, &ce) {
 				return false, err
 			}
-			failures++
-			if failures >= 10 {
-				return false, fmt.Errorf("dynapart: slot %d: giving up after %d failed passes: %w", lease.Slot(), failures, err)
+			if out.fail(w.cfg.Clock.Now(), w.cfg.OutageTimeout) {
+				return false, fmt.Errorf("dynapart: slot %d: giving up after %d failed passes in %s (OutageTimeout): %w",
+					lease.Slot(), out.failures, w.cfg.OutageTimeout, err)
 			}
-			log.Error("dynapart: pass failed, retrying from the last checkpoint", "err", err, "failures", failures)
-			if !w.wait(ctx, lease, stopAt, backoff(time.Second, 30*time.Second, failures)) {
+			log.Error("dynapart: pass failed, retrying from the last checkpoint", "err", err, "failures", out.failures)
+			if !w.wait(ctx, lease, stopAt, backoff(time.Second, 30*time.Second, out.failures)) {
 				return false, nil
 			}
 			continue
 		}
-		failures = 0
+		out = outage{}
 		w.stats.passes.Add(1)
 		log.Info("dynapart: pass complete", "pass", cp.pass, "again", cp.dirty)
 		wait := w.cfg.PollInterval
