@@ -132,7 +132,8 @@ type Config struct {
 	// DrainTimeout is how long handlers in flight may finish after shutdown starts. Defaults to 10s.
 	DrainTimeout time.Duration
 	// DeadlineMargin: when ctx has a deadline (Lambda), claiming stops this long before it, leaving
-	// time to drain, checkpoint and release. Defaults to 2s.
+	// time to drain, checkpoint and release: DrainTimeout plus the release must fit in it, which
+	// package awslambda enforces (its DrainTimeout defaults to half the margin). Defaults to 2s.
 	DeadlineMargin time.Duration
 
 	// Job names the job; with the table ledger a new job processes everything again. Defaults to
