@@ -18,7 +18,7 @@ import (
 type AcquireOption func(*acquireOpts)
 
 type acquireOpts struct {
-	meta map[string]string
+	meta, metaDefaults map[string]string
 }
 
 // WithGroupMeta records meta on the group's meta item (together with n) when the group is first
@@ -40,6 +40,7 @@ type target struct {
 	name  string
 	n     int
 	meta  map[string]string
+	defs  map[string]string // meta defaults, see WithGroupMetaDefaults
 	mutex bool
 	sweep bool // read window after window until one has a free slot (readView)
 }
@@ -90,7 +91,7 @@ func (c *Client) slotTarget(group string, n int, opts []AcquireOption) (target, 
 	case n < 1:
 		return target{}, bad("n", "must be at least 1, got %d", n)
 	}
-	return target{pk: groupPK(group), name: group, n: n, meta: o.meta}, nil
+	return target{pk: groupPK(group), name: group, n: n, meta: o.meta, defs: o.metaDefaults}, nil
 }
 
 // acquireWait is the hot standby: it polls until a slot is free. A standby must outlive an outage
@@ -161,7 +162,7 @@ func (c *Client) acquireRound(ctx context.Context, t target) (*Lease, error) {
 	}
 	slots, meta := v.slots, v.meta
 	if !t.mutex && meta.exists {
-		if err := checkMeta(t.name, meta, t.n, t.meta); err != nil {
+		if err := checkMeta(t, meta); err != nil {
 			return nil, err
 		}
 	}
@@ -484,5 +485,5 @@ func (c *Client) recordMeta(ctx context.Context, t target) error {
 			return err
 		}
 	}
-	return checkMeta(t.name, have, t.n, t.meta)
+	return checkMeta(t, have)
 }

@@ -25,7 +25,8 @@
 //     condition; one that lands only after the caller gave up is adopted by the Client's next
 //     round (or released at once when already expired), so no slot sits held by nobody.
 //   - A group records n (and optional meta) on its meta item; a caller that disagrees gets a
-//     *[GroupMismatchError] instead of overlapping with the others.
+//     *[GroupMismatchError] instead of overlapping with the others. [WithGroupMetaDefaults] says
+//     what a key missing from an older meta item stands for.
 //
 // # Example
 //

@@ -3,8 +3,6 @@ package lock
 import (
 	"context"
 	"fmt"
-	"maps"
-	"slices"
 	"strconv"
 	"time"
 
@@ -182,23 +180,4 @@ func (c *Client) readSlot(ctx context.Context, pk string, sk int) (slotItem, err
 	s := decodeSlot(out.Item)
 	s.sk = sk
 	return s, nil
-}
-
-// checkMeta compares the group's recorded n and meta with the caller's. Meta is compared only when
-// the caller gave WithGroupMeta.
-func checkMeta(group string, have metaItem, n int, meta map[string]string) error {
-	if have.n != n {
-		return &GroupMismatchError{Group: group, Field: "n", Have: strconv.Itoa(have.n), Want: strconv.Itoa(n)}
-	}
-	if meta == nil {
-		return nil
-	}
-	keys := maps.Clone(have.meta)
-	maps.Copy(keys, meta)
-	for _, k := range slices.Sorted(maps.Keys(keys)) {
-		if have.meta[k] != meta[k] {
-			return &GroupMismatchError{Group: group, Field: "meta." + k, Have: have.meta[k], Want: meta[k]}
-		}
-	}
-	return nil
 }

@@ -276,11 +276,16 @@ func (l *Lease) fencedValues(m map[string]types.AttributeValue) map[string]types
 }
 
 // fencedWrite applies update to the lease's item only while it is still ours (owner, token, not
-// released). A failed condition means we lost it: the context is cancelled and ErrLeaseLost
-// returned; the item is unchanged.
+// released). A lease whose context is done (lost, expired by the holder's clock, released) writes
+// nothing: it returns an error wrapping ErrLeaseLost without a request, since the slot may belong
+// to someone else by now. A failed condition means we lost it: the context is cancelled and
+// ErrLeaseLost returned; the item is unchanged.
 func (l *Lease) fencedWrite(ctx context.Context, what, update string, names map[string]string, values map[string]types.AttributeValue) error {
 	if l.released() {
 		return fmt.Errorf("lock: %s: %w (%w)", what, ErrLeaseLost, ErrReleased)
+	}
+	if l.ctx.Err() != nil {
+		return l.endedErr(what)
 	}
 	_, err := l.c.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(l.c.table),
@@ -301,6 +306,16 @@ func (l *Lease) fencedWrite(ctx context.Context, what, update string, names map[
 		return lerr
 	}
 	return fmt.Errorf("lock: %s %s slot %d: %w", what, l.group, l.slot, l.c.tableErr(err))
+}
+
+// endedErr is the error of a write refused because the lease's context is done: its cause, which
+// wraps ErrLeaseLost (or is ErrReleased, then wrapped in ErrLeaseLost too).
+func (l *Lease) endedErr(what string) error {
+	cause := context.Cause(l.ctx)
+	if errors.Is(cause, ErrLeaseLost) {
+		return fmt.Errorf("lock: %s: %w", what, cause)
+	}
+	return fmt.Errorf("lock: %s: %w (%w)", what, ErrLeaseLost, cause)
 }
 
 func (l *Lease) released() bool {

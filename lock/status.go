@@ -70,6 +70,9 @@ func (c *Client) held(it slotItem, now time.Time) bool {
 // ResetGroup clears every slot's finished flag and checkpoint so a one-shot job can run again. It
 // refuses with ErrGroupBusy while any slot is held, and each slot is reset only if it is unchanged
 // since that check (token and version), so a slot acquired meanwhile is left alone and reported.
+// It also removes each slot's owner: every fenced write (and renew) of a lease acquired before the
+// reset then fails with ErrLeaseLost, so a holder that was paused across the reset can neither
+// mark the slot finished again nor restore an old checkpoint. The next holder gets the next token.
 func (c *Client) ResetGroup(ctx context.Context, group string) error {
 	if group == "" {
 		return bad("group", "must not be empty")
@@ -89,9 +92,9 @@ func (c *Client) ResetGroup(ctx context.Context, group string) error {
 		_, err := c.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName:                 aws.String(c.table),
 			Key:                       key(pk, s),
-			UpdateExpression:          aws.String("REMOVE #fin, #cp"),
+			UpdateExpression:          aws.String("REMOVE #fin, #cp, #owner"),
 			ConditionExpression:       aws.String("#token = :token AND #version = :version"),
-			ExpressionAttributeNames:  map[string]string{"#fin": attrFinished, "#cp": attrCheckpoint, "#token": attrToken, "#version": attrVersion},
+			ExpressionAttributeNames:  map[string]string{"#fin": attrFinished, "#cp": attrCheckpoint, "#owner": attrOwner, "#token": attrToken, "#version": attrVersion},
 			ExpressionAttributeValues: map[string]types.AttributeValue{":token": avN(it.token), ":version": avN(it.version)},
 		})
 		if _, ok := conditionFailed(err); ok {

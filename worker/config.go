@@ -125,6 +125,13 @@ type Config struct {
 	PollInterval time.Duration
 	// CheckpointInterval is how often the scan position is saved on the lease. Defaults to 1s.
 	CheckpointInterval time.Duration
+	// OutageTimeout is how long a slot holder keeps retrying passes that fail (DynamoDB
+	// unreachable or throttled beyond the SDK's retries) before Run gives up and returns the last
+	// error. It is measured on the worker's clock from the first failure of a run of failed
+	// passes; a pass that succeeds starts the count again. Between failed passes the holder keeps
+	// its lease (while the heartbeat gets through) and waits 1s, doubling up to 30s. A negative
+	// value retries for ever, like a standby. A *ConfigError ends Run at once. Defaults to 15m.
+	OutageTimeout time.Duration
 	// DrainTimeout is how long handlers in flight may finish after shutdown starts. Defaults to 10s.
 	DrainTimeout time.Duration
 	// HandlerGrace is how long a handler may keep running after its context was cancelled (its
@@ -134,7 +141,8 @@ type Config struct {
 	// context cannot keep Run from returning. Defaults to 5s.
 	HandlerGrace time.Duration
 	// DeadlineMargin: when ctx has a deadline (Lambda), claiming stops this long before it, leaving
-	// time to drain, checkpoint and release. Defaults to 2s.
+	// time to drain, checkpoint and release: DrainTimeout plus the release must fit in it, which
+	// package awslambda enforces (its DrainTimeout defaults to half the margin). Defaults to 2s.
 	DeadlineMargin time.Duration
 
 	// Job names the job; with the table ledger a new job processes everything again. Defaults to
@@ -268,6 +276,9 @@ func (c *Config) withDefaults() Config {
 	}
 	if d.CheckpointInterval == 0 {
 		d.CheckpointInterval = time.Second
+	}
+	if d.OutageTimeout == 0 {
+		d.OutageTimeout = DefaultOutageTimeout
 	}
 	if d.DrainTimeout == 0 {
 		d.DrainTimeout = 10 * time.Second

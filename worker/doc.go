@@ -20,12 +20,28 @@
 //   - Partitioning is for speed, conditional writes are for correctness: a wrong N, a stale worker or
 //     an overlap costs throughput, never a double completion.
 //
+// # Groups
+//
+// The workers of a group must agree on every setting that decides where item state lives or which
+// items a slot reads: Workers, Mode, SubSegments, Job, Ledger, Table, CompleteOnly, and per ledger
+// and mode AttrPrefix, LedgerTable, PartitionAttr, Shards, IndexName and ShardAttr. The first
+// worker records them on the group's meta item; a worker that disagrees is refused with a
+// *lock.GroupMismatchError naming the setting, before it writes anything. A group set up by an
+// older version, whose meta item lacks a setting, is taken to have used that setting's default.
+//
 // # Ledgers
 //
 // The inline ledger keeps the state on the item (attributes dp_status, dp_owner, dp_slot, dp_token,
-// dp_claim_until, dp_attempts, dp_retry_at, dp_error, dp_done_at). The table ledger keeps it in a
+// dp_scope, dp_claim_until, dp_attempts, dp_retry_at, dp_error, dp_done_at). The table ledger keeps it in a
 // separate table keyed by job and item key, so the source table is only read and a new job name
 // processes everything again.
+//
+// # Outages
+//
+// A standby waits through any outage of DynamoDB. A slot holder whose passes fail keeps its lease
+// while its heartbeat gets through and retries from its checkpoint (1s doubling up to 30s apart)
+// for Config.OutageTimeout (default 15m; negative: for ever), then Run returns the last error. A
+// holder whose heartbeat fails too loses its lease at expiry and becomes a standby.
 //
 // # Handler errors
 //

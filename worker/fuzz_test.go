@@ -157,6 +157,7 @@ func documentedDefaults(c Config) Config {
 	}
 	orDefault(&c.PollInterval, 30*time.Second)
 	orDefault(&c.CheckpointInterval, time.Second)
+	orDefault(&c.OutageTimeout, 15*time.Minute)
 	orDefault(&c.DrainTimeout, 10*time.Second)
 	orDefault(&c.HandlerGrace, 5*time.Second)
 	orDefault(&c.DeadlineMargin, 2*time.Second)

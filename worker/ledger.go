@@ -15,10 +15,12 @@ import (
 //	                                  |----dead-----> failed (dead letter, with the last error)
 //	                                  '----release--> retry, retry_at = now, the attempt not counted
 //
-// A claim records the worker (owner), the slot and the slot's lease token it was made under, and
-// the attempt number (+1 on every claim). A claim may be taken over when its claim TTL has passed,
-// or at once by the holder of a newer lease token of the same slot (a dead worker's in-flight items
-// are reclaimed right after the takeover, with no wait and no clock). Complete, retry, dead-letter
+// A claim records the worker (owner), the slot and the slot's lease token it was made under, the
+// token's scope (which group and lease table the token counts in), and the attempt number (+1 on
+// every claim). A claim may be taken over when its claim TTL has passed, or at once by the holder
+// of a newer lease token of the same slot in the same scope (a dead worker's in-flight items are
+// reclaimed right after the takeover, with no wait and no clock). A claim without a scope (made
+// before scopes were recorded) is taken over only when it expires. Complete, retry, dead-letter
 // and release are conditioned on status = claimed AND owner AND token AND attempt of the caller's
 // claim, so a stale worker can never finish an item that has been claimed again since.
 
@@ -49,6 +51,10 @@ type ClaimRequest struct {
 	Token int64     // the slot lease's fencing token
 	Now   time.Time // the caller's clock, for retry_at and expired claims
 	Until time.Time // the claim's expiry (Now + claim TTL)
+	// Scope names what Token counts in (the worker sets a short hash of its lease table and
+	// group). A live claim is taken over at once only by a larger token of the same slot and the
+	// same scope; a claim of another scope (another group on the same table) waits for its expiry.
+	Scope string
 }
 
 // Claim is a claim held by the caller. Its fields fence every later write.
@@ -83,6 +89,9 @@ type Summary struct {
 	Pending int64 `json:"pending"` // no state, or waiting for a retry
 	Claimed int64 `json:"claimed"`
 	Failed  int64 `json:"failed"`
+	// Orphaned counts the table ledger's rows of the job whose item is no longer in the source
+	// table (deleted since). They are not items: no other field counts them.
+	Orphaned int64 `json:"orphaned,omitempty"`
 }
 
 // DeadLetter is a failed item with its last error.
@@ -99,6 +108,7 @@ type ItemState struct {
 	Owner      string
 	Slot       int
 	Token      int64
+	Scope      string // of the claim's lease token, see ClaimRequest.Scope
 	Attempts   int
 	ClaimUntil time.Time
 	RetryAt    time.Time

@@ -84,6 +84,7 @@ type ledgerRow struct {
 // stateAttrs are the names of the state attributes.
 type stateAttrs struct {
 	status, owner, slot, token, claimUntil, attempts, retryAt, error, doneAt, failedAt string
+	scope                                                                              string
 }
 
 func newStateAttrs(prefix string) stateAttrs {
@@ -91,11 +92,12 @@ func newStateAttrs(prefix string) stateAttrs {
 		status: prefix + "status", owner: prefix + "owner", slot: prefix + "slot", token: prefix + "token",
 		claimUntil: prefix + "claim_until", attempts: prefix + "attempts", retryAt: prefix + "retry_at",
 		error: prefix + "error", doneAt: prefix + "done_at", failedAt: prefix + "failed_at",
+		scope: prefix + "scope",
 	}
 }
 
 func (a stateAttrs) all() []string {
-	return []string{a.status, a.owner, a.slot, a.token, a.claimUntil, a.attempts, a.retryAt, a.error, a.doneAt, a.failedAt}
+	return []string{a.status, a.owner, a.slot, a.token, a.claimUntil, a.attempts, a.retryAt, a.error, a.doneAt, a.failedAt, a.scope}
 }
 
 // ledgerExprs are one ledger's update and condition expressions, built once.
@@ -144,7 +146,7 @@ func newLedgerCore(db LedgerClient, name string, keyAttrs []string, attrs stateA
 	l.names = map[string]string{
 		"#status": attrs.status, "#owner": attrs.owner, "#slot": attrs.slot, "#token": attrs.token,
 		"#claimUntil": attrs.claimUntil, "#attempts": attrs.attempts, "#retryAt": attrs.retryAt,
-		"#error": attrs.error, "#doneAt": attrs.doneAt, "#failedAt": attrs.failedAt,
+		"#error": attrs.error, "#doneAt": attrs.doneAt, "#failedAt": attrs.failedAt, "#scope": attrs.scope,
 	}
 	for p, n := range row.extraNames {
 		l.names[p] = n
@@ -163,12 +165,13 @@ func newLedgerCore(db LedgerClient, name string, keyAttrs []string, attrs stateA
 	extra := row.claimSet
 	l.x = ledgerExprs{
 		// Not done, not failed, and: no state, a retry that is due, or a claim that expired or
-		// was made under an older lease token of the caller's slot.
+		// was made under an older lease token of the caller's slot in the caller's scope (tokens
+		// count per group and lease table: another group's token says nothing about this one).
 		claimCond: exists + "(attribute_not_exists(#status)" +
 			" OR (#status = :retry AND (attribute_not_exists(#retryAt) OR #retryAt <= :now))" +
 			" OR (#status = :claimed AND (attribute_not_exists(#claimUntil) OR #claimUntil <= :now" +
-			" OR (#slot = :slot AND #token < :token))))",
-		claimUpdate: "SET #status = :claimed, #owner = :owner, #slot = :slot, #token = :token, #claimUntil = :until" +
+			" OR (#slot = :slot AND #token < :token AND #scope = :scope))))",
+		claimUpdate: "SET #status = :claimed, #owner = :owner, #slot = :slot, #token = :token, #scope = :scope, #claimUntil = :until" +
 			extra + " REMOVE #retryAt ADD #attempts :one",
 		fenceCond:        exists + "#status = :claimed AND #owner = :owner AND #slot = :slot AND #token = :token AND #attempts = :attempt",
 		completeUpdate:   "SET #status = :done, #doneAt = :now REMOVE #claimUntil, #retryAt" + rm,
@@ -234,7 +237,7 @@ func (l *ledgerCore) claimRequestVals(r ClaimRequest) map[string]types.Attribute
 	vals := map[string]types.AttributeValue{
 		":claimed": ledgerS(string(StatusClaimed)), ":retry": ledgerS(string(StatusRetry)),
 		":done": ledgerS(string(StatusDone)), ":failed": ledgerS(string(StatusFailed)),
-		":owner": ledgerS(r.Owner), ":slot": ledgerN(int64(r.Slot)), ":token": ledgerN(r.Token),
+		":owner": ledgerS(r.Owner), ":slot": ledgerN(int64(r.Slot)), ":token": ledgerN(r.Token), ":scope": ledgerS(r.Scope),
 		":now": ledgerMillis(r.Now), ":until": ledgerMillis(r.Until), ":one": ledgerN(1),
 	}
 	if l.row.claimVals != nil {
@@ -700,6 +703,7 @@ func (l *ledgerCore) decodeState(item map[string]types.AttributeValue) ItemState
 		Owner:      ledgerStr(item[a.owner]),
 		Slot:       int(ledgerNum(item[a.slot])),
 		Token:      ledgerNum(item[a.token]),
+		Scope:      ledgerStr(item[a.scope]),
 		Attempts:   int(ledgerNum(item[a.attempts])),
 		ClaimUntil: ledgerTime(item[a.claimUntil]),
 		RetryAt:    ledgerTime(item[a.retryAt]),

@@ -41,7 +41,7 @@ const (
 // default job, say) do not share state in a shared ledger table.
 //
 // A row holds job, source, key (the item key as a map) and the state attributes status, owner,
-// slot, token, claim_until, attempts, retry_at, error, done_at and failed_at. The first claim of
+// slot, token, scope, claim_until, attempts, retry_at, error, done_at and failed_at. The first claim of
 // an item creates its row.
 //
 // It is safe for concurrent use.
@@ -134,42 +134,6 @@ func (l *TableLedger) Release(ctx context.Context, c Claim, now time.Time) error
 // State implements Ledger. An item without a row is pending.
 func (l *TableLedger) State(ctx context.Context, key Key) (ItemState, error) {
 	return l.core.state(ctx, key)
-}
-
-// Summarize implements Ledger: Total counts the source table's items (a consistent parallel
-// scan, counting only), the states come from the job's rows of the ledger table, and Pending is
-// the rest (items without a row, or waiting for a retry). Rows of items that have since been
-// deleted from the source still count in their state; Pending never goes below zero.
-func (l *TableLedger) Summarize(ctx context.Context) (Summary, error) {
-	var s Summary
-	err := l.core.parallelScan(ctx, dynamodb.ScanInput{
-		TableName: aws.String(l.source), ConsistentRead: aws.Bool(true), Select: types.SelectCount,
-	}, func(out *dynamodb.ScanOutput) error {
-		s.Total += int64(out.Count)
-		return nil
-	})
-	if err != nil {
-		return Summary{}, err
-	}
-	var rows Summary
-	err = l.core.parallelScan(ctx, dynamodb.ScanInput{
-		TableName: aws.String(l.core.row.table), ConsistentRead: aws.Bool(true),
-		ProjectionExpression: aws.String("#status"),
-		FilterExpression:     aws.String("#job = :job AND #source = :source"),
-		ExpressionAttributeNames: map[string]string{
-			"#status": l.core.attrs.status, "#job": ledgerJobAttr, "#source": ledgerSrcAttr,
-		},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":job": ledgerS(l.job), ":source": ledgerS(l.source)},
-	}, func(out *dynamodb.ScanOutput) error {
-		countLedgerStates(&rows, out.Items, l.core.attrs.status)
-		return nil
-	})
-	if err != nil {
-		return Summary{}, err
-	}
-	s.Done, s.Claimed, s.Failed = rows.Done, rows.Claimed, rows.Failed
-	s.Pending = max(0, s.Total-s.Done-s.Claimed-s.Failed)
-	return s, nil
 }
 
 // DeadLetters implements Ledger with a parallel scan of the job's failed rows; fn is never called

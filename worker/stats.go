@@ -78,8 +78,9 @@ func (w *Worker) JobFinished(ctx context.Context) (bool, error) {
 	if st.N == 0 {
 		return false, nil
 	}
+	// Only slots 0..N-1 make up the group; GroupStatus lists every slot item it finds.
 	for _, s := range st.Slots {
-		if !s.Finished {
+		if s.Slot < st.N && !s.Finished {
 			return false, nil
 		}
 	}

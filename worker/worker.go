@@ -37,6 +37,7 @@ type Worker struct {
 	scanner *scan.Scanner
 	rcuDone float64
 	ledger  Ledger
+	scope   string // ClaimRequest.Scope of every claim, see claimScope
 }
 
 // New validates cfg, fills in its defaults and returns a Worker. It does no I/O: tables are
@@ -46,7 +47,7 @@ func New(cfg Config) (*Worker, error) {
 	if err := d.validate(); err != nil {
 		return nil, err
 	}
-	return &Worker{cfg: d, slot: -1, state: "idle"}, nil
+	return &Worker{cfg: d, slot: -1, state: "idle", scope: claimScope(d)}, nil
 }
 
 // Config returns the configuration with its defaults filled in.
@@ -86,7 +87,7 @@ func (w *Worker) Run(ctx context.Context, h Handler) error {
 	for {
 		w.setState(-1, 0, "standby")
 		acquireCtx, cancel := w.untilStop(ctx, stopAt)
-		lease, err := e.locks.AcquireSlot(acquireCtx, w.cfg.Group, w.cfg.Workers, lock.WithGroupMeta(e.meta))
+		lease, err := e.locks.AcquireSlot(acquireCtx, w.cfg.Group, w.cfg.Workers, lock.WithGroupMeta(e.meta), lock.WithGroupMetaDefaults(groupMetaDefaults()))
 		stopped := acquireCtx.Err() != nil
 		cancel()
 		switch {
@@ -216,20 +217,7 @@ func (w *Worker) prepare(ctx context.Context) (*env, error) {
 	w.mu.Lock()
 	w.ledger = ledger
 	w.mu.Unlock()
-	meta := map[string]string{
-		"mode":         string(c.Mode),
-		"sub_segments": strconv.Itoa(c.SubSegments),
-		"job":          c.Job,
-		"ledger":       string(c.Ledger),
-		"table":        c.Table,
-	}
-	if c.Mode == scan.ModeFilter {
-		meta["partition_attr"] = c.PartitionAttr
-	}
-	if c.Mode == scan.ModeIndex {
-		meta["shards"] = strconv.Itoa(c.Shards)
-	}
-	return &env{keyAttrs: keyAttrs, locks: locks, ledger: ledger, meta: meta}, nil
+	return &env{keyAttrs: keyAttrs, locks: locks, ledger: ledger, meta: groupMeta(c)}, nil
 }
 
 // describeOnly lets lock.CheckTable read a table's description through the worker's client; a
@@ -313,7 +301,7 @@ func (w *Worker) runSlot(ctx context.Context, e *env, lease *lock.Lease, h Handl
 		log.Warn("dynapart: ignoring the slot's checkpoint, rescanning the share", "err", derr)
 		cp = slotCheckpoint{}
 	}
-	failures := 0
+	var out outage
 	for {
 		res, err := w.runPass(ctx, e, lease, h, cp, stopAt)
 		cp = res.cp
@@ -325,17 +313,17 @@ func (w *Worker) runSlot(ctx context.Context, e *env, lease *lock.Lease, h Handl
 			if errors.As(err, &ce) {
 				return false, err
 			}
-			failures++
-			if failures >= 10 {
-				return false, fmt.Errorf("dynapart: slot %d: giving up after %d failed passes: %w", lease.Slot(), failures, err)
+			if out.fail(w.cfg.Clock.Now(), w.cfg.OutageTimeout) {
+				return false, fmt.Errorf("dynapart: slot %d: giving up after %d failed passes in %s (OutageTimeout): %w",
+					lease.Slot(), out.failures, w.cfg.OutageTimeout, err)
 			}
-			log.Error("dynapart: pass failed, retrying from the last checkpoint", "err", err, "failures", failures)
-			if !w.wait(ctx, lease, stopAt, backoff(time.Second, 30*time.Second, failures)) {
+			log.Error("dynapart: pass failed, retrying from the last checkpoint", "err", err, "failures", out.failures)
+			if !w.wait(ctx, lease, stopAt, backoff(time.Second, 30*time.Second, out.failures)) {
 				return false, nil
 			}
 			continue
 		}
-		failures = 0
+		out = outage{}
 		w.stats.passes.Add(1)
 		log.Info("dynapart: pass complete", "pass", cp.pass, "again", cp.dirty)
 		wait := w.cfg.PollInterval
@@ -469,7 +457,7 @@ func (w *Worker) runPass(ctx context.Context, e *env, lease *lock.Lease, h Handl
 	projection := c.Projection
 	if len(projection) > 0 && c.Ledger == LedgerInline {
 		projection = append(append([]string(nil), projection...), c.AttrPrefix+"status", c.AttrPrefix+"claim_until",
-			c.AttrPrefix+"slot", c.AttrPrefix+"token", c.AttrPrefix+"retry_at")
+			c.AttrPrefix+"slot", c.AttrPrefix+"token", c.AttrPrefix+"scope", c.AttrPrefix+"retry_at")
 	}
 	var latest atomic.Pointer[string]
 	scfg := scan.Config{
@@ -757,7 +745,9 @@ func (w *Worker) prefilter(attrs map[string]types.AttributeValue, lease *lock.Le
 		until := msAttr(attrs[p+"claim_until"])
 		slot := intAttr(attrs[p+"slot"])
 		token := intAttr(attrs[p+"token"])
-		if until.After(now) && !(slot == int64(lease.Slot()) && token < lease.Token()) {
+		scope, _ := attrs[p+"scope"].(*types.AttributeValueMemberS)
+		newer := slot == int64(lease.Slot()) && token < lease.Token() && scope != nil && scope.Value == w.scope
+		if until.After(now) && !newer {
 			return true, until
 		}
 	case StatusRetry:
@@ -799,7 +789,7 @@ func keyOf(attrs map[string]types.AttributeValue, keyAttrs []string) Key {
 }
 
 func (w *Worker) claimRequest(key Key, lease *lock.Lease, now, until time.Time) ClaimRequest {
-	return ClaimRequest{Key: key, Owner: w.cfg.Owner, Slot: lease.Slot(), Token: lease.Token(), Now: now, Until: until}
+	return ClaimRequest{Key: key, Owner: w.cfg.Owner, Slot: lease.Slot(), Token: lease.Token(), Scope: w.scope, Now: now, Until: until}
 }
 
 // process claims (unless claimed in a batch), runs the handler and records the outcome.

@@ -77,6 +77,9 @@ func newVerifyCmd(g *globals) *cobra.Command {
 state: done, pending (never claimed, or waiting for a retry), claimed (in flight) and failed
 (dead-lettered). Exits 0 only when every item is done, 1 otherwise.
 
+Only items that exist in the source table count. With --ledger table, rows of items deleted from
+the source since are reported as orphaned (and in --json as "orphaned" when there are any).
+
 --json prints {"total":..,"done":..,"pending":..,"claimed":..,"failed":..}.`,
 		Example: `  dynapart verify --table users
   dynapart verify --table users --ledger table --job campaign-42 --json`,
@@ -97,6 +100,9 @@ state: done, pending (never claimed, or waiting for a retry), claimed (in flight
 				}
 			} else {
 				fmt.Fprintf(cmd.OutOrStdout(), "total %d  done %d  pending %d  claimed %d  failed %d\n", s.Total, s.Done, s.Pending, s.Claimed, s.Failed)
+				if s.Orphaned > 0 {
+					fmt.Fprintf(cmd.OutOrStdout(), "orphaned %d (ledger rows of items no longer in the source table, not counted)\n", s.Orphaned)
+				}
 			}
 			if s.Done != s.Total {
 				return &exitError{code: exitRuntime, msg: fmt.Sprintf("%d of %d items are not done", s.Total-s.Done, s.Total)}

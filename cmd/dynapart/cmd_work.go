@@ -263,7 +263,7 @@ func runWork(cmd *cobra.Command, g *globals, f *workFlags) error {
 		log.Info("dynapart: stopped by signal; claims and slot released")
 		return nil
 	default:
-		return runErr
+		return explainMismatch(runErr)
 	}
 }
 

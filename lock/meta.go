@@ -1,0 +1,50 @@
+package lock
+
+import (
+	"maps"
+	"slices"
+	"strconv"
+)
+
+// WithGroupMetaDefaults gives the value a meta key has when a meta item (or the caller's meta)
+// lacks it: a group set up before a setting was recorded is taken to have used its default, so
+// its workers keep running, while a worker that sets the key to anything else is refused with a
+// *GroupMismatchError. Keys without a default compare as "" when missing.
+func WithGroupMetaDefaults(defaults map[string]string) AcquireOption {
+	return func(o *acquireOpts) { o.metaDefaults = defaults }
+}
+
+// checkMeta compares the group's recorded n and meta with the caller's. Meta is compared only when
+// the caller gave WithGroupMeta. Keys both sides record are compared first, so that the error
+// names the setting that differs rather than a key one side records only because of it (a key
+// that only one ledger kind or mode records).
+func checkMeta(t target, have metaItem) error {
+	if have.n != t.n {
+		return &GroupMismatchError{Group: t.name, Field: "n", Have: strconv.Itoa(have.n), Want: strconv.Itoa(t.n)}
+	}
+	if t.meta == nil {
+		return nil
+	}
+	value := func(m map[string]string, k string) string {
+		if v, ok := m[k]; ok {
+			return v
+		}
+		return t.defs[k]
+	}
+	keys := maps.Clone(have.meta)
+	maps.Copy(keys, t.meta)
+	sorted := slices.Sorted(maps.Keys(keys))
+	for _, shared := range []bool{true, false} {
+		for _, k := range sorted {
+			_, inHave := have.meta[k]
+			_, inWant := t.meta[k]
+			if (inHave && inWant) != shared {
+				continue
+			}
+			if h, w := value(have.meta, k), value(t.meta, k); h != w {
+				return &GroupMismatchError{Group: t.name, Field: "meta." + k, Have: h, Want: w}
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,105 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/stretchr/testify/require"
+
+	"github.com/dynapart/dynapart/internal/clock"
+)
+
+var errOutage = errors.New("test: source table unreachable")
+
+// outageDB fails every Scan of one table while down is set: the lease table stays reachable, so
+// the holder keeps its lease and its passes fail.
+type outageDB struct {
+	DynamoDBClient
+	table string
+	down  atomic.Bool
+}
+
+func (o *outageDB) Scan(ctx context.Context, in *dynamodb.ScanInput, opt ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
+	if o.down.Load() && aws.ToString(in.TableName) == o.table {
+		return nil, errOutage
+	}
+	return o.DynamoDBClient.Scan(ctx, in, opt...)
+}
+
+// backoffClock is a fake clock that reports every short wait it is asked for (the backoff between
+// failed passes; every other timer of the test is an hour or more), after registering it.
+type backoffClock struct {
+	*clock.Fake
+	waits chan time.Duration
+}
+
+const shortWait = 40 * time.Second // above the largest backoff between passes (30s + 20% jitter)
+
+func (c *backoffClock) After(d time.Duration) <-chan time.Time {
+	ch := c.Fake.After(d)
+	if d > 0 && d <= shortWait {
+		c.waits <- d
+	}
+	return ch
+}
+
+// outageRun runs a once-worker whose source table is down; onWait is called for every backoff
+// wait (with the number of waits so far) before the clock moves past it. It returns Run's error
+// and the fake time the run took.
+func outageRun(t *testing.T, mutate func(*Config), onWait func(n int, db *outageDB)) (*Worker, error, time.Duration) {
+	f := newFixture(t, 3)
+	db := &outageDB{DynamoDBClient: f.db, table: f.table}
+	db.down.Store(true)
+	clk := &backoffClock{Fake: newTestClock(), waits: make(chan time.Duration, 16)}
+	start := clk.Now()
+	c := f.config(LedgerInline)
+	c.Client, c.Clock, c.Workers, c.Once = db, clk, 1, true
+	c.LeaseTTL, c.Heartbeat, c.ClaimTTL = time.Hour, 10*time.Minute, time.Hour
+	c.CheckpointInterval, c.PollInterval = time.Hour, time.Hour
+	if mutate != nil {
+		mutate(&c)
+	}
+	w, err := New(c)
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(context.Background(), func(context.Context, Item) error { return nil }) }()
+	for n := 1; ; n++ {
+		select {
+		case err := <-done:
+			return w, err, clk.Now().Sub(start)
+		case d := <-clk.waits:
+			onWait(n, db)
+			clk.Advance(d)
+		case <-time.After(failsafe):
+			t.Fatal("timed out waiting for the worker")
+		}
+	}
+}
+
+const failsafe = 30 * time.Second
+
+// A holder outlives an outage of DynamoDB longer than 10 failed passes: once the table is back it
+// finishes its share.
+func TestHolderOutlivesAnOutage(t *testing.T) {
+	w, err, took := outageRun(t, nil, func(n int, db *outageDB) {
+		if n == 15 {
+			db.down.Store(false)
+		}
+	})
+	require.NoError(t, err)
+	require.EqualValues(t, 3, w.Stats().Completed)
+	require.Greater(t, took, 3*time.Minute, "the outage lasted 15 failed passes")
+}
+
+// Config.OutageTimeout bounds it: passes failing for longer end Run with the last error.
+func TestHolderGivesUpAfterOutageTimeout(t *testing.T) {
+	_, err, took := outageRun(t, func(c *Config) { c.OutageTimeout = 2 * time.Minute }, func(int, *outageDB) {})
+	require.ErrorIs(t, err, errOutage)
+	require.GreaterOrEqual(t, took, 2*time.Minute)
+	require.Less(t, took, 2*time.Minute+shortWait)
+}

@@ -1,0 +1,60 @@
+package worker
+
+import (
+	"context"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/require"
+)
+
+// JobFinished looks at slots 0..N-1 only: a stray slot item beyond N (left by an earlier group
+// size, or written by hand) neither blocks nor fakes the answer.
+func TestJobFinishedCountsOnlySlotsBelowN(t *testing.T) {
+	f := newFixture(t, 6)
+	ctx := context.Background()
+	c := fastTimings(f.config(LedgerInline))
+	c.Workers, c.Once = 2, true
+	w, err := New(c)
+	require.NoError(t, err)
+	for range 2 { // one slot per once-run
+		require.NoError(t, w.Run(ctx, func(context.Context, Item) error { return nil }))
+	}
+	fin, err := w.JobFinished(ctx)
+	require.NoError(t, err)
+	require.True(t, fin)
+
+	_, err = f.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(f.leaseTable), Item: map[string]types.AttributeValue{
+		"pk": &types.AttributeValueMemberS{Value: "group#" + w.Config().Group}, "sk": &types.AttributeValueMemberN{Value: "2"},
+		"owner": &types.AttributeValueMemberS{Value: "stray"}, "token": &types.AttributeValueMemberN{Value: "1"},
+		"version": &types.AttributeValueMemberN{Value: "1"}, "expires_at": &types.AttributeValueMemberN{Value: "0"},
+	}})
+	require.NoError(t, err)
+	fin, err = w.JobFinished(ctx)
+	require.NoError(t, err)
+	require.True(t, fin, "slots 0 and 1 are finished; slot 2 is not part of a 2-slot group")
+}
+
+// verify with the table ledger counts only items that exist in the source table; rows of items
+// deleted since are reported as orphaned, not as done.
+func TestTableLedgerSummaryIgnoresRowsOfDeletedItems(t *testing.T) {
+	f := newFixture(t, 5)
+	ctx := context.Background()
+	c := fastTimings(f.config(LedgerTable))
+	c.Workers, c.Once = 1, true
+	w, err := New(c)
+	require.NoError(t, err)
+	require.NoError(t, w.Run(ctx, func(context.Context, Item) error { return nil }))
+
+	for _, i := range []int{1, 3} {
+		_, err := f.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(f.table), Key: skey(itemKey(i))})
+		require.NoError(t, err)
+	}
+	f.seed(t, 5, 2, nil) // two new items, never processed
+
+	s, err := f.ledger(t, LedgerTable, "").Summarize(ctx)
+	require.NoError(t, err)
+	require.Equal(t, Summary{Total: 5, Done: 3, Pending: 2, Orphaned: 2}, s)
+}
