@@ -182,9 +182,6 @@ func (g *globals) dynamoClient(ctx context.Context) (*dynamodb.Client, error) {
 		if g.endpoint != "" {
 			o.BaseEndpoint = aws.String(g.endpoint)
 		}
-		if loopback {
-			// DynamoDB Local's CRC32 headers do not always match its bodies; the SDK only warns.
-			o.DisableValidateResponseChecksum = true
-		}
+		checksumOption(o)
 	}), nil
 }
