@@ -229,6 +229,9 @@ func runWork(cmd *cobra.Command, g *globals, f *workFlags) error {
 		handler = execHandler(f.exec, f.execTimeout)
 	}
 
+	if !f.once {
+		warnReadBill(ctx, log, db, f.table, readBill{Mode: mode, Workers: f.workers, Consistent: f.consistent, PollInterval: w.Config().PollInterval})
+	}
 	total := estimateShare(ctx, db, f.table, f.workers)
 	stopProgress := startProgress(f.progress, w, total, log)
 	start := time.Now()
