@@ -74,6 +74,7 @@ func Main(m *testing.M, opts ...goleak.Option) {
 	if server != nil {
 		_ = server.Stop()
 	}
+	stopMoto()
 	if code == 0 {
 		if err := goleak.Find(opts...); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: goroutines left after the tests: %v\n", err)
@@ -115,6 +116,9 @@ func start() {
 // $DYNAPART_TEST_ENDPOINT is unset. It fails (CI) or skips the test when there is none.
 func Endpoint(t testing.TB) string {
 	t.Helper()
+	if b, ok := boundBackend(t); ok {
+		return backendEndpoint(t, b)
+	}
 	startOnce.Do(start)
 	if endpoint == "" {
 		msg := fmt.Sprintf("DynamoDB is not reachable (set %s or install Java 17 and npm): %v", EndpointEnv, startErr)
