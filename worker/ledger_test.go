@@ -418,6 +418,7 @@ func TestLedgerClaimAnswerLost(t *testing.T) {
 }
 
 func TestLedgerCapacityAndConditionFailures(t *testing.T) {
+	ddbtest.Need(t, ddbtest.CapTransactionCapacity)
 	ctx := context.Background()
 	db, source, names := lcSourceTable(t)
 	inline, err := NewInlineLedger(db, source, names, InlineOptions{})

@@ -114,13 +114,14 @@ func runDemo(cmd *cobra.Command, g *globals, f *demoFlags) error {
 	table := "dynapart-demo-" + hex.EncodeToString(sfx[:])
 	leaseTable := "dynapart-demo-leases"
 	say("== creating table %s with %d items", table, f.items)
-	if _, err := ensureSourceTable(ctx, db, table, keySpec{Name: "id", Type: "S"}); err != nil {
+	demoSchema := keySchema{Partition: keySpec{Name: "id", Type: "S"}}
+	if _, _, err := ensureSourceTable(ctx, db, sourceTable{Name: table, Schema: demoSchema, Explicit: true}); err != nil {
 		return err
 	}
 	if err := lock.CreateTable(ctx, db, leaseTable); err != nil {
 		return err
 	}
-	if err := seed(ctx, db, table, keySpec{Name: "id", Type: "S"}, 0, f.items, 100, 8); err != nil {
+	if err := seed(ctx, db, table, demoSchema, 0, f.items, 100, 8); err != nil {
 		return err
 	}
 	if !f.keep {

@@ -12,27 +12,32 @@ import (
 )
 
 func newInitCmd(g *globals) *cobra.Command {
-	var table, key, leaseTable, ledgerTable, indexName, shardAttr string
+	var table, leaseTable, ledgerTable, indexName, shardAttr string
 	var index bool
+	var sf schemaFlags
 	cmd := &cobra.Command{
 		Use:   "init",
 		Short: "Create the missing tables: source, lease, and (optionally) ledger and pending index",
 		Long: `Creates what dynapart needs and is not there yet (safe to run again):
 
-  - the source table --table with partition key --key (on-demand billing), unless it exists;
-    an existing table must have that key;
+  - the source table --table with partition key --key (and sort key --sort-key, when given;
+    on-demand billing), unless it exists. An existing table is taken with the key schema it has
+    (partition and sort key, any of S, N, B): --key and --sort-key matter only when creating,
+    and when given for an existing table that has another schema, init stops with exit 2;
   - the lease table --lease-table (pk S, sk N) that holds the slots;
   - the ledger table --ledger-table, when given, for --ledger table jobs;
   - with --index, the sparse pending index of index mode on the source table.`,
 		Example: `  dynapart init --table users --key id:S
   dynapart init --table files --key file_id:N --index
+  dynapart init --table events --key pk:B --sort-key ts:N
+  dynapart init --table their-own-table                 # any existing table, its key as it is
   dynapart init --table users --ledger-table dynapart-ledger`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if table == "" {
 				return usagef("--table is required")
 			}
-			ks, err := parseKeySpec("key", key)
+			src, err := sf.source(cmd.Flags(), table)
 			if err != nil {
 				return err
 			}
@@ -44,11 +49,12 @@ func newInitCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			created, err := ensureSourceTable(ctx, db, table, ks)
+			schema, created, err := ensureSourceTable(ctx, db, src)
 			if err != nil {
 				return err
 			}
 			report(created, "table", table)
+			fmt.Fprintf(os.Stderr, "table %q key: %s\n", table, schema)
 			if err := lock.CreateTable(ctx, db, leaseTable); err != nil {
 				return err
 			}
@@ -70,7 +76,7 @@ func newInitCmd(g *globals) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&table, "table", "", "source table (required)")
-	f.StringVar(&key, "key", "id:S", "partition key of the source table as NAME:TYPE, TYPE one of S, N, B")
+	sf.add(f)
 	f.StringVar(&leaseTable, "lease-table", worker.DefaultLeaseTable, "lease table")
 	f.StringVar(&ledgerTable, "ledger-table", "", "also create this ledger table (for --ledger table)")
 	f.BoolVar(&index, "index", false, "also create the sparse pending index for --mode index")

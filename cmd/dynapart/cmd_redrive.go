@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/spf13/cobra"
 
@@ -84,7 +83,7 @@ func (l *ledgerFlags) parseKeys(ctx context.Context, g *globals, raw []string) (
 	if t == nil {
 		return nil, usagef("--table %q: table does not exist", l.table)
 	}
-	schema := keySchema(t)
+	schema := tableSchema(t).specs()
 	out := make([]worker.Key, 0, len(raw))
 	for _, r := range raw {
 		k, err := parseItemKey(r, schema)
@@ -94,24 +93,6 @@ func (l *ledgerFlags) parseKeys(ctx context.Context, g *globals, raw []string) (
 		out = append(out, k)
 	}
 	return out, nil
-}
-
-// keySchema is the table's key attributes: the partition key first, then the sort key.
-func keySchema(t *types.TableDescription) []keySpec {
-	typeOf := map[string]types.ScalarAttributeType{}
-	for _, a := range t.AttributeDefinitions {
-		typeOf[aws.ToString(a.AttributeName)] = a.AttributeType
-	}
-	var out []keySpec
-	for _, e := range t.KeySchema {
-		k := keySpec{Name: aws.ToString(e.AttributeName), Type: typeOf[aws.ToString(e.AttributeName)]}
-		if e.KeyType == types.KeyTypeHash {
-			out = append([]keySpec{k}, out...)
-		} else {
-			out = append(out, k)
-		}
-	}
-	return out
 }
 
 // parseItemKey reads a key given as a JSON object, or as a bare value for a one-attribute key.

@@ -18,13 +18,16 @@ import (
 )
 
 func newSeedCmd(g *globals) *cobra.Command {
-	var table, key string
+	var table string
+	var sf schemaFlags
 	var items, start, payload, parallel int
 	cmd := &cobra.Command{
 		Use:   "seed",
 		Short: "Write N demo items into a table, with progress",
 		Long: `Writes --items demo items with keys --start .. --start+items-1 (creating the table with --key
-if it does not exist). Keys: S "item-00000042", N 42, B the 8-byte big-endian number. Each item
+and --sort-key if it does not exist; an existing table keeps its own key schema, and seed writes
+the keys it has). Keys: S "item-00000042", N 42, B the 8-byte big-endian number; a sort key gets
+the same value as the partition key. Each item
 has n (N), payload (S, --payload-bytes long) and grp (S, one of 10 groups).
 
 BatchWriteItem, 25 items a request, --parallel requests in flight; unprocessed items are retried.`,
@@ -41,7 +44,7 @@ BatchWriteItem, 25 items a request, --parallel requests in flight; unprocessed i
 			if parallel < 1 {
 				return usagef("--parallel must be at least 1, got %d", parallel)
 			}
-			ks, err := parseKeySpec("key", key)
+			src, err := sf.source(cmd.Flags(), table)
 			if err != nil {
 				return err
 			}
@@ -50,15 +53,16 @@ BatchWriteItem, 25 items a request, --parallel requests in flight; unprocessed i
 			if err != nil {
 				return err
 			}
-			if _, err := ensureSourceTable(ctx, db, table, ks); err != nil {
+			schema, _, err := ensureSourceTable(ctx, db, src)
+			if err != nil {
 				return err
 			}
-			return seed(ctx, db, table, ks, start, items, payload, parallel)
+			return seed(ctx, db, table, schema, start, items, payload, parallel)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&table, "table", "", "table to write (required)")
-	f.StringVar(&key, "key", "id:S", "partition key as NAME:TYPE (S, N or B)")
+	sf.add(f)
 	f.IntVar(&items, "items", 1000, "number of items")
 	f.IntVar(&start, "start", 0, "first key number")
 	f.IntVar(&payload, "payload-bytes", 100, "size of each item's payload attribute")
@@ -80,7 +84,7 @@ func demoKey(t types.ScalarAttributeType, i int) types.AttributeValue {
 	}
 }
 
-func seed(ctx context.Context, db *dynamodb.Client, table string, ks keySpec, start, items, payloadBytes, parallel int) error {
+func seed(ctx context.Context, db *dynamodb.Client, table string, ks keySchema, start, items, payloadBytes, parallel int) error {
 	payload := strings.Repeat("x", payloadBytes)
 	var written atomic.Int64
 	batches := make(chan []types.WriteRequest)
@@ -91,12 +95,16 @@ func seed(ctx context.Context, db *dynamodb.Client, table string, ks keySpec, st
 			hi := min(lo+25, start+items)
 			reqs := make([]types.WriteRequest, 0, hi-lo)
 			for i := lo; i < hi; i++ {
-				reqs = append(reqs, types.WriteRequest{PutRequest: &types.PutRequest{Item: map[string]types.AttributeValue{
-					ks.Name:   demoKey(ks.Type, i),
+				item := map[string]types.AttributeValue{
 					"n":       &types.AttributeValueMemberN{Value: strconv.Itoa(i)},
 					"grp":     &types.AttributeValueMemberS{Value: "g" + strconv.Itoa(i%10)},
 					"payload": &types.AttributeValueMemberS{Value: payload},
-				}}})
+				}
+				item[ks.Partition.Name] = demoKey(ks.Partition.Type, i)
+				if ks.Sort.Name != "" {
+					item[ks.Sort.Name] = demoKey(ks.Sort.Type, i)
+				}
+				reqs = append(reqs, types.WriteRequest{PutRequest: &types.PutRequest{Item: item}})
 			}
 			select {
 			case batches <- reqs:

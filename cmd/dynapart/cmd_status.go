@@ -3,12 +3,15 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"sort"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/dynapart/dynapart/lock"
+	"github.com/dynapart/dynapart/scan"
 	"github.com/dynapart/dynapart/worker"
 )
 
@@ -90,17 +93,8 @@ document at /api/status; it runs until interrupted. The page's files are in the 
 				fmt.Fprintf(cmd.OutOrStdout(), "group %q has never run (no slots in %q)\n", group, leaseTable)
 				return nil
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "group %s: %d slots %v finished=%v\n", group, st.N, st.Meta, out.Finished)
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "SLOT\tOWNER\tTOKEN\tHELD\tEXPIRES\tFINISHED\tCHECKPOINT")
-			for _, s := range out.Slots {
-				exp := "-"
-				if !s.ExpiresAt.IsZero() {
-					exp = s.ExpiresAt.Format(time.RFC3339)
-				}
-				fmt.Fprintf(tw, "%d\t%s\t%d\t%v\t%s\t%v\t%s\n", s.Slot, orDash(s.Owner), s.Token, s.Held, exp, s.Finished, checkpointSummary(s.Checkpoint))
-			}
-			return tw.Flush()
+			printStatusText(cmd.OutOrStdout(), out)
+			return nil
 		},
 	}
 	f := cmd.Flags()
@@ -118,13 +112,54 @@ func orDash(s string) string {
 	return s
 }
 
-// checkpointSummary shortens a checkpoint to its pass and size.
-func checkpointSummary(cp string) string {
+// printStatusText prints the group for people: settings as sorted key=value, then a row per slot
+// with its position as passes and segments done.
+func printStatusText(w io.Writer, st statusJSON) {
+	fmt.Fprintf(w, "group %s: %d slots, finished=%v\n", st.Group, st.Workers, st.Finished)
+	if len(st.Meta) > 0 {
+		keys := make([]string, 0, len(st.Meta))
+		for k := range st.Meta {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		fmt.Fprintln(w, "settings:")
+		for _, k := range keys {
+			fmt.Fprintf(w, "  %s=%s\n", k, st.Meta[k])
+		}
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SLOT\tOWNER\tTOKEN\tHELD\tEXPIRES\tFINISHED\tPOSITION")
+	for _, s := range st.Slots {
+		exp := "-"
+		if !s.ExpiresAt.IsZero() {
+			exp = s.ExpiresAt.Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%v\t%s\t%v\t%s\n", s.Slot, orDash(s.Owner), s.Token, s.Held, exp, s.Finished, positionSummary(s.Checkpoint))
+	}
+	_ = tw.Flush()
+}
+
+// positionSummary says how far a slot's checkpoint got: "pass 2, 3/4 segments done".
+func positionSummary(cp string) string {
 	if cp == "" {
 		return "-"
 	}
-	if len(cp) > 40 {
-		return fmt.Sprintf("%s… (%d bytes)", cp[:24], len(cp))
+	p, err := worker.ParseSlotProgress(cp)
+	if err != nil {
+		return fmt.Sprintf("unreadable checkpoint (%d bytes)", len(cp))
 	}
-	return cp
+	unit := "segments"
+	if p.Position.Mode == scan.ModeIndex {
+		unit = "shards"
+	}
+	s := fmt.Sprintf("pass %d", p.Pass+1)
+	if done, total := p.SegmentsDone(); total > 0 {
+		s += fmt.Sprintf(", %d/%d %s done", done, total, unit)
+	} else {
+		s += ", not started"
+	}
+	if p.Dirty {
+		s += ", another pass needed"
+	}
+	return s
 }

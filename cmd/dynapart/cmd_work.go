@@ -133,7 +133,7 @@ func runWork(cmd *cobra.Command, g *globals, f *workFlags) error {
 	if f.dryRun {
 		return runDryRun(cmd.Context(), g, f, mode, cmd.OutOrStdout())
 	}
-	log, err := newLogger(g.logLevel, os.Stderr)
+	log, line, err := g.logger()
 	if err != nil {
 		return err
 	}
@@ -244,8 +244,11 @@ func runWork(cmd *cobra.Command, g *globals, f *workFlags) error {
 		handler = execHandler(f.exec, f.execTimeout)
 	}
 
+	if !f.once {
+		warnReadBill(ctx, log, db, f.table, readBill{Mode: mode, Workers: f.workers, Consistent: f.consistent, PollInterval: w.Config().PollInterval})
+	}
 	total := estimateShare(ctx, db, f.table, f.workers)
-	stopProgress := startProgress(f.progress, w, total, log)
+	stopProgress := startProgress(f.progress, w, total, log, line)
 	start := time.Now()
 	runErr := w.Run(ctx, handler)
 	stopProgress()
@@ -281,7 +284,7 @@ func estimateShare(ctx context.Context, db *dynamodb.Client, table string, n int
 }
 
 // startProgress shows the worker's progress until the returned function is called.
-func startProgress(mode string, w *worker.Worker, total int64, log interface{ Info(string, ...any) }) func() {
+func startProgress(mode string, w *worker.Worker, total int64, log interface{ Info(string, ...any) }, line *statusLine) func() {
 	if mode == "none" {
 		return func() {}
 	}
@@ -303,7 +306,7 @@ func startProgress(mode string, w *worker.Worker, total int64, log interface{ In
 			select {
 			case <-stop:
 				if mode == "bar" {
-					clearLine(os.Stderr)
+					line.Clear()
 				}
 				return
 			case now := <-t.C:
@@ -311,13 +314,12 @@ func startProgress(mode string, w *worker.Worker, total int64, log interface{ In
 				rate := m.update(now, s.Completed)
 				switch mode {
 				case "bar":
-					clearLine(os.Stderr)
 					slot := "standby"
 					if s.Slot >= 0 {
 						slot = fmt.Sprintf("slot %d (token %d)", s.Slot, s.Token)
 					}
-					fmt.Fprintf(os.Stderr, "%-20s ▕%s▏ %d done %6.0f/s ETA %s  retried %d failed %d",
-						slot, bar(s.Completed, total, 24), s.Completed, rate, eta(s.Completed, total, rate), s.Retried, s.DeadLettered)
+					line.Set(fmt.Sprintf("%-20s ▕%s▏ %d done %6.0f/s ETA %s  retried %d failed %d",
+						slot, bar(s.Completed, total, 24), s.Completed, rate, eta(s.Completed, total, rate), s.Retried, s.DeadLettered))
 				case "log":
 					log.Info("dynapart: progress", "slot", s.Slot, "state", s.State, "completed", s.Completed,
 						"rate", int(rate), "retried", s.Retried, "dead_lettered", s.DeadLettered, "scanned", s.Scanned)

@@ -60,7 +60,7 @@ func runDryRun(ctx context.Context, g *globals, f *workFlags, mode scan.Mode, ou
 		return usagef("--table %q: table does not exist", f.table)
 	}
 	d := &dryRun{db: db, f: f, mode: mode}
-	for _, k := range keySchema(t) {
+	for _, k := range tableSchema(t).specs() {
 		d.keyAttrs = append(d.keyAttrs, k.Name)
 	}
 	if f.ledger == "table" {

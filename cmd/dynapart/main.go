@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
 	"os"
@@ -41,9 +42,15 @@ func usagef(format string, args ...any) error { return &usageError{fmt.Errorf(fo
 
 // globals are the flags every command shares.
 type globals struct {
-	endpoint string
-	region   string
-	logLevel string
+	endpoint  string
+	region    string
+	logLevel  string
+	logFormat string
+}
+
+// logger is the logger of --log-level and --log-format on stderr, and the status line it shares.
+func (g *globals) logger() (*slog.Logger, *statusLine, error) {
+	return newLogger(logSetup{Level: g.logLevel, Format: g.logFormat, W: os.Stderr, Terminal: isTerminal(os.Stderr)})
 }
 
 func main() { os.Exit(run(os.Args[1:])) }
@@ -117,8 +124,13 @@ Exit codes: 0 success, 1 runtime failure, 2 bad usage or invalid configuration (
 	root.PersistentFlags().StringVar(&g.endpoint, "endpoint", "", "DynamoDB endpoint URL, e.g. http://127.0.0.1:8000 for DynamoDB Local (default: the AWS SDK chain)")
 	root.PersistentFlags().StringVar(&g.region, "region", "", "AWS region (default: the AWS SDK chain, else us-east-1)")
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	root.PersistentFlags().StringVar(&g.logFormat, "log-format", "auto", "log format: auto (text on a terminal, JSON otherwise), text, json")
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
-		return bindEnv(cmd)
+		if err := bindEnv(cmd); err != nil {
+			return err
+		}
+		_, _, err := g.logger() // --log-level and --log-format are checked before any command runs
+		return err
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
 	root.AddCommand(newLocalCmd(g), newInitCmd(g), newSeedCmd(g), newWorkCmd(g), newStatusCmd(g),
@@ -182,9 +194,6 @@ func (g *globals) dynamoClient(ctx context.Context) (*dynamodb.Client, error) {
 		if g.endpoint != "" {
 			o.BaseEndpoint = aws.String(g.endpoint)
 		}
-		if loopback {
-			// DynamoDB Local's CRC32 headers do not always match its bodies; the SDK only warns.
-			o.DisableValidateResponseChecksum = true
-		}
+		checksumOption(o)
 	}), nil
 }

@@ -13,7 +13,8 @@ import (
 	"github.com/dynapart/dynapart/worker"
 )
 
-// metrics exposes a worker's counters to Prometheus.
+// metrics exposes a worker's counters to Prometheus. The names follow Prometheus conventions
+// (counters end in _total and carry their unit; README "Metrics" lists them).
 type metrics struct {
 	reg      *prometheus.Registry
 	items    *prometheus.CounterVec
@@ -39,9 +40,14 @@ func newMetrics(w func() worker.Stats) *metrics {
 	gauge := func(name, help string, f func(worker.Stats) float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return f(w()) })
 	}
+	// Totals that only grow are counters: their names end in _total and carry the unit.
+	counter := func(name, help string, f func(worker.Stats) float64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return f(w()) })
+	}
 	m.reg.MustRegister(m.items, m.latency, m.leases, m.takeover,
-		gauge("dynapart_rcu_consumed", "Read capacity units consumed by this worker's scans.", func(s worker.Stats) float64 { return s.RCU }),
-		gauge("dynapart_wcu_consumed", "Write capacity units consumed by this worker's ledger writes.", func(s worker.Stats) float64 { return s.WCU }),
+		counter("dynapart_consumed_read_capacity_units_total", "Read capacity units consumed by this worker's scans.", func(s worker.Stats) float64 { return s.RCU }),
+		counter("dynapart_consumed_write_capacity_units_total", "Write capacity units consumed by this worker's ledger writes.", func(s worker.Stats) float64 { return s.WCU }),
+		counter("dynapart_scanned_items_total", "Items read from the slot's share.", func(s worker.Stats) float64 { return float64(s.Scanned) }),
 		gauge("dynapart_slot", "The slot held now, -1 when none (standby).", func(s worker.Stats) float64 { return float64(s.Slot) }),
 		gauge("dynapart_lease_held", "1 while this worker holds a slot lease.", func(s worker.Stats) float64 {
 			if s.State == "working" {
@@ -49,7 +55,6 @@ func newMetrics(w func() worker.Stats) *metrics {
 			}
 			return 0
 		}),
-		gauge("dynapart_items_scanned", "Items read from the slot's share.", func(s worker.Stats) float64 { return float64(s.Scanned) }),
 	)
 	return m
 }

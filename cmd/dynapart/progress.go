@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -29,19 +28,6 @@ func eta(done, total int64, rate float64) string {
 		return "-"
 	}
 	return (time.Duration(float64(total-done)/rate) * time.Second).Round(time.Second).String()
-}
-
-// newLogger logs to stderr: text on a terminal, JSON otherwise (for log collectors).
-func newLogger(level string, w io.Writer) (*slog.Logger, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, usagef("--log-level %q: want debug, info, warn or error", level)
-	}
-	opts := &slog.HandlerOptions{Level: l}
-	if f, ok := w.(*os.File); ok && isTerminal(f) {
-		return slog.New(slog.NewTextHandler(w, opts)), nil
-	}
-	return slog.New(slog.NewJSONHandler(w, opts)), nil
 }
 
 // rateMeter turns a growing counter into a rate over a sliding window.

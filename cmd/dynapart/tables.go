@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/spf13/pflag"
 )
 
 // keySpec is NAME:TYPE, e.g. id:S.
@@ -50,53 +51,128 @@ func describe(ctx context.Context, db *dynamodb.Client, table string) (*types.Ta
 	return out.Table, nil
 }
 
-// tableKey returns the table's partition key.
-func tableKey(t *types.TableDescription) keySpec {
-	var k keySpec
-	for _, e := range t.KeySchema {
-		if e.KeyType == types.KeyTypeHash {
-			k.Name = aws.ToString(e.AttributeName)
-		}
-	}
-	for _, a := range t.AttributeDefinitions {
-		if aws.ToString(a.AttributeName) == k.Name {
-			k.Type = a.AttributeType
-		}
-	}
-	return k
+// keySchema is a table's primary key: a partition key and an optional sort key (Sort.Name empty
+// when there is none).
+type keySchema struct {
+	Partition keySpec
+	Sort      keySpec
 }
 
-// ensureSourceTable creates the table with the key unless it exists; an existing table must have
-// that partition key.
-func ensureSourceTable(ctx context.Context, db *dynamodb.Client, table string, key keySpec) (created bool, err error) {
-	t, err := describe(ctx, db, table)
+// String names the schema as the flags spell it: "pk:B" or "pk:B sort sk:N".
+func (s keySchema) String() string {
+	if s.Sort.Name == "" {
+		return s.Partition.String()
+	}
+	return s.Partition.String() + " sort " + s.Sort.String()
+}
+
+// specs lists the key attributes: the partition key first, then the sort key when there is one.
+func (s keySchema) specs() []keySpec {
+	if s.Sort.Name == "" {
+		return []keySpec{s.Partition}
+	}
+	return []keySpec{s.Partition, s.Sort}
+}
+
+// tableSchema returns the table's key schema as DescribeTable reports it.
+func tableSchema(t *types.TableDescription) keySchema {
+	var s keySchema
+	attrTypes := map[string]types.ScalarAttributeType{}
+	for _, a := range t.AttributeDefinitions {
+		attrTypes[aws.ToString(a.AttributeName)] = a.AttributeType
+	}
+	for _, e := range t.KeySchema {
+		k := keySpec{Name: aws.ToString(e.AttributeName), Type: attrTypes[aws.ToString(e.AttributeName)]}
+		if e.KeyType == types.KeyTypeHash {
+			s.Partition = k
+		} else {
+			s.Sort = k
+		}
+	}
+	return s
+}
+
+// sourceTable says which source table to ensure: the schema to create it with, and whether that
+// schema was given explicitly (then an existing table must match it).
+type sourceTable struct {
+	Name     string
+	Schema   keySchema
+	Explicit bool
+}
+
+// ensureSourceTable creates the table unless it exists and returns its key schema. An existing
+// table is taken with the key schema it has; only an explicit schema that disagrees is an error
+// (usage, naming both).
+func ensureSourceTable(ctx context.Context, db *dynamodb.Client, src sourceTable) (schema keySchema, created bool, err error) {
+	t, err := describe(ctx, db, src.Name)
 	if err != nil {
-		return false, err
+		return keySchema{}, false, err
 	}
 	if t != nil {
-		if have := tableKey(t); have != key {
-			return false, usagef("table %q exists with partition key %s, not %s", table, have, key)
+		have := tableSchema(t)
+		if src.Explicit && have != src.Schema {
+			return have, false, usagef("table %q exists with key %s, not the given %s (--key/--sort-key matter only when creating; leave them out to take the table as it is)",
+				src.Name, have, src.Schema)
 		}
-		return false, nil
+		return have, false, nil
 	}
-	_, err = db.CreateTable(ctx, &dynamodb.CreateTableInput{
-		TableName:            aws.String(table),
-		BillingMode:          types.BillingModePayPerRequest,
-		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(key.Name), AttributeType: key.Type}},
-		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String(key.Name), KeyType: types.KeyTypeHash}},
-	})
+	_, err = db.CreateTable(ctx, createTableInput(src.Name, src.Schema))
 	var inUse *types.ResourceInUseException
 	if errors.As(err, &inUse) {
-		return false, nil
+		return src.Schema, false, nil // created at the same moment by another init
 	}
 	if err != nil {
-		return false, fmt.Errorf("create table %q: %w", table, err)
+		return keySchema{}, false, fmt.Errorf("create table %q: %w", src.Name, err)
 	}
 	w := dynamodb.NewTableExistsWaiter(db)
-	if err := w.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)}, 2*time.Minute); err != nil {
-		return false, fmt.Errorf("wait for table %q: %w", table, err)
+	if err := w.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(src.Name)}, 2*time.Minute); err != nil {
+		return keySchema{}, false, fmt.Errorf("wait for table %q: %w", src.Name, err)
 	}
-	return true, nil
+	return src.Schema, true, nil
+}
+
+func createTableInput(table string, s keySchema) *dynamodb.CreateTableInput {
+	in := &dynamodb.CreateTableInput{
+		TableName:            aws.String(table),
+		BillingMode:          types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(s.Partition.Name), AttributeType: s.Partition.Type}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String(s.Partition.Name), KeyType: types.KeyTypeHash}},
+	}
+	if s.Sort.Name != "" {
+		in.AttributeDefinitions = append(in.AttributeDefinitions, types.AttributeDefinition{AttributeName: aws.String(s.Sort.Name), AttributeType: s.Sort.Type})
+		in.KeySchema = append(in.KeySchema, types.KeySchemaElement{AttributeName: aws.String(s.Sort.Name), KeyType: types.KeyTypeRange})
+	}
+	return in
+}
+
+// schemaFlags are --key and --sort-key of the commands that may create the source table.
+type schemaFlags struct {
+	key, sortKey string
+}
+
+func (f *schemaFlags) add(fs *pflag.FlagSet) {
+	fs.StringVar(&f.key, "key", "id:S", "partition key as NAME:TYPE (S, N or B); used only when creating the table, an existing table keeps its own")
+	fs.StringVar(&f.sortKey, "sort-key", "", "sort key as NAME:TYPE when creating the table (default none)")
+}
+
+// source parses the flags; the schema is explicit when --key or --sort-key was set (on the
+// command line or through DYNAPART_KEY / DYNAPART_SORT_KEY).
+func (f *schemaFlags) source(fs *pflag.FlagSet, table string) (sourceTable, error) {
+	pk, err := parseKeySpec("key", f.key)
+	if err != nil {
+		return sourceTable{}, err
+	}
+	src := sourceTable{Name: table, Schema: keySchema{Partition: pk},
+		Explicit: fs.Changed("key") || fs.Changed("sort-key")}
+	if f.sortKey != "" {
+		if src.Schema.Sort, err = parseKeySpec("sort-key", f.sortKey); err != nil {
+			return sourceTable{}, err
+		}
+		if src.Schema.Sort.Name == pk.Name {
+			return sourceTable{}, usagef("--sort-key %q: must differ from the partition key", f.sortKey)
+		}
+	}
+	return src, nil
 }
 
 func deleteTable(ctx context.Context, db *dynamodb.Client, table string) error {

@@ -50,7 +50,8 @@ func seed(t *testing.T) uint64 {
 }
 
 func testEnv(t *testing.T) Env {
-	ddbtest.Client(t) // skips (or fails in CI) without DynamoDB
+	ddbtest.Client(t)                   // skips (or fails in CI) without DynamoDB
+	ddbtest.Need(t, ddbtest.CapStreams) // the lease history is read from the lease table's stream
 	return Env{AWS: ddbtest.Config(t), Endpoint: ddbtest.Endpoint(t), Bin: binary, Dir: t.TempDir(), Logf: t.Logf}
 }
 

@@ -2,7 +2,8 @@
 // for one shared DynamoDB Local and fresh, uniquely named tables.
 //
 // The endpoint comes from $DYNAPART_TEST_ENDPOINT (make test sets it). When it is unset the harness
-// starts DynamoDB Local itself, once per test binary, so plain `go test ./...` works too. When
+// starts DynamoDB Local itself, once per test binary in Main before any test (so that its goroutines
+// are not taken for a test's leak), and plain `go test ./...` works too. When
 // DynamoDB cannot be reached a test fails with CI=true and skips otherwise: a test that skips in CI
 // would count as missing.
 //
@@ -19,6 +20,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"flag"
 	"fmt"
 	"net/http"
 	"os"
@@ -58,14 +60,21 @@ func InCI() bool { return strings.EqualFold(os.Getenv("CI"), "true") || os.Geten
 // Main runs the package's tests, stops a DynamoDB Local the harness started, and fails the run when
 // goroutines leak (goleak). Extra goleak options may be passed.
 func Main(m *testing.M, opts ...goleak.Option) {
-	// The goroutines running before any test (the runtime's, init's) are not leaks; the snapshot
-	// must be taken now: taken after m.Run it would excuse every goroutine a test left behind.
+	// DynamoDB Local is started before any test so that its process's goroutines are there before
+	// every leak snapshot: started lazily inside a test, they would count as that test's leak.
+	if startsEagerly() {
+		startOnce.Do(start)
+	}
+	// The goroutines running before any test (the runtime's, init's, the harness's) are not leaks;
+	// the snapshot must be taken now: taken after m.Run it would excuse every goroutine a test left
+	// behind.
 	opts = append(opts, goleak.IgnoreCurrent())
 	code := m.Run()
 	transport.CloseIdleConnections()
 	if server != nil {
 		_ = server.Stop()
 	}
+	stopMoto()
 	if code == 0 {
 		if err := goleak.Find(opts...); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: goroutines left after the tests: %v\n", err)
@@ -75,22 +84,42 @@ func Main(m *testing.M, opts ...goleak.Option) {
 	os.Exit(code)
 }
 
+// startsEagerly reports whether Main starts DynamoDB Local before the tests: not for a test
+// binary that only lists its tests or fuzzes (fuzz workers run TestMain too).
+func startsEagerly() bool {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	for _, name := range []string{"test.list", "test.fuzz", "test.fuzzworker"} {
+		if f := flag.Lookup(name); f != nil && f.Value.String() != "" && f.Value.String() != "false" {
+			return false
+		}
+	}
+	return true
+}
+
+// start finds the endpoint: $DYNAPART_TEST_ENDPOINT, or a DynamoDB Local it starts.
+func start() {
+	if e := os.Getenv(EndpointEnv); e != "" {
+		endpoint = e
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	server, startErr = localstack.Start(ctx, localstack.Options{})
+	if startErr == nil {
+		endpoint = server.Endpoint()
+	}
+}
+
 // Endpoint returns the DynamoDB endpoint for tests, starting DynamoDB Local on first use when
 // $DYNAPART_TEST_ENDPOINT is unset. It fails (CI) or skips the test when there is none.
 func Endpoint(t testing.TB) string {
 	t.Helper()
-	startOnce.Do(func() {
-		if e := os.Getenv(EndpointEnv); e != "" {
-			endpoint = e
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		server, startErr = localstack.Start(ctx, localstack.Options{})
-		if startErr == nil {
-			endpoint = server.Endpoint()
-		}
-	})
+	if b, ok := boundBackend(t); ok {
+		return backendEndpoint(t, b)
+	}
+	startOnce.Do(start)
 	if endpoint == "" {
 		msg := fmt.Sprintf("DynamoDB is not reachable (set %s or install Java 17 and npm): %v", EndpointEnv, startErr)
 		if InCI() {

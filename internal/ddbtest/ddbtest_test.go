@@ -25,3 +25,30 @@ func TestCreateTableIsUniqueAndUsable(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, out.Table.KeySchema, 2)
 }
+
+// TestForEachBackendBindsTheHarness: inside ForEachBackend, Endpoint and Client talk to that
+// backend (a table made on one is not seen on the other), and Need skips what it lacks.
+func TestForEachBackendBindsTheHarness(t *testing.T) {
+	seen := map[string]string{}
+	var tables []string
+	ForEachBackend(t, func(t *testing.T, b Backend) {
+		seen[b.Name] = Endpoint(t)
+		db := Client(t)
+		tables = append(tables, CreateTable(t, db, Key{Name: "id", Type: "S"}))
+		out, err := db.ListTables(context.Background(), &dynamodb.ListTablesInput{})
+		require.NoError(t, err)
+		for _, other := range tables[:len(tables)-1] {
+			require.NotContains(t, out.TableNames, other, "backend %s sees another backend's table", b.Name)
+		}
+		if b.Name == "moto" {
+			require.False(t, b.Has(CapConcurrentIsolation))
+			t.Run("need", func(t *testing.T) {
+				Need(t, CapConcurrentIsolation)
+				t.Error("Need did not skip on a backend that lacks the capability")
+			})
+		}
+	})
+	if len(seen) == 2 {
+		require.NotEqual(t, seen["dynamodb-local"], seen["moto"])
+	}
+}

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/require"
+
+	"github.com/dynapart/dynapart/internal/ddbtest"
+)
+
+// TestInitTakesAnExistingTablesKeySchema: a table made outside dynapart (binary partition key,
+// number sort key, nested attributes) is taken as it is; an explicit --key that disagrees is exit 2
+// naming both schemas; seed, work and verify then use the table's own keys.
+func TestInitTakesAnExistingTablesKeySchema(t *testing.T) {
+	c := newCLI(t)
+	db := ddbtest.Client(t)
+	table := ddbtest.CreateTable(t, db, ddbtest.Key{Name: "pk", Type: "B"}, ddbtest.Key{Name: "sk", Type: "N"})
+	leases := ddbtest.TableName(t, "lease")
+	ddbtest.DeleteOnCleanup(t, db, leases)
+	_, err := db.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]types.AttributeValue{
+		"pk": bAV([]byte{0xff, 0x00, 0x01}), "sk": &types.AttributeValueMemberN{Value: "-7.5"},
+		"profile": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
+			"tags": &types.AttributeValueMemberL{Value: []types.AttributeValue{sAV("a"), sAV("b")}}}},
+	}})
+	require.NoError(t, err)
+
+	_, stderr, code := c.run("init", "--table", table, "--lease-table", leases)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stderr, "key: pk:B sort sk:N")
+
+	for _, args := range [][]string{{"--key", "id:S"}, {"--key", "pk:B"}, {"--key", "pk:B", "--sort-key", "sk:S"}} {
+		_, stderr, code = c.run(append([]string{"init", "--table", table, "--lease-table", leases}, args...)...)
+		require.Equal(t, 2, code, "init %v: %s", args, stderr)
+		require.Contains(t, stderr, "pk:B sort sk:N", "names the table's schema")
+		require.Contains(t, stderr, strings.Join(strings.Fields(strings.ReplaceAll(strings.Join(args[1:], " "), "--sort-key", "sort")), " "), "names the given schema")
+	}
+	c.mustRun("init", "--table", table, "--lease-table", leases, "--key", "pk:B", "--sort-key", "sk:N")
+
+	c.mustRun("seed", "--table", table, "--items", "40") // writes pk (B) and sk (N) as the table has them
+	c.workOnce(table, leases, 2)
+	out := c.mustRun("verify", "--table", table)
+	require.Contains(t, out, "total 41  done 41")
+}
+
+// workOnce runs n `work --once` processes for n slots side by side and waits for all of them.
+func (c *cli) workOnce(table, leases string, n int, extra ...string) {
+	c.t.Helper()
+	var procs []*exec.Cmd
+	var errs []*bytes.Buffer
+	for range n {
+		p := c.command(append([]string{"work", "--table", table, "--lease-table", leases, "--workers", strconv.Itoa(n),
+			"--once", "--exec", "cat >/dev/null", "--progress", "none"}, extra...)...)
+		var e bytes.Buffer
+		p.Stderr = &e
+		require.NoError(c.t, p.Start())
+		procs, errs = append(procs, p), append(errs, &e)
+	}
+	for i, p := range procs {
+		require.NoError(c.t, p.Wait(), "worker %d: %s", i, errs[i])
+	}
+}
