@@ -155,7 +155,7 @@ func (c *Client) acquireRound(ctx context.Context, t target) (*Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	v, err := c.readView(ctx, t, c.clock.Now())
+	v, err := c.readView(ctx, t)
 	if err != nil {
 		return nil, err
 	}

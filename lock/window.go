@@ -34,7 +34,11 @@ type view struct {
 // that the few slots left free are found at once, not one window per poll. A window whose slots
 // are all finished is followed by a read of the whole group: only a whole view can say the group
 // is finished.
-func (c *Client) readView(ctx context.Context, t target, now time.Time) (view, error) {
+//
+// Whether a window has a free slot is judged on the clock as it reads after that window's Query:
+// in the skew-immune mode this is when the round starts watching a holder's version, and it must
+// not be earlier than the read (a sweep's Queries take a while; so may the SDK's retries).
+func (c *Client) readView(ctx context.Context, t target) (view, error) {
 	if t.mutex || t.n <= windowSize {
 		slots, meta, err := c.readAll(ctx, t.pk)
 		return view{slots: slots, meta: meta, lo: 0, hi: t.n}, err
@@ -61,7 +65,7 @@ func (c *Client) readView(ctx context.Context, t target, now time.Time) (view, e
 		if lo == 0 {
 			meta, metaRead = v.meta, true
 		}
-		if i == reads-1 || c.anyFree(t, v, now) {
+		if i == reads-1 || c.anyFree(t, v, c.clock.Now()) {
 			break
 		}
 	}

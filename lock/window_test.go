@@ -3,12 +3,15 @@ package lock
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/stretchr/testify/require"
+
+	"github.com/dynapart/dynapart/internal/clock"
 )
 
 // A standby's poll of a large group reads one window of slots and the meta item, not the group;
@@ -88,4 +91,71 @@ func TestWindowedGroupFinished(t *testing.T) {
 	require.NoError(t, err)
 	_, err = c.TryAcquireSlot(ctx, "g", n)
 	require.ErrorIs(t, err, ErrGroupFinished)
+}
+
+// queryHookDB runs before on every Query, before it is sent.
+type queryHookDB struct {
+	DynamoDBClient
+	before func(in *dynamodb.QueryInput)
+}
+
+func (q *queryHookDB) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	if q.before != nil {
+		q.before(in)
+	}
+	return q.DynamoDBClient.Query(ctx, in, o...)
+}
+
+// windowFrom is the first sort key a windowed Query reads, or -2 for a whole-group Query.
+func windowFrom(in *dynamodb.QueryInput) int {
+	if v, ok := in.ExpressionAttributeValues[":lo"].(*typesN); ok {
+		n, _ := strconv.Atoi(v.Value)
+		return n
+	}
+	return -2
+}
+
+// bumpVersions adds one to the version of slots lo..hi-1, as their holder's renewals do.
+func bumpVersions(t *testing.T, db *dynamodb.Client, table, group string, lo, hi int) {
+	t.Helper()
+	for s := lo; s < hi; s++ {
+		_, err := db.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{TableName: aws.String(table), Key: key(groupPK(group), s),
+			UpdateExpression:          aws.String("SET version = version + :one"),
+			ExpressionAttributeValues: map[string]typesAV{":one": avN(1)}})
+		require.NoError(t, err)
+	}
+}
+
+// In the skew-immune mode a sweep that reads a window late (the sweep's earlier Queries took a
+// while) starts watching that window's versions when it read them, not when the round began: a
+// holder renewing just before the late read keeps its slot until a full TTL after that renewal.
+func TestSkewImmuneSweepWatchesFromTheRead(t *testing.T) {
+	db, table := lockTable(t)
+	ctx := context.Background()
+	const n = 130 // windows 0..63, 64..127, 128..129
+	heldGroup(t, db, table, "g", n)
+	clk := clock.NewFake(t0)
+	renewedAt := t0.Add(5 * time.Second)
+	hooked := &queryHookDB{DynamoDBClient: db}
+	hooked.before = func(in *dynamodb.QueryInput) {
+		if windowFrom(in) == 64 && clk.Now().Before(renewedAt) {
+			// The sweep reaches its second window 5s after it began; the holder renewed every
+			// slot just before that read.
+			advanceTo(clk, renewedAt)
+			bumpVersions(t, db, table, "g", 0, n)
+		}
+	}
+	c, _ := newClient(t, hooked, table, append(timingOpts(clk, "standby"), WithSkewImmune())...)
+	c.cursor = map[string]int{groupPK("g"): 0}
+
+	_, err := c.TryAcquireSlot(ctx, "g", n)
+	require.ErrorIs(t, err, ErrNoFreeSlot)
+	advanceTo(clk, t0.Add(ttl))
+	_, err = c.TryAcquireSlot(ctx, "g", n)
+	require.ErrorIs(t, err, ErrNoFreeSlot, "slots 64..127 were seen unchanged only since %s, not for a TTL", renewedAt)
+	advanceTo(clk, renewedAt.Add(ttl))
+	l, err := c.TryAcquireSlot(ctx, "g", n)
+	require.NoError(t, err, "slots 64..127 unchanged for a full TTL")
+	require.True(t, l.Slot() >= 64 && l.Slot() < 128, "slot %d", l.Slot())
+	release(t, l)
 }
