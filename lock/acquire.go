@@ -145,27 +145,29 @@ func permanentAcquireError(err error) bool {
 	return false
 }
 
-// acquireRound is one read of the group (the whole group up to windowSize slots, else one window
-// of it and the meta item: readView) followed by conditional writes on the slots it found free, in random order so that contenders starting together spread over the slots instead of
-// all fighting for slot 0. A lost race returns the winner's item (ALL_OLD), which keeps the view
-// fresh without another read; after maxLostRaces lost races the round gives up. The meta item is
-// written only by a winner that found none, so a contender that loses pays no meta write: on a
-// cold start of 64 contenders for 32 slots the median contender makes 3 calls.
+// acquireRound is one read of the group (the whole group up to windowSize slots, else a window of
+// it and the meta item: nextView) followed by conditional writes on the slots it found free, in
+// random order so that contenders starting together spread over the slots instead of all fighting
+// for slot 0. A lost race returns the winner's item (ALL_OLD), which keeps the view fresh without
+// another read; after maxLostRaces lost races the round gives up. A sweeping round whose window
+// had no free slot left for it reads on to the next windows. The meta item is written only by a
+// winner that found none, so a contender that loses pays no meta write: on a cold start of 64
+// contenders for 32 slots the median contender makes 3 calls.
 func (c *Client) acquireRound(ctx context.Context, t target) (*Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	v, err := c.readView(ctx, t)
+	r := c.newReader(t)
+	v, err := c.nextView(ctx, r)
 	if err != nil {
 		return nil, err
 	}
-	slots, meta := v.slots, v.meta
+	meta := v.meta
 	if !t.mutex && meta.exists {
 		if err := checkMeta(t.name, meta, t.n, t.meta); err != nil {
 			return nil, err
 		}
 	}
-	now := c.clock.Now()
 	// won finishes an acquisition: the meta item is written only by a winner that found none.
 	won := func(l *Lease) (*Lease, error) {
 		if !t.mutex && !meta.exists {
@@ -178,60 +180,74 @@ func (c *Client) acquireRound(ctx context.Context, t target) (*Lease, error) {
 		c.log.Info("lock: acquired", "pk", t.pk, "slot", l.slot, "token", l.token, "took_over", l.tookOver)
 		return l, nil
 	}
-	if l, err := c.adoptLanded(ctx, t, slots, now); err != nil {
+	if l, err := c.adoptLanded(ctx, t, v.slots, c.clock.Now()); err != nil {
 		return nil, err
 	} else if l != nil {
 		return won(l)
 	}
-	var free []int
-	finished := 0
-	for s := v.lo; s < v.hi; s++ {
-		it := slots[s]
-		it.sk = s
+	lostRaces := 0
+	for {
+		l, err := c.takeFree(ctx, t, v, &lostRaces)
 		switch {
-		case it.finished:
-			finished++
-		case c.isFree(t.pk, it, now):
+		case err != nil:
+			return nil, err
+		case l != nil:
+			return won(l)
+		case lostRaces >= maxLostRaces || !r.more():
+			if lostRaces > 0 {
+				return nil, errRacesLost
+			}
+			return nil, ErrNoFreeSlot
+		}
+		if v, err = c.nextView(ctx, r); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// takeFree tries the slots of v that are free, in random order, until it wins one or has lost
+// maxLostRaces races in the round (counted in *lostRaces). It returns no lease and no error when
+// it found nothing to take, and ErrGroupFinished when v is the whole group and every slot of it
+// is finished.
+func (c *Client) takeFree(ctx context.Context, t target, v view, lostRaces *int) (*Lease, error) {
+	now := c.clock.Now()
+	var free []int
+	for s := v.lo; s < v.hi; s++ {
+		it := v.slots[s]
+		it.sk = s
+		if !it.finished && c.isFree(t.pk, it, now) {
 			free = append(free, s)
 		}
 	}
-	if finished == t.n {
-		return nil, ErrGroupFinished
-	}
 	mrand.Shuffle(len(free), func(i, j int) { free[i], free[j] = free[j], free[i] })
-	lostRaces := 0
 	for _, s := range free {
-		if lostRaces == maxLostRaces {
+		if *lostRaces >= maxLostRaces {
 			// Others are taking the slots faster than our view ages: a fresh look after a
 			// jittered wait is cheaper than chasing a stale view slot by slot (thundering herd).
 			break
 		}
-		it := slots[s]
+		it := v.slots[s]
 		it.sk = s
 		l, cur, err := c.take(ctx, t, it)
 		if errors.Is(err, errTaken) {
-			slots[s] = cur
-			lostRaces++
+			v.slots[s] = cur
+			*lostRaces++
 			continue
 		}
-		if err != nil {
-			return nil, err
+		return l, err
+	}
+	if v.whole(t.n) {
+		finished := 0
+		for s := range t.n {
+			if v.slots[s].finished {
+				finished++
+			}
 		}
-		return won(l)
-	}
-	finished = 0
-	for s := v.lo; s < v.hi; s++ {
-		if slots[s].finished {
-			finished++
+		if finished == t.n {
+			return nil, ErrGroupFinished
 		}
 	}
-	if finished == t.n {
-		return nil, ErrGroupFinished
-	}
-	if lostRaces > 0 {
-		return nil, errRacesLost
-	}
-	return nil, ErrNoFreeSlot
+	return nil, nil
 }
 
 // isFree decides whether a contender may take the item now. Default rule: released, or

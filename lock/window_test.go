@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -93,17 +94,25 @@ func TestWindowedGroupFinished(t *testing.T) {
 	require.ErrorIs(t, err, ErrGroupFinished)
 }
 
-// queryHookDB runs before on every Query, before it is sent.
-type queryHookDB struct {
+// hookDB runs beforeQuery on every Query and beforeUpdate on every UpdateItem, before it is sent.
+type hookDB struct {
 	DynamoDBClient
-	before func(in *dynamodb.QueryInput)
+	beforeQuery  func(in *dynamodb.QueryInput)
+	beforeUpdate func(in *dynamodb.UpdateItemInput)
 }
 
-func (q *queryHookDB) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	if q.before != nil {
-		q.before(in)
+func (h *hookDB) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	if h.beforeQuery != nil {
+		h.beforeQuery(in)
 	}
-	return q.DynamoDBClient.Query(ctx, in, o...)
+	return h.DynamoDBClient.Query(ctx, in, o...)
+}
+
+func (h *hookDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if h.beforeUpdate != nil {
+		h.beforeUpdate(in)
+	}
+	return h.DynamoDBClient.UpdateItem(ctx, in, o...)
 }
 
 // windowFrom is the first sort key a windowed Query reads, or -2 for a whole-group Query.
@@ -136,8 +145,8 @@ func TestSkewImmuneSweepWatchesFromTheRead(t *testing.T) {
 	heldGroup(t, db, table, "g", n)
 	clk := clock.NewFake(t0)
 	renewedAt := t0.Add(5 * time.Second)
-	hooked := &queryHookDB{DynamoDBClient: db}
-	hooked.before = func(in *dynamodb.QueryInput) {
+	hooked := &hookDB{DynamoDBClient: db}
+	hooked.beforeQuery = func(in *dynamodb.QueryInput) {
 		if windowFrom(in) == 64 && clk.Now().Before(renewedAt) {
 			// The sweep reaches its second window 5s after it began; the holder renewed every
 			// slot just before that read.
@@ -157,5 +166,44 @@ func TestSkewImmuneSweepWatchesFromTheRead(t *testing.T) {
 	l, err := c.TryAcquireSlot(ctx, "g", n)
 	require.NoError(t, err, "slots 64..127 unchanged for a full TTL")
 	require.True(t, l.Slot() >= 64 && l.Slot() < 128, "slot %d", l.Slot())
+	release(t, l)
+}
+
+// takeDirect makes owner the holder of slot, with the next token and version, as a rival's
+// acquisition would.
+func takeDirect(t *testing.T, db *dynamodb.Client, table, group string, slot int, owner string) {
+	t.Helper()
+	_, err := db.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{TableName: aws.String(table), Key: key(groupPK(group), slot),
+		UpdateExpression:         aws.String("SET #o = :o, #tok = #tok + :one, version = version + :one, released = :f, expires_at = :exp"),
+		ExpressionAttributeNames: map[string]string{"#o": attrOwner, "#tok": attrToken},
+		ExpressionAttributeValues: map[string]typesAV{":o": avS(owner), ":one": avN(1), ":f": avB(false),
+			":exp": avT(time.Now().Add(time.Hour))}})
+	require.NoError(t, err)
+}
+
+// A sweep whose window's free slots were all taken by others before its writes landed goes on to
+// the next windows (as a whole-group round tries its other free slots), so TryAcquireSlot says
+// ErrNoFreeSlot only after losing two races or finding no free slot anywhere.
+func TestSweepGoesOnAfterLosingAWindow(t *testing.T) {
+	db, table := lockTable(t)
+	ctx := context.Background()
+	const n = 130
+	heldGroup(t, db, table, "g", n)
+	releaseDirect(t, db, table, "g", 5)
+	releaseDirect(t, db, table, "g", 129)
+	hooked := &hookDB{DynamoDBClient: db}
+	var rivalled atomic.Bool
+	hooked.beforeUpdate = func(in *dynamodb.UpdateItemInput) {
+		if getN(in.Key, attrSK) == 5 && !rivalled.Swap(true) {
+			takeDirect(t, db, table, "g", 5, "rival")
+		}
+	}
+	c, err := New(hooked, table, WithOwner("standby"))
+	require.NoError(t, err)
+	c.cursor = map[string]int{groupPK("g"): 0}
+	l, err := c.TryAcquireSlot(ctx, "g", n)
+	require.NoError(t, err, "slot 129 was free all along")
+	require.True(t, rivalled.Load())
+	require.Equal(t, 129, l.Slot())
 	release(t, l)
 }
