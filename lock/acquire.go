@@ -104,8 +104,11 @@ func (c *Client) acquireWait(ctx context.Context, t target) (*Lease, error) {
 		l, err := c.acquireRound(ctx, t)
 		pause := c.jitter()
 		// After a full sweep found nothing free, a poll reads one window; after a round that lost
-		// the races for free slots, the next one sweeps again.
-		t.sweep = errors.Is(err, errRacesLost)
+		// the races for free slots, the next one sweeps again, and so does the round after one
+		// that failed before its sweep was done.
+		if errors.Is(err, ErrNoFreeSlot) {
+			t.sweep = errors.Is(err, errRacesLost)
+		}
 		switch {
 		case err == nil:
 			return l, nil

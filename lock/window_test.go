@@ -94,17 +94,23 @@ func TestWindowedGroupFinished(t *testing.T) {
 	require.ErrorIs(t, err, ErrGroupFinished)
 }
 
-// hookDB runs beforeQuery on every Query and beforeUpdate on every UpdateItem, before it is sent.
+// hookDB runs beforeQuery on every Query and beforeUpdate on every UpdateItem, before it is sent,
+// and fails the next failQueries Queries with errInjected.
 type hookDB struct {
 	DynamoDBClient
 	beforeQuery  func(in *dynamodb.QueryInput)
 	beforeUpdate func(in *dynamodb.UpdateItemInput)
+	failQueries  atomic.Int32
 }
 
 func (h *hookDB) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
 	if h.beforeQuery != nil {
 		h.beforeQuery(in)
 	}
+	if h.failQueries.Add(-1) >= 0 {
+		return nil, errInjected
+	}
+	h.failQueries.Store(0)
 	return h.DynamoDBClient.Query(ctx, in, o...)
 }
 
@@ -206,4 +212,38 @@ func TestSweepGoesOnAfterLosingAWindow(t *testing.T) {
 	require.True(t, rivalled.Load())
 	require.Equal(t, 129, l.Slot())
 	release(t, l)
+}
+
+// A standby whose first round failed (DynamoDB unreachable for a moment) sweeps the group at its
+// next round: the first round that reads anything looks at every window.
+func TestStandbySweepsAfterFailedFirstRound(t *testing.T) {
+	db, table := lockTable(t)
+	const n = 130
+	heldGroup(t, db, table, "g", n)
+	releaseDirect(t, db, table, "g", 129)
+	hooked := &hookDB{DynamoDBClient: db}
+	hooked.failQueries.Store(1)
+	clk := clock.NewFake(time.Now().Truncate(time.Millisecond)) // heldGroup's leases are an hour long from now
+	c, ev := newClient(t, hooked, table, timingOpts(clk, "standby")...)
+	c.cursor = map[string]int{groupPK("g"): 0}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	res := standby(ctx, c, "g", n)
+	waits := 0
+	for {
+		select {
+		case wake := <-ev.standby:
+			waits++
+			advanceTo(clk, wake)
+			continue
+		case got := <-res:
+			require.NoError(t, got.err)
+			require.Equal(t, 129, got.lease.Slot())
+			require.Equal(t, 1, waits, "one wait after the failed round, then a sweep finds slot 129")
+			release(t, got.lease)
+		case <-time.After(failsafe):
+			t.Fatal("timed out waiting for the standby")
+		}
+		return
+	}
 }
