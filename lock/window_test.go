@@ -247,3 +247,50 @@ func TestStandbySweepsAfterFailedFirstRound(t *testing.T) {
 		return
 	}
 }
+
+// A poll that reads one window still settles an acquisition write of ours, in another window,
+// whose outcome stayed unknown and that landed later: it is adopted, not left held by nobody.
+func TestWindowedPollAdoptsLateLandingOutsideWindow(t *testing.T) {
+	db, table := lockTable(t)
+	ctx := context.Background()
+	const n = 130
+	heldGroup(t, db, table, "g", n)
+	releaseDirect(t, db, table, "g", 5)
+	late := &lateWrite{DynamoDBClient: db}
+	c, err := New(late, table, WithOwner("a"))
+	require.NoError(t, err)
+	c.cursor = map[string]int{groupPK("g"): 0}
+	late.arm()
+	_, err = c.TryAcquireSlot(ctx, "g", n)
+	require.ErrorIs(t, err, errInjected, "the outcome of a's write on slot 5 is unknown to a")
+	require.NoError(t, late.deliver(), "the write lands late")
+
+	c.cursor[groupPK("g")] = 1 // the next poll reads slots 64..127 only
+	tg, err := c.slotTarget("g", n, nil)
+	require.NoError(t, err)
+	l, err := c.acquireRound(ctx, tg)
+	require.NoError(t, err, "the landed write is adopted")
+	require.Equal(t, 5, l.Slot())
+	require.Equal(t, int64(2), l.Token())
+	require.Zero(t, late.unsettled(c))
+	release(t, l)
+}
+
+// A poll of a window that does not hold the meta item still reads it: a worker with another n
+// is refused.
+func TestWindowedPollChecksMeta(t *testing.T) {
+	db, table := lockTable(t)
+	ctx := context.Background()
+	heldGroup(t, db, table, "g", 200)
+	releaseDirect(t, db, table, "g", 70)
+	c, err := New(db, table, WithOwner("other-n"))
+	require.NoError(t, err)
+	c.cursor = map[string]int{groupPK("g"): 1} // slots 64..127, where slot 70 is free
+	tg, err := c.slotTarget("g", 130, nil)
+	require.NoError(t, err)
+	_, err = c.acquireRound(ctx, tg)
+	var gm *GroupMismatchError
+	require.ErrorAs(t, err, &gm)
+	require.Equal(t, "n", gm.Field)
+	require.True(t, getB(rawItem(t, db, table, groupPK("g"), 70), attrReleased), "slot 70 untouched")
+}
