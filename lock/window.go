@@ -28,6 +28,16 @@ type view struct {
 // whole reports whether the view holds every slot of an n-slot group.
 func (v view) whole(n int) bool { return v.lo == 0 && v.hi == n }
 
+// allFinished reports whether every slot lo..hi-1 is finished.
+func (v view) allFinished() bool {
+	for s := v.lo; s < v.hi; s++ {
+		if !v.slots[s].finished {
+			return false
+		}
+	}
+	return true
+}
+
 // groupReader reads the group for one acquisition round (nextView). A group larger than
 // windowSize is read one window at a time, the windows taken in turn from a random first one, so a
 // lone standby looks at every slot within ceil(n/windowSize) polls and standbys starting together
@@ -35,8 +45,10 @@ func (v view) whole(n int) bool { return v.lo == 0 && v.hi == n }
 // has a slot it may take, or it has read them all: TryAcquireSlot sweeps, and so does a waiting
 // standby's first round and its round after one that saw a free slot but lost the races for it
 // (the group is in flux: others are taking and releasing slots), so that the few slots left free
-// are found at once, not one window per poll. A window whose slots are all finished is followed
-// by a read of the whole group: only a whole view can say the group is finished.
+// are found at once, not one window per poll. A window whose slots are all finished (a job winding
+// down) is followed by the next window, so a poll's cost stays bounded while slots finish; when
+// the last window a round reads is all finished, the whole group is read: only a whole view can
+// say the group is finished.
 type groupReader struct {
 	t       target
 	windows int // 0: the group is read whole
@@ -85,7 +97,8 @@ func (c *Client) nextView(ctx context.Context, r *groupReader) (view, error) {
 		if v, err = c.readWindow(ctx, r, k); err != nil {
 			return view{}, err
 		}
-		if !t.sweep || r.read == r.windows || c.anyFree(t, v, c.clock.Now()) {
+		// A poll stops at a window with an unfinished slot, a sweep at one with a slot it may take.
+		if r.read == r.windows || (!t.sweep && !v.allFinished()) || (t.sweep && c.anyFree(t, v, c.clock.Now())) {
 			break
 		}
 	}
@@ -102,10 +115,8 @@ func (c *Client) nextView(ctx context.Context, r *groupReader) (view, error) {
 		}
 	}
 	v.meta = r.meta
-	for s := v.lo; s < v.hi; s++ {
-		if !v.slots[s].finished {
-			return v, nil
-		}
+	if !v.allFinished() {
+		return v, nil
 	}
 	r.read = r.windows // the whole group is read now
 	slots, meta, err := c.readAll(ctx, t.pk)

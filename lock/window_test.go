@@ -294,3 +294,33 @@ func TestWindowedPollChecksMeta(t *testing.T) {
 	require.Equal(t, "n", gm.Field)
 	require.True(t, getB(rawItem(t, db, table, groupPK("g"), 70), attrReleased), "slot 70 untouched")
 }
+
+// finishDirect marks slots lo..hi-1 finished.
+func finishDirect(t *testing.T, db *dynamodb.Client, table, group string, lo, hi int) {
+	t.Helper()
+	for s := lo; s < hi; s++ {
+		_, err := db.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{TableName: aws.String(table), Key: key(groupPK(group), s),
+			UpdateExpression: aws.String("SET finished = :t"), ExpressionAttributeValues: map[string]typesAV{":t": avB(true)}})
+		require.NoError(t, err)
+	}
+}
+
+// A poll whose window is all finished (a job winding down) reads on to the next window with an
+// unfinished slot rather than the whole group: its cost stays bounded while slots finish.
+func TestWindowedPollSkipsFinishedWindow(t *testing.T) {
+	db, table := lockTable(t)
+	ctx := context.Background()
+	const n = 300
+	heldGroup(t, db, table, "g", n)
+	finishDirect(t, db, table, "g", 0, windowSize)
+	cdb := &capacityDB{DynamoDBClient: db}
+	c, err := New(cdb, table, WithOwner("standby"))
+	require.NoError(t, err)
+	c.cursor = map[string]int{groupPK("g"): 0}
+	tg, err := c.slotTarget("g", n, nil)
+	require.NoError(t, err)
+	_, err = c.acquireRound(ctx, tg)
+	require.ErrorIs(t, err, ErrNoFreeSlot)
+	require.LessOrEqual(t, cdb.items.Load(), int64(2*windowSize+1), "window 0 (all finished, and the meta item), then window 1")
+	require.Equal(t, 2, c.cursor[groupPK("g")], "the next poll reads window 2")
+}
