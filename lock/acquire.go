@@ -498,8 +498,7 @@ func (c *Client) recordMeta(ctx context.Context, t target) error {
 	}
 	have := decodeMeta(cf.Item)
 	if !have.exists {
-		_, have, err = c.readAll(ctx, t.pk)
-		if err != nil {
+		if have, err = c.readMeta(ctx, t.pk); err != nil {
 			return err
 		}
 	}

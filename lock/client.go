@@ -111,7 +111,7 @@ func WithSafetyMargin(d time.Duration) Option {
 	return func(c *Client) { c.margin, c.marginSet = d, true }
 }
 
-// WithPollInterval sets how often a standby re-reads the group; each wait is jittered between
+// WithPollInterval sets how often a standby re-reads the group (or a window of it); each wait is jittered between
 // half and the full interval so standbys do not poll in step. Default 1s.
 func WithPollInterval(d time.Duration) Option { return func(c *Client) { c.poll = d } }
 
