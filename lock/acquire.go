@@ -294,104 +294,128 @@ func (c *Client) isFree(pk string, it slotItem, now time.Time) bool {
 //     nobody until it expires.
 func (c *Client) take(ctx context.Context, t target, it slotItem) (*Lease, slotItem, error) {
 	now := c.clock.Now()
-	exp := now.Add(c.ttl)
-	token, version := it.token+1, it.version+1
-	nonce := rand.Text() // 128 random bits
-	// ours checks owner and token besides the nonce because a contender running an older version of
-	// this package takes a slot over without replacing the nonce.
-	ours := func(cur slotItem) bool {
-		return cur.nonce == nonce && cur.owner == c.owner && cur.token == token && !cur.released
+	w := &takeWrite{t: t, before: it, owner: c.owner, token: it.token + 1, version: it.version + 1,
+		nonce: rand.Text(), now: now, exp: now.Add(c.ttl)}
+	newItem, err := c.sendTake(ctx, w)
+	if err != nil {
+		return c.settleTake(ctx, w, err)
 	}
-	var newItem map[string]types.AttributeValue
-	var err error
+	got := decodeSlot(newItem)
+	got.sk = it.sk
+	return c.newLease(t, it, got, now), slotItem{}, nil
+}
+
+// takeWrite is one acquisition write of take.
+type takeWrite struct {
+	t              target
+	before         slotItem // the item as read, which the write replaces
+	owner          string
+	token, version int64
+	nonce          string // fresh per write: 128 random bits
+	now, exp       time.Time
+}
+
+// ours reports whether cur is the item this write made. It checks owner and token besides the
+// nonce because a contender running an older version of this package takes a slot over without
+// replacing the nonce.
+func (w *takeWrite) ours(cur slotItem) bool {
+	return cur.nonce == w.nonce && cur.owner == w.owner && cur.token == w.token && !cur.released
+}
+
+// sendTake sends the write: a Put that the item must not exist for, or an Update that requires
+// the item unchanged since it was read (token, version, released) and not finished. It returns the
+// item as written.
+func (c *Client) sendTake(ctx context.Context, w *takeWrite) (map[string]types.AttributeValue, error) {
+	it := w.before
 	if !it.exists {
-		item := key(t.pk, it.sk)
-		item[attrOwner] = avS(c.owner)
-		item[attrToken] = avN(token)
-		item[attrVersion] = avN(version)
-		item[attrExpiresAt] = avT(exp)
-		item[attrAcquiredAt] = avT(now)
+		item := key(w.t.pk, it.sk)
+		item[attrOwner] = avS(w.owner)
+		item[attrToken] = avN(w.token)
+		item[attrVersion] = avN(w.version)
+		item[attrExpiresAt] = avT(w.exp)
+		item[attrAcquiredAt] = avT(w.now)
 		item[attrReleased] = avB(false)
-		item[attrNonce] = avS(nonce)
-		_, err = c.db.PutItem(ctx, &dynamodb.PutItemInput{
+		item[attrNonce] = avS(w.nonce)
+		_, err := c.db.PutItem(ctx, &dynamodb.PutItemInput{
 			TableName:                           aws.String(c.table),
 			Item:                                item,
 			ConditionExpression:                 aws.String("attribute_not_exists(#pk)"),
 			ExpressionAttributeNames:            map[string]string{"#pk": attrPK},
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		})
-		newItem = item
-	} else {
-		var out *dynamodb.UpdateItemOutput
-		out, err = c.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-			TableName: aws.String(c.table),
-			Key:       key(t.pk, it.sk),
-			UpdateExpression: aws.String("SET #owner = :owner, #token = :token, #version = :version, " +
-				"#exp = :exp, #acq = :acq, #rel = :false, #nonce = :nonce"),
-			ConditionExpression: aws.String("#token = :oldToken AND #version = :oldVersion AND #rel = :oldRel AND " +
-				"(attribute_not_exists(#fin) OR #fin = :false)"),
-			ExpressionAttributeNames: map[string]string{
-				"#owner": attrOwner, "#token": attrToken, "#version": attrVersion, "#exp": attrExpiresAt,
-				"#acq": attrAcquiredAt, "#rel": attrReleased, "#fin": attrFinished, "#nonce": attrNonce,
-			},
-			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":owner": avS(c.owner), ":token": avN(token), ":version": avN(version), ":exp": avT(exp),
-				":acq": avT(now), ":false": avB(false), ":oldToken": avN(it.token), ":oldVersion": avN(it.version),
-				":oldRel": avB(it.released), ":nonce": avS(nonce),
-			},
-			ReturnValues:                        types.ReturnValueAllNew,
-			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		})
-		if out != nil {
-			newItem = out.Attributes
-		}
+		return item, err
 	}
+	out, err := c.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(c.table),
+		Key:       key(w.t.pk, it.sk),
+		UpdateExpression: aws.String("SET #owner = :owner, #token = :token, #version = :version, " +
+			"#exp = :exp, #acq = :acq, #rel = :false, #nonce = :nonce"),
+		ConditionExpression: aws.String("#token = :oldToken AND #version = :oldVersion AND #rel = :oldRel AND " +
+			"(attribute_not_exists(#fin) OR #fin = :false)"),
+		ExpressionAttributeNames: map[string]string{
+			"#owner": attrOwner, "#token": attrToken, "#version": attrVersion, "#exp": attrExpiresAt,
+			"#acq": attrAcquiredAt, "#rel": attrReleased, "#fin": attrFinished, "#nonce": attrNonce,
+		},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":owner": avS(w.owner), ":token": avN(w.token), ":version": avN(w.version), ":exp": avT(w.exp),
+			":acq": avT(w.now), ":false": avB(false), ":oldToken": avN(it.token), ":oldVersion": avN(it.version),
+			":oldRel": avB(it.released), ":nonce": avS(w.nonce),
+		},
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
 	if err != nil {
-		if cf, ok := conditionFailed(err); ok {
-			cur := decodeSlot(cf.Item)
-			if !cur.exists {
-				// No ALL_OLD (the item is gone, or the service left it out): read what beat us.
-				var rerr error
-				if cur, rerr = c.readSlot(ctx, t.pk, it.sk); rerr != nil {
-					return nil, slotItem{}, rerr
-				}
-			}
-			cur.sk = it.sk
-			if ours(cur) {
-				c.log.Info("lock: acquisition found landed by an earlier attempt whose answer was lost",
-					"pk", t.pk, "slot", it.sk, "token", token)
-				return c.newLease(t, it, cur, now), slotItem{}, nil
-			}
-			return nil, cur, errTaken
-		}
-		err = c.tableErr(err)
-		var te *TableError
-		if errors.As(err, &te) {
-			return nil, slotItem{}, fmt.Errorf("lock: acquire %s/%d: %w", t.pk, it.sk, err)
-		}
-		if ctx.Err() != nil {
-			c.rememberUnsettled(t.pk, it, nonce, token) // cancelled in flight: it may still land
-			return nil, slotItem{}, fmt.Errorf("lock: acquire %s/%d: %w", t.pk, it.sk, err)
-		}
-		// The outcome is unknown (timeout, transport): a consistent re-read settles it, so a write
-		// that did land is not left holding a slot nobody uses until it expires.
-		cur, rerr := c.readSlot(ctx, t.pk, it.sk)
-		switch {
-		case rerr != nil:
-			c.rememberUnsettled(t.pk, it, nonce, token)
-			return nil, slotItem{}, fmt.Errorf("lock: acquire %s/%d: %w", t.pk, it.sk, errors.Join(err, rerr))
-		case ours(cur):
-			return c.newLease(t, it, cur, now), slotItem{}, nil
-		case cur.exists && (cur.token != it.token || cur.version != it.version):
-			return nil, cur, errTaken // our write's condition can no longer hold: it never lands
-		default:
-			c.rememberUnsettled(t.pk, it, nonce, token)
-			return nil, slotItem{}, fmt.Errorf("lock: acquire %s/%d: %w", t.pk, it.sk, err)
-		}
+		return nil, err
 	}
-	got := decodeSlot(newItem)
-	got.sk = it.sk
-	return c.newLease(t, it, got, now), slotItem{}, nil
+	return out.Attributes, nil
+}
+
+// settleTake decides what a write that did not report success did (see take): a failed condition
+// is a lost race unless the item found is ours; an unknown outcome is settled by a consistent
+// re-read, or remembered as unsettled when that cannot tell.
+func (c *Client) settleTake(ctx context.Context, w *takeWrite, err error) (*Lease, slotItem, error) {
+	t, it := w.t, w.before
+	if cf, ok := conditionFailed(err); ok {
+		cur := decodeSlot(cf.Item)
+		if !cur.exists {
+			// No ALL_OLD (the item is gone, or the service left it out): read what beat us.
+			var rerr error
+			if cur, rerr = c.readSlot(ctx, t.pk, it.sk); rerr != nil {
+				return nil, slotItem{}, rerr
+			}
+		}
+		cur.sk = it.sk
+		if w.ours(cur) {
+			c.log.Info("lock: acquisition found landed by an earlier attempt whose answer was lost",
+				"pk", t.pk, "slot", it.sk, "token", w.token)
+			return c.newLease(t, it, cur, w.now), slotItem{}, nil
+		}
+		return nil, cur, errTaken
+	}
+	err = c.tableErr(err)
+	var te *TableError
+	if errors.As(err, &te) {
+		return nil, slotItem{}, fmt.Errorf("lock: acquire %s/%d: %w", t.pk, it.sk, err)
+	}
+	if ctx.Err() != nil {
+		c.rememberUnsettled(t.pk, it, w.nonce, w.token) // cancelled in flight: it may still land
+		return nil, slotItem{}, fmt.Errorf("lock: acquire %s/%d: %w", t.pk, it.sk, err)
+	}
+	// The outcome is unknown (timeout, transport): a consistent re-read settles it, so a write
+	// that did land is not left holding a slot nobody uses until it expires.
+	cur, rerr := c.readSlot(ctx, t.pk, it.sk)
+	switch {
+	case rerr != nil:
+		c.rememberUnsettled(t.pk, it, w.nonce, w.token)
+		return nil, slotItem{}, fmt.Errorf("lock: acquire %s/%d: %w", t.pk, it.sk, errors.Join(err, rerr))
+	case w.ours(cur):
+		return c.newLease(t, it, cur, w.now), slotItem{}, nil
+	case cur.exists && (cur.token != it.token || cur.version != it.version):
+		return nil, cur, errTaken // our write's condition can no longer hold: it never lands
+	default:
+		c.rememberUnsettled(t.pk, it, w.nonce, w.token)
+		return nil, slotItem{}, fmt.Errorf("lock: acquire %s/%d: %w", t.pk, it.sk, err)
+	}
 }
 
 // rememberUnsettled records an acquisition write of unknown outcome that may still land.
