@@ -324,3 +324,52 @@ func TestWindowedPollSkipsFinishedWindow(t *testing.T) {
 	require.LessOrEqual(t, cdb.items.Load(), int64(2*windowSize+1), "window 0 (all finished, and the meta item), then window 1")
 	require.Equal(t, 2, c.cursor[groupPK("g")], "the next poll reads window 2")
 }
+
+// A skew-immune standby that sees each window only every ceil(n/windowSize) polls takes a slot
+// only once it has watched the slot's version unchanged for a full TTL: never while the holder
+// renews, and not until a TTL after the holder's last renewal.
+func TestSkewImmuneWindowedStandby(t *testing.T) {
+	db, table := lockTable(t)
+	const n = 130
+	heldGroup(t, db, table, "g", n)
+	held := []int{10, 70, 129} // one unfinished slot per window
+	for lo, s := 0, 0; s <= len(held); s++ {
+		hi := n
+		if s < len(held) {
+			hi = held[s]
+		}
+		finishDirect(t, db, table, "g", lo, hi)
+		lo = hi + 1
+	}
+	clk := clock.NewFake(t0)
+	c, ev := newClient(t, db, table, append(timingOpts(clk, "standby"), WithSkewImmune())...)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	res := standby(ctx, c, "g", n)
+	lastRenew, crash := t0, t0.Add(20*time.Second)
+	for {
+		select {
+		case wake := <-ev.standby:
+			// The holder renews every slot each heartbeat until it crashes.
+			for r := lastRenew.Add(hb); !r.After(wake) && !r.After(crash); r = r.Add(hb) {
+				advanceTo(clk, r)
+				for _, s := range held {
+					bumpVersions(t, db, table, "g", s, s+1)
+				}
+				lastRenew = r
+			}
+			advanceTo(clk, wake)
+			continue
+		case got := <-res:
+			require.NoError(t, got.err)
+			require.Contains(t, held, got.lease.Slot())
+			at := got.lease.AcquiredAt()
+			require.False(t, at.Before(lastRenew.Add(ttl)), "taken at %s, last renewal at %s", at, lastRenew)
+			require.False(t, at.After(lastRenew.Add(ttl+4*poll)), "taken at %s: each window is seen every 3 polls", at)
+			release(t, got.lease)
+		case <-time.After(failsafe):
+			t.Fatal("timed out waiting for the standby")
+		}
+		return
+	}
+}
