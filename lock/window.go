@@ -102,6 +102,11 @@ func (c *Client) nextView(ctx context.Context, r *groupReader) (view, error) {
 			break
 		}
 	}
+	if v.allFinished() {
+		r.read = r.windows // the whole group is read now
+		slots, meta, err := c.readAll(ctx, t.pk)
+		return view{slots: slots, meta: meta, lo: 0, hi: t.n}, err
+	}
 	if first {
 		if !r.hasMeta {
 			var err error
@@ -115,12 +120,7 @@ func (c *Client) nextView(ctx context.Context, r *groupReader) (view, error) {
 		}
 	}
 	v.meta = r.meta
-	if !v.allFinished() {
-		return v, nil
-	}
-	r.read = r.windows // the whole group is read now
-	slots, meta, err := c.readAll(ctx, t.pk)
-	return view{slots: slots, meta: meta, lo: 0, hi: t.n}, err
+	return v, nil
 }
 
 // readWindow reads window k of the group; window 0 brings the meta item with it.
