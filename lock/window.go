@@ -47,8 +47,8 @@ func (v view) allFinished() bool {
 // (the group is in flux: others are taking and releasing slots), so that the few slots left free
 // are found at once, not one window per poll. A window whose slots are all finished (a job winding
 // down) is followed by the next window, so a poll's cost stays bounded while slots finish; when
-// the last window a round reads is all finished, the whole group is read: only a whole view can
-// say the group is finished.
+// every window a round read was all finished, the whole group is read: only a whole view can say
+// the group is finished.
 type groupReader struct {
 	t       target
 	windows int // 0: the group is read whole
@@ -56,6 +56,8 @@ type groupReader struct {
 	read    int // windows read so far in this round
 	meta    metaItem
 	hasMeta bool // meta was read (it may not exist)
+	// unfinished: a window read in this round had an unfinished slot, so the group is not finished.
+	unfinished bool
 }
 
 func (c *Client) newReader(t target) *groupReader {
@@ -90,19 +92,20 @@ func (c *Client) nextView(ctx context.Context, r *groupReader) (view, error) {
 	for r.read < r.windows {
 		k := (r.start + r.read) % r.windows
 		if r.read > 0 {
-			c.setCursor(t.pk, (k+1)%r.windows) // a sweep takes the windows in turn on its own
+			c.setCursor(t.pk, (k+1)%r.windows) // a round that reads on moves the cursor past it
 		}
 		r.read++
 		var err error
 		if v, err = c.readWindow(ctx, r, k); err != nil {
 			return view{}, err
 		}
+		r.unfinished = r.unfinished || !v.allFinished()
 		// A poll stops at a window with an unfinished slot, a sweep at one with a slot it may take.
 		if r.read == r.windows || (!t.sweep && !v.allFinished()) || (t.sweep && c.anyFree(t, v, c.clock.Now())) {
 			break
 		}
 	}
-	if v.allFinished() {
+	if !r.unfinished {
 		r.read = r.windows // the whole group is read now
 		slots, meta, err := c.readAll(ctx, t.pk)
 		return view{slots: slots, meta: meta, lo: 0, hi: t.n}, err

@@ -373,3 +373,20 @@ func TestSkewImmuneWindowedStandby(t *testing.T) {
 		return
 	}
 }
+
+// A sweep that finds nothing free and ends on an all-finished window does not read the group a
+// second time when it has seen unfinished slots: the group is not finished.
+func TestSweepEndingOnFinishedWindowReadsOnce(t *testing.T) {
+	db, table := lockTable(t)
+	ctx := context.Background()
+	const n = 200 // windows 0..63, 64..127, 128..191, 192..199
+	heldGroup(t, db, table, "g", n)
+	finishDirect(t, db, table, "g", 192, n)
+	cdb := &capacityDB{DynamoDBClient: db}
+	c, err := New(cdb, table, WithOwner("standby"))
+	require.NoError(t, err)
+	c.cursor = map[string]int{groupPK("g"): 0}
+	_, err = c.TryAcquireSlot(ctx, "g", n)
+	require.ErrorIs(t, err, ErrNoFreeSlot)
+	require.Equal(t, int64(n+1), cdb.items.Load(), "every slot and the meta item, once")
+}
