@@ -41,7 +41,7 @@ type target struct {
 	n     int
 	meta  map[string]string
 	mutex bool
-	sweep bool // read window after window until one has a free slot (readView)
+	sweep bool // read window after window until one has a free slot (groupReader)
 }
 
 // maxLostRaces is how many conditional writes a round may lose before it gives up (see
@@ -55,8 +55,9 @@ var errTaken = errors.New("lock: slot taken by another contender")
 var errRacesLost = fmt.Errorf("%w: lost the races for the free slots seen", ErrNoFreeSlot)
 
 // AcquireSlot takes one free slot of group (slots 0..n-1), waiting as a hot standby while every
-// slot is held: it polls (jittered, on the client's clock) and takes a slot as soon as its holder
-// releases it or lets it expire. It returns ErrGroupFinished once every slot is finished, a
+// slot is held: it polls (jittered, on the client's clock) and takes a slot as soon as it sees its
+// holder release it or let it expire (a poll of a group of more than 64 slots reads 64 of them:
+// see the package doc). It returns ErrGroupFinished once every slot is finished, a
 // *GroupMismatchError when the group was set up with another n or meta, and ctx's error when ctx
 // ends first.
 func (c *Client) AcquireSlot(ctx context.Context, group string, n int, opts ...AcquireOption) (*Lease, error) {

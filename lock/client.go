@@ -57,7 +57,7 @@ type Client struct {
 	// acquireRound adopts such a write when it finds it landed, instead of waiting out a lease
 	// that we hold and nobody uses.
 	unsettled map[itemKey]unsettledTake
-	// cursor is, per group pk larger than windowSize, the window the next round reads (readView).
+	// cursor is, per group pk larger than windowSize, the window the next round reads (nextView).
 	cursor map[string]int
 
 	hooks testHooks
