@@ -42,7 +42,7 @@ type target struct {
 	meta  map[string]string
 	defs  map[string]string // meta defaults, see WithGroupMetaDefaults
 	mutex bool
-	sweep bool // read window after window until one has a free slot (readView)
+	sweep bool // read window after window until one has a free slot (groupReader)
 }
 
 // maxLostRaces is how many conditional writes a round may lose before it gives up (see
@@ -56,8 +56,9 @@ var errTaken = errors.New("lock: slot taken by another contender")
 var errRacesLost = fmt.Errorf("%w: lost the races for the free slots seen", ErrNoFreeSlot)
 
 // AcquireSlot takes one free slot of group (slots 0..n-1), waiting as a hot standby while every
-// slot is held: it polls (jittered, on the client's clock) and takes a slot as soon as its holder
-// releases it or lets it expire. It returns ErrGroupFinished once every slot is finished, a
+// slot is held: it polls (jittered, on the client's clock) and takes a slot as soon as it sees its
+// holder release it or let it expire (a poll of a group of more than 64 slots reads 64 of them:
+// see the package doc). It returns ErrGroupFinished once every slot is finished, a
 // *GroupMismatchError when the group was set up with another n or meta, and ctx's error when ctx
 // ends first.
 func (c *Client) AcquireSlot(ctx context.Context, group string, n int, opts ...AcquireOption) (*Lease, error) {
@@ -105,8 +106,11 @@ func (c *Client) acquireWait(ctx context.Context, t target) (*Lease, error) {
 		l, err := c.acquireRound(ctx, t)
 		pause := c.jitter()
 		// After a full sweep found nothing free, a poll reads one window; after a round that lost
-		// the races for free slots, the next one sweeps again.
-		t.sweep = errors.Is(err, errRacesLost)
+		// the races for free slots, the next one sweeps again, and so does the round after one
+		// that failed before its sweep was done.
+		if errors.Is(err, ErrNoFreeSlot) {
+			t.sweep = errors.Is(err, errRacesLost)
+		}
 		switch {
 		case err == nil:
 			return l, nil
@@ -146,27 +150,29 @@ func permanentAcquireError(err error) bool {
 	return false
 }
 
-// acquireRound is one read of the group (the whole group up to windowSize slots, else one window
-// of it and the meta item: readView) followed by conditional writes on the slots it found free, in random order so that contenders starting together spread over the slots instead of
-// all fighting for slot 0. A lost race returns the winner's item (ALL_OLD), which keeps the view
-// fresh without another read; after maxLostRaces lost races the round gives up. The meta item is
-// written only by a winner that found none, so a contender that loses pays no meta write: on a
-// cold start of 64 contenders for 32 slots the median contender makes 3 calls.
+// acquireRound is one read of the group (the whole group up to windowSize slots, else a window of
+// it and the meta item: nextView) followed by conditional writes on the slots it found free, in
+// random order so that contenders starting together spread over the slots instead of all fighting
+// for slot 0. A lost race returns the winner's item (ALL_OLD), which keeps the view fresh without
+// another read; after maxLostRaces lost races the round gives up. A sweeping round whose window
+// had no free slot left for it reads on to the next windows. The meta item is written only by a
+// winner that found none, so a contender that loses pays no meta write: on a cold start of 64
+// contenders for 32 slots the median contender makes 3 calls.
 func (c *Client) acquireRound(ctx context.Context, t target) (*Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	v, err := c.readView(ctx, t, c.clock.Now())
+	r := c.newReader(t)
+	v, err := c.nextView(ctx, r)
 	if err != nil {
 		return nil, err
 	}
-	slots, meta := v.slots, v.meta
+	meta := v.meta
 	if !t.mutex && meta.exists {
 		if err := checkMeta(t, meta); err != nil {
 			return nil, err
 		}
 	}
-	now := c.clock.Now()
 	// won finishes an acquisition: the meta item is written only by a winner that found none.
 	won := func(l *Lease) (*Lease, error) {
 		if !t.mutex && !meta.exists {
@@ -179,60 +185,74 @@ func (c *Client) acquireRound(ctx context.Context, t target) (*Lease, error) {
 		c.log.Info("lock: acquired", "pk", t.pk, "slot", l.slot, "token", l.token, "took_over", l.tookOver)
 		return l, nil
 	}
-	if l, err := c.adoptLanded(ctx, t, slots, now); err != nil {
+	if l, err := c.adoptLanded(ctx, t, v.slots, c.clock.Now()); err != nil {
 		return nil, err
 	} else if l != nil {
 		return won(l)
 	}
-	var free []int
-	finished := 0
-	for s := v.lo; s < v.hi; s++ {
-		it := slots[s]
-		it.sk = s
+	lostRaces := 0
+	for {
+		l, err := c.takeFree(ctx, t, v, &lostRaces)
 		switch {
-		case it.finished:
-			finished++
-		case c.isFree(t.pk, it, now):
+		case err != nil:
+			return nil, err
+		case l != nil:
+			return won(l)
+		case lostRaces >= maxLostRaces || !r.more():
+			if lostRaces > 0 {
+				return nil, errRacesLost
+			}
+			return nil, ErrNoFreeSlot
+		}
+		if v, err = c.nextView(ctx, r); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// takeFree tries the slots of v that are free, in random order, until it wins one or has lost
+// maxLostRaces races in the round (counted in *lostRaces). It returns no lease and no error when
+// it found nothing to take, and ErrGroupFinished when v is the whole group and every slot of it
+// is finished.
+func (c *Client) takeFree(ctx context.Context, t target, v view, lostRaces *int) (*Lease, error) {
+	now := c.clock.Now()
+	var free []int
+	for s := v.lo; s < v.hi; s++ {
+		it := v.slots[s]
+		it.sk = s
+		if !it.finished && c.isFree(t.pk, it, now) {
 			free = append(free, s)
 		}
 	}
-	if finished == t.n {
-		return nil, ErrGroupFinished
-	}
 	mrand.Shuffle(len(free), func(i, j int) { free[i], free[j] = free[j], free[i] })
-	lostRaces := 0
 	for _, s := range free {
-		if lostRaces == maxLostRaces {
+		if *lostRaces >= maxLostRaces {
 			// Others are taking the slots faster than our view ages: a fresh look after a
 			// jittered wait is cheaper than chasing a stale view slot by slot (thundering herd).
 			break
 		}
-		it := slots[s]
+		it := v.slots[s]
 		it.sk = s
 		l, cur, err := c.take(ctx, t, it)
 		if errors.Is(err, errTaken) {
-			slots[s] = cur
-			lostRaces++
+			v.slots[s] = cur
+			*lostRaces++
 			continue
 		}
-		if err != nil {
-			return nil, err
+		return l, err
+	}
+	if v.whole(t.n) {
+		finished := 0
+		for s := range t.n {
+			if v.slots[s].finished {
+				finished++
+			}
 		}
-		return won(l)
-	}
-	finished = 0
-	for s := v.lo; s < v.hi; s++ {
-		if slots[s].finished {
-			finished++
+		if finished == t.n {
+			return nil, ErrGroupFinished
 		}
 	}
-	if finished == t.n {
-		return nil, ErrGroupFinished
-	}
-	if lostRaces > 0 {
-		return nil, errRacesLost
-	}
-	return nil, ErrNoFreeSlot
+	return nil, nil
 }
 
 // isFree decides whether a contender may take the item now. Default rule: released, or
@@ -276,104 +296,128 @@ func (c *Client) isFree(pk string, it slotItem, now time.Time) bool {
 //     nobody until it expires.
 func (c *Client) take(ctx context.Context, t target, it slotItem) (*Lease, slotItem, error) {
 	now := c.clock.Now()
-	exp := now.Add(c.ttl)
-	token, version := it.token+1, it.version+1
-	nonce := rand.Text() // 128 random bits
-	// ours checks owner and token besides the nonce because a contender running an older version of
-	// this package takes a slot over without replacing the nonce.
-	ours := func(cur slotItem) bool {
-		return cur.nonce == nonce && cur.owner == c.owner && cur.token == token && !cur.released
+	w := &takeWrite{t: t, before: it, owner: c.owner, token: it.token + 1, version: it.version + 1,
+		nonce: rand.Text(), now: now, exp: now.Add(c.ttl)}
+	newItem, err := c.sendTake(ctx, w)
+	if err != nil {
+		return c.settleTake(ctx, w, err)
 	}
-	var newItem map[string]types.AttributeValue
-	var err error
+	got := decodeSlot(newItem)
+	got.sk = it.sk
+	return c.newLease(t, it, got, now), slotItem{}, nil
+}
+
+// takeWrite is one acquisition write of take.
+type takeWrite struct {
+	t              target
+	before         slotItem // the item as read, which the write replaces
+	owner          string
+	token, version int64
+	nonce          string // fresh per write: 128 random bits
+	now, exp       time.Time
+}
+
+// ours reports whether cur is the item this write made. It checks owner and token besides the
+// nonce because a contender running an older version of this package takes a slot over without
+// replacing the nonce.
+func (w *takeWrite) ours(cur slotItem) bool {
+	return cur.nonce == w.nonce && cur.owner == w.owner && cur.token == w.token && !cur.released
+}
+
+// sendTake sends the write: a Put that the item must not exist for, or an Update that requires
+// the item unchanged since it was read (token, version, released) and not finished. It returns the
+// item as written.
+func (c *Client) sendTake(ctx context.Context, w *takeWrite) (map[string]types.AttributeValue, error) {
+	it := w.before
 	if !it.exists {
-		item := key(t.pk, it.sk)
-		item[attrOwner] = avS(c.owner)
-		item[attrToken] = avN(token)
-		item[attrVersion] = avN(version)
-		item[attrExpiresAt] = avT(exp)
-		item[attrAcquiredAt] = avT(now)
+		item := key(w.t.pk, it.sk)
+		item[attrOwner] = avS(w.owner)
+		item[attrToken] = avN(w.token)
+		item[attrVersion] = avN(w.version)
+		item[attrExpiresAt] = avT(w.exp)
+		item[attrAcquiredAt] = avT(w.now)
 		item[attrReleased] = avB(false)
-		item[attrNonce] = avS(nonce)
-		_, err = c.db.PutItem(ctx, &dynamodb.PutItemInput{
+		item[attrNonce] = avS(w.nonce)
+		_, err := c.db.PutItem(ctx, &dynamodb.PutItemInput{
 			TableName:                           aws.String(c.table),
 			Item:                                item,
 			ConditionExpression:                 aws.String("attribute_not_exists(#pk)"),
 			ExpressionAttributeNames:            map[string]string{"#pk": attrPK},
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		})
-		newItem = item
-	} else {
-		var out *dynamodb.UpdateItemOutput
-		out, err = c.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-			TableName: aws.String(c.table),
-			Key:       key(t.pk, it.sk),
-			UpdateExpression: aws.String("SET #owner = :owner, #token = :token, #version = :version, " +
-				"#exp = :exp, #acq = :acq, #rel = :false, #nonce = :nonce"),
-			ConditionExpression: aws.String("#token = :oldToken AND #version = :oldVersion AND #rel = :oldRel AND " +
-				"(attribute_not_exists(#fin) OR #fin = :false)"),
-			ExpressionAttributeNames: map[string]string{
-				"#owner": attrOwner, "#token": attrToken, "#version": attrVersion, "#exp": attrExpiresAt,
-				"#acq": attrAcquiredAt, "#rel": attrReleased, "#fin": attrFinished, "#nonce": attrNonce,
-			},
-			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":owner": avS(c.owner), ":token": avN(token), ":version": avN(version), ":exp": avT(exp),
-				":acq": avT(now), ":false": avB(false), ":oldToken": avN(it.token), ":oldVersion": avN(it.version),
-				":oldRel": avB(it.released), ":nonce": avS(nonce),
-			},
-			ReturnValues:                        types.ReturnValueAllNew,
-			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		})
-		if out != nil {
-			newItem = out.Attributes
-		}
+		return item, err
 	}
+	out, err := c.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(c.table),
+		Key:       key(w.t.pk, it.sk),
+		UpdateExpression: aws.String("SET #owner = :owner, #token = :token, #version = :version, " +
+			"#exp = :exp, #acq = :acq, #rel = :false, #nonce = :nonce"),
+		ConditionExpression: aws.String("#token = :oldToken AND #version = :oldVersion AND #rel = :oldRel AND " +
+			"(attribute_not_exists(#fin) OR #fin = :false)"),
+		ExpressionAttributeNames: map[string]string{
+			"#owner": attrOwner, "#token": attrToken, "#version": attrVersion, "#exp": attrExpiresAt,
+			"#acq": attrAcquiredAt, "#rel": attrReleased, "#fin": attrFinished, "#nonce": attrNonce,
+		},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":owner": avS(w.owner), ":token": avN(w.token), ":version": avN(w.version), ":exp": avT(w.exp),
+			":acq": avT(w.now), ":false": avB(false), ":oldToken": avN(it.token), ":oldVersion": avN(it.version),
+			":oldRel": avB(it.released), ":nonce": avS(w.nonce),
+		},
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
 	if err != nil {
-		if cf, ok := conditionFailed(err); ok {
-			cur := decodeSlot(cf.Item)
-			if !cur.exists {
-				// No ALL_OLD (the item is gone, or the service left it out): read what beat us.
-				var rerr error
-				if cur, rerr = c.readSlot(ctx, t.pk, it.sk); rerr != nil {
-					return nil, slotItem{}, rerr
-				}
-			}
-			cur.sk = it.sk
-			if ours(cur) {
-				c.log.Info("lock: acquisition found landed by an earlier attempt whose answer was lost",
-					"pk", t.pk, "slot", it.sk, "token", token)
-				return c.newLease(t, it, cur, now), slotItem{}, nil
-			}
-			return nil, cur, errTaken
-		}
-		err = c.tableErr(err)
-		var te *TableError
-		if errors.As(err, &te) {
-			return nil, slotItem{}, fmt.Errorf("lock: acquire %s/%d: %w", t.pk, it.sk, err)
-		}
-		if ctx.Err() != nil {
-			c.rememberUnsettled(t.pk, it, nonce, token) // cancelled in flight: it may still land
-			return nil, slotItem{}, fmt.Errorf("lock: acquire %s/%d: %w", t.pk, it.sk, err)
-		}
-		// The outcome is unknown (timeout, transport): a consistent re-read settles it, so a write
-		// that did land is not left holding a slot nobody uses until it expires.
-		cur, rerr := c.readSlot(ctx, t.pk, it.sk)
-		switch {
-		case rerr != nil:
-			c.rememberUnsettled(t.pk, it, nonce, token)
-			return nil, slotItem{}, fmt.Errorf("lock: acquire %s/%d: %w", t.pk, it.sk, errors.Join(err, rerr))
-		case ours(cur):
-			return c.newLease(t, it, cur, now), slotItem{}, nil
-		case cur.exists && (cur.token != it.token || cur.version != it.version):
-			return nil, cur, errTaken // our write's condition can no longer hold: it never lands
-		default:
-			c.rememberUnsettled(t.pk, it, nonce, token)
-			return nil, slotItem{}, fmt.Errorf("lock: acquire %s/%d: %w", t.pk, it.sk, err)
-		}
+		return nil, err
 	}
-	got := decodeSlot(newItem)
-	got.sk = it.sk
-	return c.newLease(t, it, got, now), slotItem{}, nil
+	return out.Attributes, nil
+}
+
+// settleTake decides what a write that did not report success did (see take): a failed condition
+// is a lost race unless the item found is ours; an unknown outcome is settled by a consistent
+// re-read, or remembered as unsettled when that cannot tell.
+func (c *Client) settleTake(ctx context.Context, w *takeWrite, err error) (*Lease, slotItem, error) {
+	t, it := w.t, w.before
+	if cf, ok := conditionFailed(err); ok {
+		cur := decodeSlot(cf.Item)
+		if !cur.exists {
+			// No ALL_OLD (the item is gone, or the service left it out): read what beat us.
+			var rerr error
+			if cur, rerr = c.readSlot(ctx, t.pk, it.sk); rerr != nil {
+				return nil, slotItem{}, rerr
+			}
+		}
+		cur.sk = it.sk
+		if w.ours(cur) {
+			c.log.Info("lock: acquisition found landed by an earlier attempt whose answer was lost",
+				"pk", t.pk, "slot", it.sk, "token", w.token)
+			return c.newLease(t, it, cur, w.now), slotItem{}, nil
+		}
+		return nil, cur, errTaken
+	}
+	err = c.tableErr(err)
+	var te *TableError
+	if errors.As(err, &te) {
+		return nil, slotItem{}, fmt.Errorf("lock: acquire %s/%d: %w", t.pk, it.sk, err)
+	}
+	if ctx.Err() != nil {
+		c.rememberUnsettled(t.pk, it, w.nonce, w.token) // cancelled in flight: it may still land
+		return nil, slotItem{}, fmt.Errorf("lock: acquire %s/%d: %w", t.pk, it.sk, err)
+	}
+	// The outcome is unknown (timeout, transport): a consistent re-read settles it, so a write
+	// that did land is not left holding a slot nobody uses until it expires.
+	cur, rerr := c.readSlot(ctx, t.pk, it.sk)
+	switch {
+	case rerr != nil:
+		c.rememberUnsettled(t.pk, it, w.nonce, w.token)
+		return nil, slotItem{}, fmt.Errorf("lock: acquire %s/%d: %w", t.pk, it.sk, errors.Join(err, rerr))
+	case w.ours(cur):
+		return c.newLease(t, it, cur, w.now), slotItem{}, nil
+	case cur.exists && (cur.token != it.token || cur.version != it.version):
+		return nil, cur, errTaken // our write's condition can no longer hold: it never lands
+	default:
+		c.rememberUnsettled(t.pk, it, w.nonce, w.token)
+		return nil, slotItem{}, fmt.Errorf("lock: acquire %s/%d: %w", t.pk, it.sk, err)
+	}
 }
 
 // rememberUnsettled records an acquisition write of unknown outcome that may still land.
@@ -480,8 +524,7 @@ func (c *Client) recordMeta(ctx context.Context, t target) error {
 	}
 	have := decodeMeta(cf.Item)
 	if !have.exists {
-		_, have, err = c.readAll(ctx, t.pk)
-		if err != nil {
+		if have, err = c.readMeta(ctx, t.pk); err != nil {
 			return err
 		}
 	}

@@ -57,7 +57,7 @@ type Client struct {
 	// acquireRound adopts such a write when it finds it landed, instead of waiting out a lease
 	// that we hold and nobody uses.
 	unsettled map[itemKey]unsettledTake
-	// cursor is, per group pk larger than windowSize, the window the next round reads (readView).
+	// cursor is, per group pk larger than windowSize, the window the next round reads (nextView).
 	cursor map[string]int
 
 	hooks testHooks
@@ -111,7 +111,7 @@ func WithSafetyMargin(d time.Duration) Option {
 	return func(c *Client) { c.margin, c.marginSet = d, true }
 }
 
-// WithPollInterval sets how often a standby re-reads the group; each wait is jittered between
+// WithPollInterval sets how often a standby re-reads the group (or a window of it); each wait is jittered between
 // half and the full interval so standbys do not poll in step. Default 1s.
 func WithPollInterval(d time.Duration) Option { return func(c *Client) { c.poll = d } }
 

@@ -18,8 +18,10 @@
 //     its next poll. A larger group is read 64 slots at a time (plus the meta item), so a poll
 //     costs the same whatever n is: a lone standby looks at every slot within ceil(n/64) polls,
 //     and standbys start at random windows, so a fleet of n/64 or more standbys looks at most
-//     slots at every poll. A standby's first round, a round after one that lost the races for
-//     free slots, and TryAcquireSlot read window after window until one has a free slot.
+//     slots at every poll. A standby's first round (until one completes), a round after one that
+//     lost the races for free slots, and TryAcquireSlot read window after window until one has a
+//     free slot (and on, when others take that window's free slots first); a poll whose window
+//     is all finished reads on to the next one.
 //   - An acquisition whose answer is lost (timeout, reset connection) is settled by its nonce: the
 //     write that landed is the caller's lease, even when the SDK's retry then fails its
 //     condition; one that lands only after the caller gave up is adopted by the Client's next

@@ -121,6 +121,8 @@ func heldGroup(t testing.TB, db *dynamodb.Client, table, group string, n int) {
 
 type typesAV = types.AttributeValue
 
+type typesN = types.AttributeValueMemberN
+
 // pollCost is what a waiting standby's rounds cost: its first round (a sweep of the whole group
 // when nothing is free) and the mean of the polls after it.
 type pollCost struct {

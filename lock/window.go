@@ -25,63 +25,119 @@ type view struct {
 	lo, hi int
 }
 
-// readView reads what a round needs. A group larger than windowSize is read one window at a time,
-// the windows taken in turn from a random first one, so a lone standby looks at every slot within
-// ceil(n/windowSize) polls and standbys starting together look at different slots. A sweeping
-// round (t.sweep) goes on to the next window until one has a slot it may take, or it has read
-// them all: TryAcquireSlot sweeps, and so does a waiting standby's round after one that saw a free
-// slot but lost the races for it (the group is in flux: others are taking and releasing slots), so
-// that the few slots left free are found at once, not one window per poll. A window whose slots
-// are all finished is followed by a read of the whole group: only a whole view can say the group
-// is finished.
-func (c *Client) readView(ctx context.Context, t target, now time.Time) (view, error) {
-	if t.mutex || t.n <= windowSize {
+// whole reports whether the view holds every slot of an n-slot group.
+func (v view) whole(n int) bool { return v.lo == 0 && v.hi == n }
+
+// allFinished reports whether every slot lo..hi-1 is finished.
+func (v view) allFinished() bool {
+	for s := v.lo; s < v.hi; s++ {
+		if !v.slots[s].finished {
+			return false
+		}
+	}
+	return true
+}
+
+// groupReader reads the group for one acquisition round (nextView). A group larger than
+// windowSize is read one window at a time, the windows taken in turn from a random first one, so a
+// lone standby looks at every slot within ceil(n/windowSize) polls and standbys starting together
+// look at different slots. A sweeping round (target.sweep) goes on to the next window until one
+// has a slot it may take, or it has read them all: TryAcquireSlot sweeps, and so does a waiting
+// standby's first round and its round after one that saw a free slot but lost the races for it
+// (the group is in flux: others are taking and releasing slots), so that the few slots left free
+// are found at once, not one window per poll. A window whose slots are all finished (a job winding
+// down) is followed by the next window, so a poll's cost stays bounded while slots finish; when
+// every window a round read was all finished, the whole group is read: only a whole view can say
+// the group is finished.
+type groupReader struct {
+	t       target
+	windows int // 0: the group is read whole
+	start   int // the round's first window
+	read    int // windows read so far in this round
+	meta    metaItem
+	hasMeta bool // meta was read (it may not exist)
+	// unfinished: a window read in this round had an unfinished slot, so the group is not finished.
+	unfinished bool
+}
+
+func (c *Client) newReader(t target) *groupReader {
+	r := &groupReader{t: t}
+	if !t.mutex && t.n > windowSize {
+		r.windows = (t.n + windowSize - 1) / windowSize
+	}
+	return r
+}
+
+// more reports whether a sweeping round has windows left that it has not read.
+func (r *groupReader) more() bool { return r.t.sweep && r.read < r.windows }
+
+// nextView reads the round's first view, or, for a sweeping round that found nothing it could
+// take in the view before, the next one.
+//
+// Whether a window has a free slot is judged on the clock as it reads after that window's Query:
+// in the skew-immune mode this is when the round starts watching a holder's version, and it must
+// not be earlier than the read (a sweep's Queries take a while; so may the SDK's retries).
+func (c *Client) nextView(ctx context.Context, r *groupReader) (view, error) {
+	t := r.t
+	if r.windows == 0 {
+		r.read = 1
 		slots, meta, err := c.readAll(ctx, t.pk)
 		return view{slots: slots, meta: meta, lo: 0, hi: t.n}, err
 	}
-	windows := (t.n + windowSize - 1) / windowSize
-	reads := 1
-	if t.sweep {
-		reads = windows
+	first := r.read == 0
+	if first {
+		r.start = c.nextWindow(t.pk, t.n)
 	}
 	var v view
-	var meta metaItem
-	metaRead := false
-	start := c.nextWindow(t.pk, t.n)
-	for i := range reads {
-		if i > 0 {
-			c.setCursor(t.pk, (start+i+1)%windows) // a sweep takes the windows in turn on its own
+	for r.read < r.windows {
+		k := (r.start + r.read) % r.windows
+		if r.read > 0 {
+			c.setCursor(t.pk, (k+1)%r.windows) // a round that reads on moves the cursor past it
 		}
-		lo := (start + i) % windows * windowSize
-		v = view{lo: lo, hi: min(lo+windowSize, t.n)}
+		r.read++
 		var err error
-		if v.slots, v.meta, err = c.readRange(ctx, t.pk, lo, v.hi); err != nil {
+		if v, err = c.readWindow(ctx, r, k); err != nil {
 			return view{}, err
 		}
-		if lo == 0 {
-			meta, metaRead = v.meta, true
-		}
-		if i == reads-1 || c.anyFree(t, v, now) {
+		r.unfinished = r.unfinished || !v.allFinished()
+		// A poll stops at a window with an unfinished slot, a sweep at one with a slot it may take.
+		if r.read == r.windows || (!t.sweep && !v.allFinished()) || (t.sweep && c.anyFree(t, v, c.clock.Now())) {
 			break
 		}
 	}
-	if !metaRead {
-		var err error
-		if meta, err = c.readMeta(ctx, t.pk); err != nil {
+	if !r.unfinished {
+		r.read = r.windows // the whole group is read now
+		slots, meta, err := c.readAll(ctx, t.pk)
+		return view{slots: slots, meta: meta, lo: 0, hi: t.n}, err
+	}
+	if first {
+		if !r.hasMeta {
+			var err error
+			if r.meta, err = c.readMeta(ctx, t.pk); err != nil {
+				return view{}, err
+			}
+			r.hasMeta = true
+		}
+		if err := c.readUnsettled(ctx, t, v); err != nil {
 			return view{}, err
 		}
 	}
-	v.meta = meta
-	if err := c.readUnsettled(ctx, t, v); err != nil {
+	v.meta = r.meta
+	return v, nil
+}
+
+// readWindow reads window k of the group; window 0 brings the meta item with it.
+func (c *Client) readWindow(ctx context.Context, r *groupReader, k int) (view, error) {
+	v := view{lo: k * windowSize, hi: min((k+1)*windowSize, r.t.n)}
+	slots, meta, err := c.readRange(ctx, r.t.pk, v.lo, v.hi)
+	if err != nil {
 		return view{}, err
 	}
-	for s := v.lo; s < v.hi; s++ {
-		if !v.slots[s].finished {
-			return v, nil
-		}
+	v.slots = slots
+	if v.lo == 0 {
+		r.meta, r.hasMeta = meta, true
 	}
-	slots, meta, err := c.readAll(ctx, t.pk)
-	return view{slots: slots, meta: meta, lo: 0, hi: t.n}, err
+	return v, nil
 }
 
 // anyFree reports whether the window has a slot the round may take.
