@@ -16,13 +16,17 @@ func one(table *string) []string { return []string{aws.ToString(table)} }
 // GetItem implements Next.
 func (c *Client) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
 	return run(ctx, c, call[dynamodb.GetItemInput, dynamodb.GetItemOutput]{op: OpGetItem, in: in, tables: one(in.TableName), keys: []key{in.Key},
-		send: func(ctx context.Context, in *dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) { return c.next.GetItem(ctx, in, o...) }})
+		send: func(ctx context.Context, in *dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) {
+			return c.next.GetItem(ctx, in, o...)
+		}})
 }
 
 // PutItem implements Next.
 func (c *Client) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
 	return run(ctx, c, call[dynamodb.PutItemInput, dynamodb.PutItemOutput]{op: OpPutItem, in: in, tables: one(in.TableName), keys: []key{in.Item},
-		send: func(ctx context.Context, in *dynamodb.PutItemInput) (*dynamodb.PutItemOutput, error) { return c.next.PutItem(ctx, in, o...) },
+		send: func(ctx context.Context, in *dynamodb.PutItemInput) (*dynamodb.PutItemOutput, error) {
+			return c.next.PutItem(ctx, in, o...)
+		},
 		noOld: func(in *dynamodb.PutItemInput) *dynamodb.PutItemInput {
 			cp := *in
 			cp.ReturnValuesOnConditionCheckFailure = ""
@@ -33,7 +37,9 @@ func (c *Client) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...fu
 // UpdateItem implements Next.
 func (c *Client) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
 	return run(ctx, c, call[dynamodb.UpdateItemInput, dynamodb.UpdateItemOutput]{op: OpUpdateItem, in: in, tables: one(in.TableName), keys: []key{in.Key},
-		send: func(ctx context.Context, in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) { return c.next.UpdateItem(ctx, in, o...) },
+		send: func(ctx context.Context, in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+			return c.next.UpdateItem(ctx, in, o...)
+		},
 		noOld: func(in *dynamodb.UpdateItemInput) *dynamodb.UpdateItemInput {
 			cp := *in
 			cp.ReturnValuesOnConditionCheckFailure = ""
@@ -44,7 +50,9 @@ func (c *Client) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o
 // DeleteItem implements Next.
 func (c *Client) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, o ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
 	return run(ctx, c, call[dynamodb.DeleteItemInput, dynamodb.DeleteItemOutput]{op: OpDeleteItem, in: in, tables: one(in.TableName), keys: []key{in.Key},
-		send: func(ctx context.Context, in *dynamodb.DeleteItemInput) (*dynamodb.DeleteItemOutput, error) { return c.next.DeleteItem(ctx, in, o...) },
+		send: func(ctx context.Context, in *dynamodb.DeleteItemInput) (*dynamodb.DeleteItemOutput, error) {
+			return c.next.DeleteItem(ctx, in, o...)
+		},
 		noOld: func(in *dynamodb.DeleteItemInput) *dynamodb.DeleteItemInput {
 			cp := *in
 			cp.ReturnValuesOnConditionCheckFailure = ""
@@ -55,13 +63,17 @@ func (c *Client) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, o
 // Query implements Next.
 func (c *Client) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
 	return run(ctx, c, call[dynamodb.QueryInput, dynamodb.QueryOutput]{op: OpQuery, in: in, tables: one(in.TableName),
-		send: func(ctx context.Context, in *dynamodb.QueryInput) (*dynamodb.QueryOutput, error) { return c.next.Query(ctx, in, o...) }})
+		send: func(ctx context.Context, in *dynamodb.QueryInput) (*dynamodb.QueryOutput, error) {
+			return c.next.Query(ctx, in, o...)
+		}})
 }
 
 // Scan implements Next.
 func (c *Client) Scan(ctx context.Context, in *dynamodb.ScanInput, o ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
 	return run(ctx, c, call[dynamodb.ScanInput, dynamodb.ScanOutput]{op: OpScan, in: in, tables: one(in.TableName),
-		send: func(ctx context.Context, in *dynamodb.ScanInput) (*dynamodb.ScanOutput, error) { return c.next.Scan(ctx, in, o...) }})
+		send: func(ctx context.Context, in *dynamodb.ScanInput) (*dynamodb.ScanOutput, error) {
+			return c.next.Scan(ctx, in, o...)
+		}})
 }
 
 // DescribeTable implements Next.
