@@ -43,6 +43,9 @@ type Sent struct {
 	// Faulted reports whether the caller was told something else (a lost or delayed answer, or
 	// the first of a retried pair).
 	Faulted bool
+	// Retry reports the second request of a retried pair (LostAnswerRetried, ...). A retried
+	// TransactWriteItems with the first one's ClientRequestToken is not applied again.
+	Retry bool
 }
 
 // Client wraps a Next, counts its calls and injects at most one armed Fault. Safe for concurrent

@@ -173,6 +173,7 @@ func TestTransactionRetry(t *testing.T) {
 			require.Len(t, sent, 2, "the request and its retry")
 			require.True(t, sent[0].Faulted)
 			require.NoError(t, sent[0].Err)
+			require.True(t, sent[1].Retry)
 			if kind == ddbfault.LostAnswerRetried {
 				require.NoError(t, err, "the replay of an applied transaction")
 				return

@@ -50,7 +50,7 @@ func run[In, Out any](ctx context.Context, c *Client, k call[In, Out]) (*Out, er
 			in = k.noOld(in)
 		}
 		out, err := k.send(ctx, in)
-		c.sent(Sent{Call: n, Op: k.op, In: in, Err: err})
+		c.sent(Sent{Call: n, Op: k.op, In: in, Err: err, Retry: true})
 		return out, err
 	default: // DelayedAnswer
 		t := time.NewTimer(c.timeout)
