@@ -11,10 +11,11 @@ import (
 func (f *Fixture) Baseline(ctx context.Context, c Combo) *Result { return f.Run(ctx, Case{Combo: c}) }
 
 // EveryK returns the cases of one combination and kind for k = 1..calls (calls from a baseline),
-// stepping by stride (1: every k).
-func EveryK(c Combo, kind ddbfault.Kind, calls int64, stride int) []Case {
+// stepping by stride from 1+offset (stride 1: every k).
+func EveryK(c Combo, kind ddbfault.Kind, calls int64, stride, offset int) []Case {
 	var out []Case
-	for k := int64(1); k <= calls; k += int64(max(stride, 1)) {
+	stride = max(stride, 1)
+	for k := int64(1 + offset%stride); k <= calls; k += int64(stride) {
 		out = append(out, Case{Combo: c, Fault: ddbfault.Fault{Kind: kind, At: k}})
 	}
 	return out

@@ -39,7 +39,10 @@ func newRecorder(leaseTable string) *recorder {
 		settled: map[string]int{}, inFlight: map[string]bool{}, acquired: map[string][]acquisition{}}
 }
 
-var idPattern = regexp.MustCompile(`it\d{4}`)
+var (
+	idPattern = regexp.MustCompile(`it\d{4}`)
+	digits    = regexp.MustCompile(`\d+`)
+)
 
 // ids finds the item ids in keys (inline: the id; table ledger: the end of pk).
 func ids(keys ...map[string]types.AttributeValue) []string {

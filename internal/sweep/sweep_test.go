@@ -57,7 +57,7 @@ func TestSweep(t *testing.T) {
 	for i, c := range SmallCombos() {
 		base := f.Baseline(ctx, c)
 		require.Truef(t, base.OK(), "fault-free run broke: %s", base)
-		cases = append(cases, EveryK(c, SmallKinds(i), base.Calls, 1)...)
+		cases = append(cases, EveryK(c, SmallKinds(i), base.Calls, 1, 0)...)
 	}
 	s := seed(t)
 	cases = append(cases, Sample(s, 40, 50)...)
