@@ -23,13 +23,13 @@ const (
 // Outcome is what the handler does.
 type Outcome string
 
-// The handler outcomes. Items whose number is a multiple of 3 are the ones that fail or panic;
-// in OutcomeExceed only item 0 overstays.
+// The handler outcomes. One item (a single one, so that no other item's retry schedules the pass
+// a lost retry write needs) fails or panics once; items 0 and 6 fail permanently; item 0 overstays.
 const (
 	OutcomeSucceed   Outcome = "succeed"
-	OutcomeFailOnce  Outcome = "fail-then-succeed" // a transient error on the first attempt
-	OutcomePermanent Outcome = "fail-permanently"  // worker.Permanent on every attempt
-	OutcomePanic     Outcome = "panic"             // a panic on the first attempt
+	OutcomeFailOnce  Outcome = "fail-then-succeed" // item 5: a transient error on the first attempt
+	OutcomePermanent Outcome = "fail-permanently"  // items 0 and 6: worker.Permanent on every attempt
+	OutcomePanic     Outcome = "panic"             // item 5: a panic on the first attempt
 	OutcomeExceed    Outcome = "exceed-claim"      // runs past its claim's end, ignoring ctx for a while, then succeeds
 )
 

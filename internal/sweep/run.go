@@ -121,6 +121,9 @@ func (f *Fixture) runWorkers(ctx context.Context, c Case, cfg worker.Config, rec
 	return errors.Join(errs...), ctx.Err() != nil
 }
 
+// permanentlyFailing: the items whose handler always fails in OutcomePermanent.
+func permanentlyFailing(id string) bool { return id == itemID(0) || id == itemID(6) }
+
 var errTransient = errors.New("sweep: transient handler failure")
 
 // handler returns the outcome's handler, recording calls and side effects.
@@ -129,13 +132,12 @@ func handler(o Outcome, rec *recorder) worker.Handler {
 		id := it.Key["id"].(*types.AttributeValueMemberS).Value
 		rec.handlerStart(id)
 		defer func() { rec.handlerEnd(id, err) }()
-		chosen := id == itemID(0) || id == itemID(3) || id == itemID(6) || id == itemID(9)
 		switch {
-		case o == OutcomeFailOnce && chosen && it.Attempt == 1:
+		case o == OutcomeFailOnce && id == itemID(5) && it.Attempt == 1:
 			return errTransient
-		case o == OutcomePermanent && chosen:
+		case o == OutcomePermanent && permanentlyFailing(id):
 			return worker.Permanent(errTransient)
-		case o == OutcomePanic && chosen && it.Attempt == 1:
+		case o == OutcomePanic && id == itemID(5) && it.Attempt == 1:
 			panic("sweep: handler panic")
 		case o == OutcomeExceed && id == itemID(0) && it.Attempt == 1:
 			<-ctx.Done() // the claim's end cancels it; the handler overstays a little, then succeeds
@@ -161,7 +163,7 @@ func (f *Fixture) check(ctx context.Context, c Case, cfg worker.Config, rec *rec
 			v = append(v, fmt.Sprintf("%s: state: %v", id, err))
 			continue
 		}
-		permanent := c.Outcome == OutcomePermanent && i%3 == 0
+		permanent := c.Outcome == OutcomePermanent && permanentlyFailing(id)
 		if runErr == nil && st.Status != worker.StatusDone && st.Status != worker.StatusFailed {
 			v = append(v, fmt.Sprintf("%s: Run returned nil, item is %q (attempts %d, handler calls %d)", id, st.Status, st.Attempts, rec.calls[id]))
 		}
