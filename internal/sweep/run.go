@@ -126,25 +126,31 @@ func permanentlyFailing(id string) bool { return id == itemID(0) || id == itemID
 
 var errTransient = errors.New("sweep: transient handler failure")
 
-// handler returns the outcome's handler, recording calls and side effects.
+// handler returns the outcome's handler, recording calls and side effects (a handler call that
+// returned nil; a panic records none).
 func handler(o Outcome, rec *recorder) worker.Handler {
-	return func(ctx context.Context, it worker.Item) (err error) {
+	return func(ctx context.Context, it worker.Item) error {
 		id := it.Key["id"].(*types.AttributeValueMemberS).Value
 		rec.handlerStart(id)
-		defer func() { rec.handlerEnd(id, err) }()
-		switch {
-		case o == OutcomeFailOnce && id == itemID(5) && it.Attempt == 1:
-			return errTransient
-		case o == OutcomePermanent && permanentlyFailing(id):
-			return worker.Permanent(errTransient)
-		case o == OutcomePanic && id == itemID(5) && it.Attempt == 1:
-			panic("sweep: handler panic")
-		case o == OutcomeExceed && id == itemID(0) && it.Attempt == 1:
-			<-ctx.Done() // the claim's end cancels it; the handler overstays a little, then succeeds
-			time.Sleep(50 * time.Millisecond)
-		}
-		return nil
+		err := outcome(ctx, o, id, it.Attempt)
+		rec.handlerEnd(id, err)
+		return err
 	}
+}
+
+func outcome(ctx context.Context, o Outcome, id string, attempt int) error {
+	switch {
+	case o == OutcomeFailOnce && id == itemID(5) && attempt == 1:
+		return errTransient
+	case o == OutcomePermanent && permanentlyFailing(id):
+		return worker.Permanent(errTransient)
+	case o == OutcomePanic && id == itemID(5) && attempt == 1:
+		panic("sweep: handler panic")
+	case o == OutcomeExceed && id == itemID(0) && attempt == 1:
+		<-ctx.Done() // the claim's end cancels it; the handler overstays a little, then succeeds
+		time.Sleep(50 * time.Millisecond)
+	}
+	return nil
 }
 
 // check runs the checks of a finished run.
