@@ -17,7 +17,10 @@ import (
 )
 
 // RunTimeout bounds one run; a run still going then is a violation (a worker that never returns).
-const RunTimeout = 30 * time.Second
+const RunTimeout = 15 * time.Second
+
+// claimTTL is the runs' ClaimTTL (the least the worker allows).
+const claimTTL = time.Second
 
 // Result is what one run did and what broke.
 type Result struct {
@@ -55,7 +58,7 @@ func (f *Fixture) config(c Case, source string, n int, client worker.DynamoDBCli
 		Group: fmt.Sprintf("%s/g%d", source, n), Job: job, Workers: c.Workers, Mode: c.Mode, SubSegments: 1, Shards: Shards,
 		PageSize: 5, Concurrency: 2, BatchClaims: c.Claims == ClaimBatch, CompleteOnly: c.Claims == CompleteOnly,
 		LeaseTTL: 3 * time.Second, Heartbeat: time.Second, MaxClockSkew: 100 * time.Millisecond, StandbyPoll: 50 * time.Millisecond,
-		ClaimTTL: time.Second, MaxAttempts: 3, RetryBackoff: 10 * time.Millisecond, MaxRetryBackoff: 20 * time.Millisecond,
+		ClaimTTL: claimTTL, MaxAttempts: 3, RetryBackoff: 10 * time.Millisecond, MaxRetryBackoff: 20 * time.Millisecond,
 		Once: true, PollInterval: 50 * time.Millisecond, CheckpointInterval: 100 * time.Millisecond, DrainTimeout: 2 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
@@ -147,7 +150,12 @@ func outcome(ctx context.Context, o Outcome, id string, attempt int) error {
 	case o == OutcomePanic && id == itemID(5) && attempt == 1:
 		panic("sweep: handler panic")
 	case o == OutcomeExceed && id == itemID(0) && attempt == 1:
-		<-ctx.Done() // the claim's end cancels it; the handler overstays a little, then succeeds
+		// The claim's end cancels ctx (complete-only has no claim: the handler just takes longer
+		// than a claim would allow); the handler overstays a little, then succeeds.
+		select {
+		case <-ctx.Done():
+		case <-time.After(claimTTL + 500*time.Millisecond):
+		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	return nil

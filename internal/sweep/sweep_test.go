@@ -60,7 +60,7 @@ func TestSweep(t *testing.T) {
 		cases = append(cases, EveryK(c, SmallKinds(i), base.Calls, 1, 0)...)
 	}
 	s := seed(t)
-	cases = append(cases, Sample(s, 40, 50)...)
+	cases = append(cases, Sample(s, 24, 50)...)
 	t.Logf("small sweep: %d runs, sample seed %d (SWEEP_SEED)", len(cases), s)
 	var runs, injected, broken int
 	for _, c := range cases {
