@@ -62,5 +62,6 @@ func kindList(s *Summary) string {
 // normalize drops item ids and counts from a violation, to group like ones.
 func normalize(v string) string {
 	v = idPattern.ReplaceAllString(v, "item")
+	v = strings.ReplaceAll(v, "handler calls 0)", "handler never ran)") // a separate path from a handled item
 	return digits.ReplaceAllString(v, "N")
 }
