@@ -21,8 +21,10 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/dynapart/dynapart/internal/chaos"
+	"github.com/dynapart/dynapart/internal/sweep"
 	"github.com/dynapart/dynapart/localstack"
 )
 
@@ -34,14 +36,15 @@ func main() {
 	fuzztime := flag.Duration("fuzztime", 60*time.Second, "time per fuzz target (0 skips fuzzing)")
 	endpoint := flag.String("endpoint", os.Getenv("DYNAPART_TEST_ENDPOINT"), "DynamoDB Local to use (default: start one)")
 	only := flag.String("only", "", "run only the scenarios whose name contains this")
+	sweepStride := flag.Int("sweep-stride", 7, "the fault sweep runs each fault kind at every stride-th k (7, the number of kinds: every k meets one kind; 1: every kind at every k)")
 	flag.Parse()
-	if err := run(*out, *seed, *reps, *items, *fuzztime, *endpoint, *only); err != nil {
+	if err := run(*out, *seed, *reps, *items, *fuzztime, *endpoint, *only, *sweepStride); err != nil {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
 		os.Exit(1)
 	}
 }
 
-func run(out string, seed uint64, reps, items int, fuzztime time.Duration, endpoint, only string) error {
+func run(out string, seed uint64, reps, items int, fuzztime time.Duration, endpoint, only string, sweepStride int) error {
 	ctx := context.Background()
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
@@ -123,6 +126,13 @@ DynamoDB stream (new and old images), so no state is missed however briefly it l
 		}
 		chaos.WriteMarkdown(&md, s.title, s.what, runs)
 	}
+	if only == "" || strings.Contains("sweep", only) {
+		s := runSweep(ctx, env, sweepStride)
+		sweep.WriteMarkdown(&md, s)
+		if s.Broken > 0 || s.Runs == 0 {
+			failed++
+		}
+	}
 	if only == "" || strings.Contains("badinput iam logs", only) {
 		md.WriteString("## Bad input, IAM and logs\n\nThe catalogue runs as Go tests (`internal/chaos/badinput_test.go`, `iam_test.go`, `logs_test.go`); `--exec` injection is `cmd/dynapart` `TestExecIsInjectionProof`.\n\n```\n")
 		cmd := exec.Command("go", "test", "-count=1", "-v", "-run", "^(TestBadInput|TestIAM|TestLogs)", "./internal/chaos/")
@@ -195,6 +205,25 @@ func execLine(s string) string {
 		return last
 	}
 	return fmt.Sprintf("%s, %d execs (%.0f/s)", m[1], n, float64(n)/d.Seconds())
+}
+
+// runSweep runs the deterministic fault sweep (package sweep) over every combination.
+func runSweep(ctx context.Context, env chaos.Env, stride int) *sweep.Summary {
+	cfg := env.AWS.Copy()
+	cfg.BaseEndpoint = aws.String(env.Endpoint)
+	f, err := sweep.NewFixture(ctx, dynamodb.NewFromConfig(cfg))
+	if err != nil {
+		env.Logf("sweep: %v", err)
+		return &sweep.Summary{Plan: sweep.Plan{Stride: stride}}
+	}
+	defer func() { _ = f.Close(ctx) }()
+	s := f.Sweep(ctx, sweep.Plan{Stride: stride}, func(r *sweep.Result) {
+		if !r.OK() {
+			env.Logf("sweep: %s", r)
+		}
+	})
+	env.Logf("sweep: %d combinations, %d runs, %d faults injected, %d runs with violations, %s", s.Combos, s.Runs, s.Injected, s.Broken, s.Wall.Round(time.Second))
+	return s
 }
 
 var execRe = regexp.MustCompile(`elapsed: (\S+), execs: (\d+)`)
