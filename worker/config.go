@@ -94,8 +94,10 @@ type Config struct {
 	// CompleteOnly skips the claim: each item is handled and then completed with one conditional
 	// write, for handlers that are themselves one conditional write. A handler error is recorded as
 	// in claim mode: the attempt is counted and the item retried after RetryBackoff (RetryAfter
-	// honoured), or dead-lettered on a Permanent error or at MaxAttempts. Item.Attempt is always 1.
-	// Defaults to false.
+	// honoured), or dead-lettered on a Permanent error or at MaxAttempts. Item.Attempt is the
+	// recorded attempts + 1, and items already done or failed are skipped before their handler:
+	// the inline ledger reads both from the scanned item, the table ledger with one BatchGetItem
+	// per 100 items of a page. Defaults to false.
 	CompleteOnly bool
 
 	// LeaseTTL is the slot lease's time to live; it must exceed 2 x Heartbeat. Defaults to 10s.

@@ -374,7 +374,11 @@ func (l *ledgerCore) claimChunk(ctx context.Context, reqs []ClaimRequest, rowKey
 			switch code := aws.ToString(reason.Code); code {
 			case "ConditionalCheckFailed":
 				l.condFailures.Add(1)
-				outs[i] = l.outcomeFromOld(reqs[i], reason.Item)
+				o, err := l.outcomeOfRefused(ctx, reqs[i], rowKeys[i], reason.Item)
+				if err != nil {
+					return err
+				}
+				outs[i] = o
 			case "", "None":
 				again = append(again, i)
 			case "TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded":
@@ -423,7 +427,7 @@ func (l *ledgerCore) claimOne(ctx context.Context, r ClaimRequest, rowKey Key) (
 	}
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		return l.outcomeFromOld(r, ccf.Item), nil
+		return l.outcomeOfRefused(ctx, r, rowKey, ccf.Item)
 	}
 	werr := l.wrapErr("claim", l.row.table, err)
 	if refused(err) {

@@ -123,3 +123,24 @@ func refused(err error) bool {
 	var rnf *types.ResourceNotFoundException
 	return isValidation(err) || errors.As(err, &rnf)
 }
+
+// outcomeOfRefused settles a claim its condition refused: from the old item the answer carried or,
+// when it carried none (a backend that ignores ALL_OLD, or a repeat of a landed claim sent without
+// it), from a consistent read of the row, which may show the caller's own claim. When that read
+// fails too, a claim of the caller's that may be there is undone, so it uses up no attempt.
+func (l *ledgerCore) outcomeOfRefused(ctx context.Context, r ClaimRequest, rowKey Key, old map[string]types.AttributeValue) (ClaimOutcome, error) {
+	if len(old) > 0 {
+		return l.outcomeFromOld(r, old), nil
+	}
+	sctx, cancel := settleContext(ctx)
+	defer cancel()
+	out, err := l.db.GetItem(sctx, &dynamodb.GetItemInput{TableName: aws.String(l.row.table), Key: rowKey, ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		werr := l.wrapErr("read back a refused claim", l.row.table, err)
+		if uerr := l.unclaim(sctx, r, rowKey); uerr != nil {
+			return ClaimOutcome{}, fmt.Errorf("%w (and undoing the claim failed: %w)", werr, uerr)
+		}
+		return ClaimOutcome{}, werr
+	}
+	return l.outcomeFromOld(r, out.Item), nil
+}

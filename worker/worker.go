@@ -416,6 +416,9 @@ type task struct {
 	item  *scan.Item
 	key   Key
 	claim *Claim // set when claimed in a batch
+	// attempt is the attempt a complete-only item makes (its recorded attempts + 1); claims
+	// carry their own.
+	attempt int
 }
 
 // runPass scans the slot's share once (resuming from cp) and handles every item it yields.
@@ -457,7 +460,7 @@ func (w *Worker) runPass(ctx context.Context, e *env, lease *lock.Lease, h Handl
 	projection := c.Projection
 	if len(projection) > 0 && c.Ledger == LedgerInline {
 		projection = append(append([]string(nil), projection...), c.AttrPrefix+"status", c.AttrPrefix+"claim_until",
-			c.AttrPrefix+"slot", c.AttrPrefix+"token", c.AttrPrefix+"scope", c.AttrPrefix+"retry_at")
+			c.AttrPrefix+"slot", c.AttrPrefix+"token", c.AttrPrefix+"scope", c.AttrPrefix+"retry_at", c.AttrPrefix+"attempts")
 	}
 	var latest atomic.Pointer[string]
 	scfg := scan.Config{
@@ -595,6 +598,12 @@ func (w *Worker) dispatch(ctx context.Context, e *env, lease *lock.Lease, p *sca
 			}
 		}
 		todo = append(todo, task{item: it, key: key})
+	}
+	if c.CompleteOnly {
+		var err error
+		if todo, err = w.completeOnlyStates(ctx, e, lease, todo); err != nil {
+			return err
+		}
 	}
 	if !c.BatchClaims {
 		for _, t := range todo {
@@ -948,7 +957,7 @@ func (w *Worker) completer(ctx context.Context, e *env, bc BatchCompleter, in <-
 func (w *Worker) completeOnly(wctx, workCtx context.Context, e *env, lease *lock.Lease, h Handler, t task, ps *passState, now time.Time) {
 	c := w.cfg
 	req := w.claimRequest(t.key, lease, now, now)
-	item := Item{Key: t.key, Attrs: t.item.Attrs, Attempt: 1, Slot: lease.Slot(), Token: lease.Token(),
+	item := Item{Key: t.key, Attrs: t.item.Attrs, Attempt: max(t.attempt, 1), Slot: lease.Slot(), Token: lease.Token(),
 		IdempotencyKey: idempotencyKey(c.Job, c.Table, t.key)}
 	start := time.Now()
 	herr, gaveUp := w.runWithGrace(workCtx, h, item)
@@ -973,13 +982,13 @@ func (w *Worker) completeOnly(wctx, workCtx context.Context, e *env, lease *lock
 		ps.again(now.Add(c.RetryBackoff))
 	case done:
 		w.stats.completed.Add(1)
-		w.itemEvent(OutcomeCompleted, t.key, lease.Slot(), 1, took)
+		w.itemEvent(OutcomeCompleted, t.key, lease.Slot(), item.Attempt, took)
 		if c.Mode == scan.ModeIndex && c.Ledger == LedgerTable {
 			w.leaveIndex(wctx, t.key)
 		}
 	default:
 		w.stats.skipped.Add(1)
-		w.itemEvent(OutcomeSkipped, t.key, lease.Slot(), 1, took)
+		w.itemEvent(OutcomeSkipped, t.key, lease.Slot(), item.Attempt, took)
 	}
 	t.item.Ack()
 }

@@ -1,0 +1,41 @@
+package worker
+
+import (
+	"context"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/dynapart/dynapart/lock"
+)
+
+// completeOnlyStates reads, in complete-only mode, the ledger state of the items about to be
+// handled, since no claim decides for them: items already done or failed are skipped (with the
+// table ledger the scan cannot see that, and a later pass would run their handlers again), and the
+// others learn which attempt they make.
+func (w *Worker) completeOnlyStates(ctx context.Context, e *env, lease *lock.Lease, todo []task) ([]task, error) {
+	ps, ok := e.ledger.(pageStater)
+	if !ok || len(todo) == 0 {
+		return todo, nil
+	}
+	items := make([]map[string]types.AttributeValue, len(todo))
+	keys := make([]Key, len(todo))
+	for i, t := range todo {
+		items[i], keys[i] = t.item.Attrs, t.key
+	}
+	states, err := ps.pageStates(ctx, items, keys)
+	if err != nil {
+		return nil, err
+	}
+	kept := todo[:0]
+	for i, t := range todo {
+		if st := states[i].Status; st == StatusDone || st == StatusFailed {
+			w.stats.skipped.Add(1)
+			w.itemEvent(OutcomeSkipped, t.key, lease.Slot(), 0, 0)
+			t.item.Ack()
+			continue
+		}
+		t.attempt = states[i].Attempts + 1
+		kept = append(kept, t)
+	}
+	return kept, nil
+}
