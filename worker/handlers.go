@@ -2,10 +2,11 @@ package worker
 
 import (
 	"context"
+	"math"
+	"math/rand/v2"
+	"runtime/debug"
 	"sync"
 	"time"
-
-	"github.com/dynapart/dynapart/lock"
 )
 
 // This file holds what keeps a claim's clock honest around the handlers: batched claims are made
@@ -105,16 +106,16 @@ func claimDeadline(ttl time.Duration, until time.Time) time.Time {
 
 // giveBackLate releases a batched claim that waited too long: the attempt is not counted and the
 // item is handled again on the next pass.
-func (w *Worker) giveBackLate(ctx context.Context, e *env, t task, ps *passState) {
+func (p *pass) giveBackLate(ctx context.Context, t task) {
 	cl := *t.claim
-	if err := e.ledger.Release(ctx, cl, w.cfg.Clock.Now()); err == nil {
-		w.stats.released.Add(1)
-		w.itemEvent(OutcomeReleased, t.key, cl.Slot, cl.Attempt, 0)
-		ps.again(w.cfg.Clock.Now())
+	if err := p.e.ledger.Release(ctx, cl, p.w.cfg.Clock.Now()); err == nil {
+		p.w.stats.released.Add(1)
+		p.w.itemEvent(OutcomeReleased, t.key, cl.Slot, cl.Attempt, 0)
+		p.again(p.w.cfg.Clock.Now())
 	} else {
-		ps.again(cl.Until) // unknown: reclaimed once the claim expires
+		p.again(cl.Until) // unknown: reclaimed once the claim expires
 	}
-	w.cfg.Logger.Warn("dynapart: a batched claim waited too long for a handler; given back", "slot", cl.Slot, "key", keyText(t.key))
+	p.w.cfg.Logger.Warn("dynapart: a batched claim waited too long for a handler; given back", "slot", cl.Slot, "key", keyText(t.key))
 	t.item.Ack()
 }
 
@@ -141,13 +142,65 @@ func (w *Worker) runWithGrace(ctx context.Context, h Handler, item Item) (err er
 // abandoned records a handler given up on. keep (the claim expired, not a shutdown) acknowledges
 // the item and asks for another pass once the claim has expired; otherwise the item is left
 // unacknowledged for the next holder.
-func (w *Worker) abandoned(t task, lease *lock.Lease, until time.Time, keep bool, ps *passState) {
-	w.stats.abandoned.Add(1)
-	w.itemEvent(OutcomeAbandoned, t.key, lease.Slot(), 0, 0)
-	w.cfg.Logger.Error("dynapart: a handler ignored its cancelled context past HandlerGrace; abandoned (its goroutine is left running, the item will be claimed again)",
-		"slot", lease.Slot(), "key", keyText(t.key), "grace", w.cfg.HandlerGrace)
+func (p *pass) abandoned(t task, until time.Time, keep bool) {
+	p.w.stats.abandoned.Add(1)
+	p.w.itemEvent(OutcomeAbandoned, t.key, p.lease.Slot(), 0, 0)
+	p.w.cfg.Logger.Error("dynapart: a handler ignored its cancelled context past HandlerGrace; abandoned (its goroutine is left running, the item will be claimed again)",
+		"slot", p.lease.Slot(), "key", keyText(t.key), "grace", p.w.cfg.HandlerGrace)
 	if keep {
-		ps.again(until)
+		p.again(until)
 		t.item.Ack()
 	}
+}
+
+// claimContext cancels with ErrClaimExpiring at the given time by the worker's clock.
+func (w *Worker) claimContext(parent context.Context, at time.Time) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(parent)
+	d := at.Sub(w.cfg.Clock.Now())
+	if d <= 0 {
+		cancel(ErrClaimExpiring)
+		return ctx, func() { cancel(nil) }
+	}
+	if _, real := w.cfg.Clock.(realClock); real {
+		t := time.AfterFunc(d, func() { cancel(ErrClaimExpiring) })
+		return ctx, func() { t.Stop(); cancel(nil) }
+	}
+	timer := w.cfg.Clock.After(d)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case <-timer:
+			cancel(ErrClaimExpiring)
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { cancel(nil); <-done }
+}
+
+func runHandler(ctx context.Context, h Handler, item Item) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &PanicError{Value: r, Stack: debug.Stack()}
+		}
+	}()
+	return h(ctx, item)
+}
+
+// backoff is base * 2^(attempt-1) with +-20% jitter, at most limit.
+func backoff(base, limit time.Duration, attempt int) time.Duration {
+	d := base
+	for i := 1; i < attempt && d < limit; i++ {
+		if d > limit/2 {
+			d = limit // doubling would pass the limit (or overflow)
+			break
+		}
+		d *= 2
+	}
+	d = min(d, limit)
+	f := float64(d) * (0.8 + rand.Float64()*0.4) // ±20% jitter
+	if f >= math.MaxInt64 {
+		return math.MaxInt64 // d + 20% of a limit near the largest Duration
+	}
+	return max(time.Duration(f), 0)
 }
