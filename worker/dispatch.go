@@ -3,12 +3,10 @@ package worker
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/dynapart/dynapart/lock"
 	"github.com/dynapart/dynapart/scan"
 )
 
@@ -21,8 +19,8 @@ func (p *pass) dispatch(ctx context.Context, page *scan.Page) error {
 	for _, it := range page.Items {
 		p.w.stats.scanned.Add(1)
 		key := keyOf(it.Attrs, p.e.keyAttrs)
-		if c.Ledger == LedgerInline {
-			if skip, due := p.w.prefilter(it.Attrs, p.lease, now); skip {
+		if p.e.inline != nil {
+			if skip, due := p.prefilter(p.e.inline.stateOf(it.Attrs), now); skip {
 				p.w.stats.skipped.Add(1)
 				p.w.itemEvent(OutcomeSkipped, key, p.lease.Slot(), 0, 0)
 				if !due.IsZero() {
@@ -148,53 +146,27 @@ func (p *pass) skipped(key Key, st Status, now time.Time) {
 // prefilter skips, without a write, items whose inline state shows there is nothing to do now.
 // The conditional claim stays the judge; this only saves writes. due is when to look again (zero
 // for items that are finished for good).
-func (w *Worker) prefilter(attrs map[string]types.AttributeValue, lease *lock.Lease, now time.Time) (skip bool, due time.Time) {
-	p := w.cfg.AttrPrefix
-	st, _ := attrs[p+"status"].(*types.AttributeValueMemberS)
-	if st == nil {
-		return false, time.Time{}
-	}
-	switch Status(st.Value) {
+func (p *pass) prefilter(st ItemState, now time.Time) (skip bool, due time.Time) {
+	switch st.Status {
 	case StatusDone, StatusFailed:
 		return true, time.Time{}
 	case StatusClaimed:
-		if w.cfg.CompleteOnly {
+		if p.w.cfg.CompleteOnly {
 			return false, time.Time{}
 		}
-		until := msAttr(attrs[p+"claim_until"])
-		slot := intAttr(attrs[p+"slot"])
-		token := intAttr(attrs[p+"token"])
-		scope, _ := attrs[p+"scope"].(*types.AttributeValueMemberS)
-		newer := slot == int64(lease.Slot()) && token < lease.Token() && scope != nil && scope.Value == w.scope
-		if until.After(now) && !newer {
-			return true, until
+		newer := st.Slot == p.lease.Slot() && st.Token < p.lease.Token() && st.Scope != "" && st.Scope == p.w.scope
+		if st.ClaimUntil.After(now) && !newer {
+			return true, st.ClaimUntil
 		}
 	case StatusRetry:
-		if w.cfg.CompleteOnly {
+		if p.w.cfg.CompleteOnly {
 			return false, time.Time{}
 		}
-		if at := msAttr(attrs[p+"retry_at"]); at.After(now) {
-			return true, at
+		if st.RetryAt.After(now) {
+			return true, st.RetryAt
 		}
 	}
 	return false, time.Time{}
-}
-
-func msAttr(v types.AttributeValue) time.Time {
-	n := intAttr(v)
-	if n == 0 {
-		return time.Time{}
-	}
-	return time.UnixMilli(n)
-}
-
-func intAttr(v types.AttributeValue) int64 {
-	n, ok := v.(*types.AttributeValueMemberN)
-	if !ok {
-		return 0
-	}
-	i, _ := strconv.ParseInt(n.Value, 10, 64)
-	return i
 }
 
 func keyOf(attrs map[string]types.AttributeValue, keyAttrs []string) Key {

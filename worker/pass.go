@@ -163,15 +163,12 @@ func (p *pass) openScanner() error {
 	return nil
 }
 
-// projection is Config.Projection plus the inline ledger's state attributes, which prefilter reads.
+// projection is Config.Projection plus what the inline ledger's prefilter reads.
 func (p *pass) projection() []string {
-	c := p.w.cfg
-	projection := c.Projection
-	if len(projection) > 0 && c.Ledger == LedgerInline {
-		projection = append(append([]string(nil), projection...), c.AttrPrefix+"status", c.AttrPrefix+"claim_until",
-			c.AttrPrefix+"slot", c.AttrPrefix+"token", c.AttrPrefix+"scope", c.AttrPrefix+"retry_at")
+	if p.e.inline != nil {
+		return p.e.inline.scanProjection(p.w.cfg.Projection)
 	}
-	return projection
+	return p.w.cfg.Projection
 }
 
 // scanEnded adds a finished pass's read capacity to the worker's total.

@@ -4,15 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
-	"strconv"
-	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
 
 	"github.com/dynapart/dynapart/scan"
@@ -143,7 +136,7 @@ func (p *pass) done(ctx context.Context, key Key, slot, attempt int, took time.D
 	p.w.stats.completed.Add(1)
 	p.w.itemEvent(OutcomeCompleted, key, slot, attempt, took)
 	if c.Mode == scan.ModeIndex && c.Ledger == LedgerTable {
-		p.w.leaveIndex(ctx, key)
+		p.leaveIndex(ctx, key)
 	}
 }
 
@@ -281,30 +274,18 @@ func (p *pass) deadLettered(ctx context.Context, key Key, slot, attempt int, too
 	p.w.stats.deadLettered.Add(1)
 	p.w.itemEvent(OutcomeDeadLettered, key, slot, attempt, took)
 	if p.w.cfg.Mode == scan.ModeIndex {
-		p.w.leaveIndex(ctx, key)
+		p.leaveIndex(ctx, key)
 	}
 }
 
-// leaveIndex removes the shard attribute so a finished item leaves the sparse pending index.
-func (w *Worker) leaveIndex(ctx context.Context, key Key) {
-	c := w.cfg
-	var cond strings.Builder
-	names := map[string]string{"#s": c.ShardAttr}
-	for i, k := range keysSorted(key) {
-		if i > 0 {
-			cond.WriteString(" AND ")
-		}
-		n := "#k" + strconv.Itoa(i)
-		names[n] = k
-		cond.WriteString("attribute_exists(" + n + ")")
+// leaveIndex takes a finished item out of the sparse pending index, through the ledger.
+func (p *pass) leaveIndex(ctx context.Context, key Key) {
+	il, ok := p.e.ledger.(indexLeaver)
+	if !ok {
+		return
 	}
-	_, err := c.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(c.Table), Key: key, UpdateExpression: aws.String("REMOVE #s"),
-		ConditionExpression: aws.String(cond.String()), ExpressionAttributeNames: names,
-	})
-	var ccf *types.ConditionalCheckFailedException
-	if err != nil && !errors.As(err, &ccf) {
-		c.Logger.Warn("dynapart: remove the item from the pending index", "err", err)
+	if err := il.leaveIndex(ctx, key, p.w.cfg.ShardAttr); err != nil {
+		p.w.cfg.Logger.Warn("dynapart: remove the item from the pending index", "err", err)
 	}
 }
 
@@ -314,5 +295,3 @@ func isValidation(err error) bool {
 	var api smithy.APIError
 	return errors.As(err, &api) && api.ErrorCode() == "ValidationException"
 }
-
-func keysSorted(k Key) []string { return slices.Sorted(maps.Keys(k)) }

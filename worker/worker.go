@@ -51,6 +51,7 @@ type env struct {
 	keyAttrs []string
 	locks    *lock.Client
 	ledger   Ledger
+	inline   *InlineLedger // the ledger when it is the inline one, whose state a prefilter reads
 	meta     map[string]string
 }
 
@@ -210,7 +211,8 @@ func (w *Worker) prepare(ctx context.Context) (*env, error) {
 	w.mu.Lock()
 	w.ledger = ledger
 	w.mu.Unlock()
-	return &env{keyAttrs: keyAttrs, locks: locks, ledger: ledger, meta: groupMeta(c)}, nil
+	inline, _ := ledger.(*InlineLedger)
+	return &env{keyAttrs: keyAttrs, locks: locks, ledger: ledger, inline: inline, meta: groupMeta(c)}, nil
 }
 
 // describeOnly lets lock.CheckTable read a table's description through the worker's client; a
