@@ -204,13 +204,24 @@ type ItemEvent struct {
 	Duration time.Duration // handler time, 0 when no handler ran
 }
 
-// LeaseEvent reports a lease change: "acquired", "lost", "released", "finished".
+// LeaseEvent reports a lease change.
 type LeaseEvent struct {
-	Kind     string
+	Kind     LeaseEventKind
 	Slot     int
 	Token    int64
 	TookOver bool
 }
+
+// LeaseEventKind says what happened to a lease (LeaseEvent.Kind).
+type LeaseEventKind string
+
+// The kinds of lease events.
+const (
+	LeaseAcquired LeaseEventKind = "acquired" // a slot was taken (LeaseEvent.TookOver: from a dead holder)
+	LeaseLost     LeaseEventKind = "lost"     // the lease expired or was taken over; work under it was cancelled
+	LeaseReleased LeaseEventKind = "released" // the lease was given back (shutdown or deadline)
+	LeaseFinished LeaseEventKind = "finished" // the slot was marked finished (Once)
+)
 
 func (c *Config) withDefaults() Config {
 	d := *c

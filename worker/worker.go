@@ -26,7 +26,7 @@ type Worker struct {
 	mu      sync.Mutex
 	slot    int
 	token   int64
-	state   string
+	state   State
 	scanner *scan.Scanner
 	rcuDone float64
 	ledger  Ledger
@@ -40,7 +40,7 @@ func New(cfg Config) (*Worker, error) {
 	if err := d.validate(); err != nil {
 		return nil, err
 	}
-	return &Worker{cfg: d, slot: -1, state: "idle", scope: claimScope(d)}, nil
+	return &Worker{cfg: d, slot: -1, state: StateIdle, scope: claimScope(d)}, nil
 }
 
 // Config returns the configuration with its defaults filled in.
@@ -79,14 +79,14 @@ func (w *Worker) Run(ctx context.Context, h Handler) error {
 	}
 	log := w.cfg.Logger
 	for {
-		w.setState(-1, 0, "standby")
+		w.setState(-1, 0, StateStandby)
 		acquireCtx, cancel := w.untilStop(ctx, stopAt)
 		lease, err := e.locks.AcquireSlot(acquireCtx, w.cfg.Group, w.cfg.Workers, lock.WithGroupMeta(e.meta), lock.WithGroupMetaDefaults(groupMetaDefaults()))
 		stopped := acquireCtx.Err() != nil
 		cancel()
 		switch {
 		case errors.Is(err, lock.ErrGroupFinished):
-			w.setState(-1, 0, "finished")
+			w.setState(-1, 0, StateFinished)
 			log.Info("dynapart: every slot of the group is finished", "group", w.cfg.Group)
 			return nil
 		case err != nil && ctx.Err() != nil:
@@ -100,7 +100,7 @@ func (w *Worker) Run(ctx context.Context, h Handler) error {
 		if lease.TookOver() {
 			w.stats.takeovers.Add(1)
 		}
-		w.leaseEvent("acquired", lease)
+		w.leaseEvent(LeaseAcquired, lease)
 		log.Info("dynapart: slot acquired", "group", w.cfg.Group, "slot", lease.Slot(), "token", lease.Token(),
 			"took_over", lease.TookOver(), "resuming", lease.Checkpoint() != "")
 
@@ -109,7 +109,7 @@ func (w *Worker) Run(ctx context.Context, h Handler) error {
 			return err
 		}
 		if finished && w.cfg.Once {
-			w.setState(-1, 0, "finished")
+			w.setState(-1, 0, StateFinished)
 			return nil
 		}
 		if ctx.Err() != nil {
@@ -241,7 +241,7 @@ func describeTable(ctx context.Context, db DynamoDBClient, table, field string) 
 // returns; finished reports that the slot was marked finished.
 func (w *Worker) runSlot(ctx context.Context, e *env, lease *lock.Lease, h Handler, stopAt time.Time) (finished bool, err error) {
 	log := w.cfg.Logger.With("slot", lease.Slot(), "token", lease.Token())
-	w.setState(lease.Slot(), lease.Token(), "working")
+	w.setState(lease.Slot(), lease.Token(), StateWorking)
 	defer w.release(ctx, lease, log)
 
 	cp, derr := decodeSlotCheckpoint(lease.Checkpoint())
@@ -306,14 +306,14 @@ func (w *Worker) release(ctx context.Context, lease *lock.Lease, log *slog.Logge
 	if err := lease.Release(cctx); err != nil {
 		if errors.Is(err, lock.ErrLeaseLost) {
 			w.stats.leasesLost.Add(1)
-			w.leaseEvent("lost", lease)
+			w.leaseEvent(LeaseLost, lease)
 			log.Warn("dynapart: lease lost", "cause", context.Cause(lease.Context()))
 			return
 		}
 		log.Error("dynapart: release lease", "err", err)
 		return
 	}
-	w.leaseEvent("released", lease)
+	w.leaseEvent(LeaseReleased, lease)
 }
 
 // finish marks the slot finished (once mode, after a clean pass); a lost lease is a stop.
@@ -327,7 +327,7 @@ func (w *Worker) finish(ctx context.Context, lease *lock.Lease, log *slog.Logger
 		}
 		return false, fmt.Errorf("dynapart: mark slot %d finished: %w", lease.Slot(), err)
 	}
-	w.leaseEvent("finished", lease)
+	w.leaseEvent(LeaseFinished, lease)
 	log.Info("dynapart: slot finished")
 	return true, nil
 }
@@ -365,7 +365,7 @@ func (w *Worker) saveCheckpoint(ctx context.Context, lease *lock.Lease, v string
 	return err
 }
 
-func (w *Worker) setState(slot int, token int64, state string) {
+func (w *Worker) setState(slot int, token int64, state State) {
 	w.mu.Lock()
 	w.slot, w.token, w.state = slot, token, state
 	w.mu.Unlock()
@@ -377,7 +377,7 @@ func (w *Worker) itemEvent(o Outcome, key Key, slot, attempt int, took time.Dura
 	}
 }
 
-func (w *Worker) leaseEvent(kind string, l *lock.Lease) {
+func (w *Worker) leaseEvent(kind LeaseEventKind, l *lock.Lease) {
 	if f := w.cfg.Hooks.OnLease; f != nil {
 		f(LeaseEvent{Kind: kind, Slot: l.Slot(), Token: l.Token(), TookOver: l.TookOver()})
 	}

@@ -203,13 +203,13 @@ func runWork(cmd *cobra.Command, g *globals, f *workFlags) error {
 			recMu.Unlock()
 		}
 	}, OnLease: func(e worker.LeaseEvent) {
-		if e.Kind == "acquired" && e.TookOver {
+		if e.Kind == worker.LeaseAcquired && e.TookOver {
 			recMu.Lock()
 			tookOver = true
 			recMu.Unlock()
 		}
 		if f.progress == "json" {
-			printJSONProgress(w, "lease-"+e.Kind, time.Time{})
+			printJSONProgress(w, "lease-"+string(e.Kind), time.Time{})
 		}
 	}})
 
@@ -335,7 +335,7 @@ var stdoutMu sync.Mutex
 func printJSONProgress(w *worker.Worker, event string, first time.Time) {
 	s := w.Stats()
 	p := progress.Line{Event: event, Time: time.Now().UnixMilli(), Owner: w.Config().Owner, Slot: s.Slot, Token: s.Token,
-		State: s.State, Completed: s.Completed, Scanned: s.Scanned, Retried: s.Retried, Failed: s.DeadLettered,
+		State: string(s.State), Completed: s.Completed, Scanned: s.Scanned, Retried: s.Retried, Failed: s.DeadLettered,
 		Takeovers: s.Takeovers, RCU: s.RCU, WCU: s.WCU}
 	if !first.IsZero() {
 		p.FirstDone = first.UnixMilli()

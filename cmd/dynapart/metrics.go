@@ -44,7 +44,7 @@ func newMetrics(w func() worker.Stats) *metrics {
 		gauge("dynapart_wcu_consumed", "Write capacity units consumed by this worker's ledger writes.", func(s worker.Stats) float64 { return s.WCU }),
 		gauge("dynapart_slot", "The slot held now, -1 when none (standby).", func(s worker.Stats) float64 { return float64(s.Slot) }),
 		gauge("dynapart_lease_held", "1 while this worker holds a slot lease.", func(s worker.Stats) float64 {
-			if s.State == "working" {
+			if s.State == worker.StateWorking {
 				return 1
 			}
 			return 0
@@ -63,8 +63,8 @@ func (m *metrics) hooks() worker.Hooks {
 			}
 		},
 		OnLease: func(e worker.LeaseEvent) {
-			m.leases.WithLabelValues(e.Kind).Inc()
-			if e.Kind == "acquired" && e.TookOver {
+			m.leases.WithLabelValues(string(e.Kind)).Inc()
+			if e.Kind == worker.LeaseAcquired && e.TookOver {
 				m.takeover.Inc()
 			}
 		},
