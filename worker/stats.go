@@ -25,9 +25,9 @@ const (
 
 // Stats is a snapshot of what a Worker has done since it was made.
 type Stats struct {
-	Slot  int    `json:"slot"`  // the slot held now, -1 when none
-	Token int64  `json:"token"` // the lease token held now
-	State State  `json:"state"` // idle, standby, working, finished
+	Slot  int   `json:"slot"`  // the slot held now, -1 when none
+	Token int64 `json:"token"` // the lease token held now
+	State State `json:"state"` // idle, standby, working, finished
 
 	Scanned      int64 `json:"scanned"`       // items read from the slot's share
 	Claimed      int64 `json:"claimed"`       // claims won
