@@ -2,12 +2,9 @@ package worker
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"math"
-	"os"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -238,7 +235,7 @@ func (c *Config) withDefaults() Config {
 		d.Mode = scan.ModeSegment
 	}
 	if d.SubSegments == 0 {
-		d.SubSegments = 4
+		d.SubSegments = scan.DefaultSubSegments
 	}
 	if d.IndexName == "" {
 		d.IndexName = "dp_pending"
@@ -307,16 +304,16 @@ func (c *Config) withDefaults() Config {
 		d.LedgerTable = DefaultLedgerTable
 	}
 	if d.AttrPrefix == "" {
-		d.AttrPrefix = "dp_"
+		d.AttrPrefix = DefaultAttrPrefix
 	}
 	if d.Owner == "" {
-		d.Owner = defaultOwner()
+		d.Owner = lock.DefaultOwner()
 	}
 	if d.Logger == nil {
 		d.Logger = slog.Default()
 	}
 	if d.Clock == nil {
-		d.Clock = realClock{}
+		d.Clock = lock.SystemClock{}
 	}
 	return d
 }
@@ -406,18 +403,3 @@ const maxConcurrency = 100_000
 // maxSegments is DynamoDB's limit on a scan's TotalSegments (Workers x SubSegments), which scan
 // also applies to Shards and SubSegments alone.
 const maxSegments = 1_000_000
-
-func defaultOwner() string {
-	host, _ := os.Hostname()
-	if host == "" {
-		host = "worker"
-	}
-	var b [3]byte
-	_, _ = rand.Read(b[:])
-	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
-}
-
-type realClock struct{}
-
-func (realClock) Now() time.Time                         { return time.Now() }
-func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }

@@ -161,21 +161,8 @@ func (w *Worker) claimContext(parent context.Context, at time.Time) (context.Con
 		cancel(ErrClaimExpiring)
 		return ctx, func() { cancel(nil) }
 	}
-	if _, real := w.cfg.Clock.(realClock); real {
-		t := time.AfterFunc(d, func() { cancel(ErrClaimExpiring) })
-		return ctx, func() { t.Stop(); cancel(nil) }
-	}
-	timer := w.cfg.Clock.After(d)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		select {
-		case <-timer:
-			cancel(ErrClaimExpiring)
-		case <-ctx.Done():
-		}
-	}()
-	return ctx, func() { cancel(nil); <-done }
+	stop := w.cfg.Clock.AfterFunc(d, func() { cancel(ErrClaimExpiring) })
+	return ctx, func() { stop(); cancel(nil) }
 }
 
 func runHandler(ctx context.Context, h Handler, item Item) (err error) {

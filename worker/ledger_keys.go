@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/dynapart/dynapart/scan"
 )
 
 // itemKeyOf returns the key attributes of key (only those, in a new map) after checking that each
@@ -91,36 +92,12 @@ func hashedKeyPart(enc string) string {
 // canonicalNumber writes a DynamoDB number in one form per value: plain decimal, no exponent, no
 // leading or trailing zeros, no "+", "-0" as "0".
 func canonicalNumber(s string) (string, error) {
-	orig := s
-	bad := func() (string, error) { return "", fmt.Errorf("invalid number %q", orig) }
-	s = strings.TrimSpace(s)
-	neg := false
-	if s != "" && (s[0] == '-' || s[0] == '+') {
-		neg = s[0] == '-'
-		s = s[1:]
+	x, ok := scan.ParseNumber(strings.TrimSpace(s))
+	if !ok || x.Exp > maxNumberExp || x.Exp < -maxNumberExp {
+		return "", fmt.Errorf("invalid number %q", s)
 	}
-	mant, exp := s, 0
-	if i := strings.IndexAny(s, "eE"); i >= 0 {
-		e, err := strconv.Atoi(s[i+1:])
-		if err != nil || e > 1000 || e < -1000 {
-			return bad()
-		}
-		mant, exp = s[:i], e
-	}
-	intPart, frac := mant, ""
-	if i := strings.IndexByte(mant, '.'); i >= 0 {
-		intPart, frac = mant[:i], mant[i+1:]
-	}
-	if intPart == "" && frac == "" {
-		return bad()
-	}
-	digits := intPart + frac
-	for _, c := range digits {
-		if c < '0' || c > '9' {
-			return bad()
-		}
-	}
-	exp -= len(frac) // value = digits * 10^exp
+	digits := x.Int + x.Frac
+	exp := int(x.Exp) - len(x.Frac) // value = digits * 10^exp
 	digits = strings.TrimLeft(digits, "0")
 	if digits == "" {
 		return "0", nil
@@ -138,11 +115,14 @@ func canonicalNumber(s string) (string, error) {
 	default:
 		out = "0." + strings.Repeat("0", -exp-len(digits)) + digits
 	}
-	if neg {
+	if x.Neg {
 		out = "-" + out
 	}
 	return out, nil
 }
+
+// maxNumberExp bounds the exponent of a number in a key: DynamoDB's range is 1e-130 .. 1e126.
+const maxNumberExp = 1000
 
 // doneBy reports whether a row (as returned by a failed condition) is done by exactly this claim:
 // a completion that succeeded on the server but whose answer was lost, then retried.

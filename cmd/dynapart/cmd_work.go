@@ -87,7 +87,7 @@ once. A second signal exits at once.`,
 	fl.StringVar(&f.ledger, "ledger", "inline", "where item state lives: inline (attributes on the item) or table (a ledger table)")
 	fl.StringVar(&f.ledgerTable, "ledger-table", worker.DefaultLedgerTable, "ledger table for --ledger table")
 	fl.StringVar(&f.leaseTable, "lease-table", worker.DefaultLeaseTable, "lease table")
-	fl.StringVar(&f.prefix, "attr-prefix", "dp_", "inline ledger attribute prefix")
+	fl.StringVar(&f.prefix, "attr-prefix", worker.DefaultAttrPrefix, "inline ledger attribute prefix")
 	fl.IntVar(&f.maxAttempts, "max-attempts", 5, "attempts before an item is dead-lettered")
 	fl.DurationVar(&f.retryBackoff, "retry-backoff", time.Second, "delay before the second attempt (doubles per attempt, max 5m)")
 	fl.BoolVar(&f.completeOnly, "complete-only", false, "no claim: handle, then complete with one conditional write")
