@@ -320,7 +320,7 @@ func (c *Config) withDefaults() Config {
 
 func (c *Config) validate() error {
 	bad := func(field, format string, args ...any) error {
-		return &ConfigError{Field: field, Reason: fmt.Sprintf(format, args...)}
+		return &ConfigError{Pkg: "dynapart", Field: field, Reason: fmt.Sprintf(format, args...)}
 	}
 	switch {
 	case c.Client == nil:

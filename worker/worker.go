@@ -62,10 +62,10 @@ type env struct {
 // releasing the lease), and only after every goroutine it started has returned.
 func (w *Worker) Run(ctx context.Context, h Handler) error {
 	if h == nil {
-		return &ConfigError{Field: "handler", Reason: "required"}
+		return &ConfigError{Pkg: "dynapart", Field: "handler", Reason: "required"}
 	}
 	if !w.running.CompareAndSwap(false, true) {
-		return errors.New("dynapart: Run is already running on this Worker")
+		return ErrRunTwice
 	}
 	defer w.running.Store(false)
 
@@ -152,7 +152,7 @@ func (w *Worker) prepare(ctx context.Context) (*env, error) {
 	if err != nil {
 		var nf *types.ResourceNotFoundException
 		if errors.As(err, &nf) {
-			return nil, &ConfigError{Field: "Table", Reason: fmt.Sprintf("table %q does not exist", c.Table)}
+			return nil, &ConfigError{Pkg: "dynapart", Field: "Table", Reason: fmt.Sprintf("table %q does not exist", c.Table)}
 		}
 		return nil, fmt.Errorf("dynapart: describe table %q: %w", c.Table, err)
 	}
@@ -170,13 +170,13 @@ func (w *Worker) prepare(ctx context.Context) (*env, error) {
 			found = found || aws.ToString(g.IndexName) == c.IndexName
 		}
 		if !found {
-			return nil, &ConfigError{Field: "IndexName", Reason: fmt.Sprintf("table %q has no index %q (create it with scan.CreatePendingIndex or `dynapart init --index`)", c.Table, c.IndexName)}
+			return nil, &ConfigError{Pkg: "dynapart", Field: "IndexName", Reason: fmt.Sprintf("table %q has no index %q (create it with scan.CreatePendingIndex or `dynapart init --index`)", c.Table, c.IndexName)}
 		}
 	}
 	if err := lock.CheckTable(ctx, describeOnly{c.Client}, c.LeaseTable); err != nil {
 		var te *lock.TableError
 		if errors.As(err, &te) {
-			return nil, &ConfigError{Field: "LeaseTable", Reason: te.Error() + " (create it with `dynapart init` or lock.CreateTable)", Err: err}
+			return nil, &ConfigError{Pkg: "dynapart", Field: "LeaseTable", Reason: te.Error() + " (create it with `dynapart init` or lock.CreateTable)", Err: err}
 		}
 		return nil, err
 	}
@@ -188,7 +188,7 @@ func (w *Worker) prepare(ctx context.Context) (*env, error) {
 			return nil, err
 		}
 		if err := checkLedgerSchema(c.LedgerTable, lt); err != nil {
-			return nil, &ConfigError{Field: "LedgerTable", Reason: err.Error(), Err: err}
+			return nil, &ConfigError{Pkg: "dynapart", Field: "LedgerTable", Reason: err.Error(), Err: err}
 		}
 		ledger, err = NewTableLedger(c.Client, c.LedgerTable, c.Job, c.Table, keyAttrs)
 	default:
@@ -228,7 +228,7 @@ func describeTable(ctx context.Context, db DynamoDBClient, table, field string) 
 	out, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
 	var nf *types.ResourceNotFoundException
 	if errors.As(err, &nf) {
-		return nil, &ConfigError{Field: field, Reason: fmt.Sprintf("table %q does not exist (create it with `dynapart init`)", table), Err: err}
+		return nil, &ConfigError{Pkg: "dynapart", Field: field, Reason: fmt.Sprintf("table %q does not exist (create it with `dynapart init`)", table), Err: err}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("dynapart: describe table %q: %w", table, err)
