@@ -141,6 +141,14 @@ type Config struct {
 	// time to drain, checkpoint and release: DrainTimeout plus the release must fit in it, which
 	// package awslambda enforces (its DrainTimeout defaults to half the margin). Defaults to 2s.
 	DeadlineMargin time.Duration
+	// WriteTimeout bounds each write that records an item's outcome (claim, complete, retry, dead
+	// letter, release). These writes are not cut short by shutdown, so a graceful stop never
+	// leaves an outcome unknown; WriteTimeout bounds how long a stop waits on an unreachable
+	// DynamoDB. Defaults to 30s.
+	WriteTimeout time.Duration
+	// LeaseWriteTimeout bounds each lease write that must outlive a shutdown: saving the
+	// checkpoint, marking the slot finished, releasing the lease. Defaults to 10s.
+	LeaseWriteTimeout time.Duration
 
 	// Job names the job; with the table ledger a new job processes everything again. Defaults to
 	// "default".
@@ -297,6 +305,12 @@ func (c *Config) withDefaults() Config {
 	if d.DeadlineMargin == 0 {
 		d.DeadlineMargin = 2 * time.Second
 	}
+	if d.WriteTimeout == 0 {
+		d.WriteTimeout = DefaultWriteTimeout
+	}
+	if d.LeaseWriteTimeout == 0 {
+		d.LeaseWriteTimeout = DefaultLeaseWriteTimeout
+	}
 	if d.Ledger == "" {
 		d.Ledger = LedgerInline
 	}
@@ -372,6 +386,10 @@ func (c *Config) validate() error {
 		return bad("HandlerGrace", "must not be negative, got %s", c.HandlerGrace)
 	case c.DeadlineMargin < 0:
 		return bad("DeadlineMargin", "must not be negative, got %s", c.DeadlineMargin)
+	case c.WriteTimeout < 0:
+		return bad("WriteTimeout", "must not be negative, got %s", c.WriteTimeout)
+	case c.LeaseWriteTimeout < 0:
+		return bad("LeaseWriteTimeout", "must not be negative, got %s", c.LeaseWriteTimeout)
 	case c.PollInterval < 0:
 		return bad("PollInterval", "must not be negative, got %s", c.PollInterval)
 	case c.CheckpointInterval <= 0:

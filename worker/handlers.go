@@ -101,8 +101,11 @@ func (w *Worker) tooLate(cl Claim, now time.Time) bool {
 // claimDeadline is when a handler's context is cancelled with ErrClaimExpiring: a margin before
 // the claim expires, so the completion write can still land in time.
 func claimDeadline(ttl time.Duration, until time.Time) time.Time {
-	return until.Add(-min(ttl/10, 5*time.Second))
+	return until.Add(-min(ttl/10, maxClaimMargin))
 }
+
+// maxClaimMargin caps the margin claimDeadline leaves before a claim expires.
+const maxClaimMargin = 5 * time.Second
 
 // giveBackLate releases a batched claim that waited too long: the attempt is not counted and the
 // item is handled again on the next pass.

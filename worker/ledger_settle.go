@@ -113,8 +113,11 @@ func (l *ledgerCore) unclaimAll(ctx context.Context, reqs []ClaimRequest, rowKey
 // settleContext is the context a settling read or undo runs under: not cut short by the caller's
 // cancellation (a shutdown must not leave a claim of unknown outcome), but bounded.
 func settleContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	return context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 }
+
+// settleTimeout bounds a settling read or undo.
+const settleTimeout = 10 * time.Second
 
 // refused reports an error that says the request itself was refused (invalid, or its table is
 // missing): no attempt of it was applied. Any other error (a network error, a timeout, a server

@@ -256,7 +256,7 @@ func (p *pass) again(due time.Time) {
 
 // writeContext is for writes that record an outcome: they must not be cut short by shutdown.
 func (p *pass) writeContext() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(p.ctx), outcomeWriteTimeout)
+	return context.WithTimeout(context.WithoutCancel(p.ctx), p.w.cfg.WriteTimeout)
 }
 
 // goDone runs f in a goroutine and returns a channel closed when f returns.

@@ -383,13 +383,13 @@ func (w *Worker) leaseEvent(kind LeaseEventKind, l *lock.Lease) {
 	}
 }
 
-// The timeouts of writes that must not be cut short by shutdown.
+// The defaults of Config.WriteTimeout and Config.LeaseWriteTimeout.
 const (
-	leaseWriteTimeout   = 10 * time.Second // releasing the lease, saving a checkpoint, marking a slot finished
-	outcomeWriteTimeout = 30 * time.Second // recording an item's outcome (claim, complete, retry, dead letter)
+	DefaultWriteTimeout      = 30 * time.Second
+	DefaultLeaseWriteTimeout = 10 * time.Second
 )
 
 // leaseWriteContext is for a lease write that must outlive ctx.
 func (w *Worker) leaseWriteContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), leaseWriteTimeout)
+	return context.WithTimeout(context.WithoutCancel(ctx), w.cfg.LeaseWriteTimeout)
 }
