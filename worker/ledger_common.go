@@ -97,11 +97,11 @@ func (a stateAttrs) all() []string {
 
 // ledgerExprs are one ledger's update and condition expressions, built once.
 type ledgerExprs struct {
-	claimCond, claimUpdate               string
-	fenceCond                            string // the caller's claim is current
-	completeUpdate                       string
-	retryUpdate, deadUpdate, releaseUpd  string
-	completeOnlyCond, completeOnlyUpdate string
+	claimCond, claimUpdate                 string
+	fenceCond                              string // the caller's claim is current
+	completeUpdate                         string
+	retryUpdate, deadUpdate, releaseUpdate string
+	completeOnlyCond, completeOnlyUpdate   string
 }
 
 // ledgerCore implements the transitions for both ledgers.
@@ -172,14 +172,14 @@ func newLedgerCore(db LedgerClient, name string, keyAttrs []string, attrs stateA
 		completeUpdate:   "SET #status = :done, #doneAt = :now REMOVE #claimUntil, #retryAt" + rm,
 		retryUpdate:      "SET #status = :retry, #retryAt = :retryAt, #error = :error REMOVE #claimUntil",
 		deadUpdate:       "SET #status = :failed, #error = :error, #failedAt = :now REMOVE #claimUntil, #retryAt" + rm,
-		releaseUpd:       "SET #status = :retry, #retryAt = :now REMOVE #claimUntil ADD #attempts :minusOne",
+		releaseUpdate:    "SET #status = :retry, #retryAt = :now REMOVE #claimUntil ADD #attempts :minusOne",
 		completeOnlyCond: exists + "(attribute_not_exists(#status) OR NOT (#status IN (:done, :failed)))",
 		completeOnlyUpdate: "SET #status = :done, #owner = :owner, #slot = :slot, #token = :token, #doneAt = :now" +
 			extra + " REMOVE #claimUntil, #retryAt" + rm + " ADD #attempts :one",
 	}
 	l.placeholders = map[string][]string{}
 	for _, e := range []string{l.x.claimCond, l.x.claimUpdate, l.x.fenceCond, l.x.completeUpdate, l.x.retryUpdate,
-		l.x.deadUpdate, l.x.releaseUpd, l.x.completeOnlyCond, l.x.completeOnlyUpdate} {
+		l.x.deadUpdate, l.x.releaseUpdate, l.x.completeOnlyCond, l.x.completeOnlyUpdate} {
 		l.placeholders[e] = ledgerPlaceholderRE.FindAllString(e, -1)
 	}
 	return l, nil

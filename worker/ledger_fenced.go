@@ -38,7 +38,7 @@ func (l *ledgerCore) release(ctx context.Context, c Claim, now time.Time) error 
 	vals[":retry"] = ledgerS(string(StatusRetry))
 	vals[":now"] = ledgerMillis(now)
 	vals[":minusOne"] = ledgerN(-1)
-	return l.fenced(ctx, "release", c, l.x.releaseUpd, vals)
+	return l.fenced(ctx, "release", c, l.x.releaseUpdate, vals)
 }
 
 // fenced writes update only while c is the item's current claim; else ErrClaimLost.

@@ -90,10 +90,10 @@ func (l *ledgerCore) unclaim(ctx context.Context, r ClaimRequest, rowKey Key) er
 	vals := l.claimRequestVals(r)
 	vals[":minusOne"] = ledgerN(-1)
 	cond := "#status = :claimed AND #owner = :owner AND #slot = :slot AND #token = :token AND #claimUntil = :until"
-	names, used := l.exprInput(vals, cond, l.x.releaseUpd)
+	names, used := l.exprInput(vals, cond, l.x.releaseUpdate)
 	_, err := l.update(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(l.row.table), Key: rowKey,
-		ConditionExpression: aws.String(cond), UpdateExpression: aws.String(l.x.releaseUpd),
+		ConditionExpression: aws.String(cond), UpdateExpression: aws.String(l.x.releaseUpdate),
 		ExpressionAttributeNames: names, ExpressionAttributeValues: used,
 	})
 	var ccf *types.ConditionalCheckFailedException
