@@ -230,99 +230,41 @@ const (
 
 func (c *Config) withDefaults() Config {
 	d := *c
-	if d.LeaseTable == "" {
-		d.LeaseTable = DefaultLeaseTable
+	setDefault(&d.LeaseTable, DefaultLeaseTable)
+	setDefault(&d.Job, "default")
+	setDefault(&d.Group, d.Table+"/"+d.Job)
+	setDefault(&d.Mode, scan.ModeSegment)
+	setDefault(&d.SubSegments, scan.DefaultSubSegments)
+	setDefault(&d.IndexName, "dp_pending")
+	setDefault(&d.ShardAttr, "dp_shard")
+	setDefault(&d.Shards, 16)
+	if d.ReadRate == 0 {
+		setDefault(&d.PageSize, 1000)
 	}
-	if d.Job == "" {
-		d.Job = "default"
+	setDefault(&d.Concurrency, 16)
+	setDefault(&d.LeaseTTL, 10*time.Second)
+	setDefault(&d.Heartbeat, d.LeaseTTL/3)
+	setDefault(&d.MaxClockSkew, time.Second)
+	setDefault(&d.StandbyPoll, time.Second)
+	setDefault(&d.ClaimTTL, time.Minute)
+	setDefault(&d.MaxAttempts, 5)
+	setDefault(&d.RetryBackoff, time.Second)
+	setDefault(&d.MaxRetryBackoff, 5*time.Minute)
+	if d.Once {
+		setDefault(&d.PollInterval, 5*time.Second)
 	}
-	if d.Group == "" {
-		d.Group = d.Table + "/" + d.Job
-	}
-	if d.Mode == "" {
-		d.Mode = scan.ModeSegment
-	}
-	if d.SubSegments == 0 {
-		d.SubSegments = scan.DefaultSubSegments
-	}
-	if d.IndexName == "" {
-		d.IndexName = "dp_pending"
-	}
-	if d.ShardAttr == "" {
-		d.ShardAttr = "dp_shard"
-	}
-	if d.Shards == 0 {
-		d.Shards = 16
-	}
-	if d.PageSize == 0 && d.ReadRate == 0 {
-		d.PageSize = 1000
-	}
-	if d.Concurrency == 0 {
-		d.Concurrency = 16
-	}
-	if d.LeaseTTL == 0 {
-		d.LeaseTTL = 10 * time.Second
-	}
-	if d.Heartbeat == 0 {
-		d.Heartbeat = d.LeaseTTL / 3
-	}
-	if d.MaxClockSkew == 0 {
-		d.MaxClockSkew = time.Second
-	}
-	if d.StandbyPoll == 0 {
-		d.StandbyPoll = time.Second
-	}
-	if d.ClaimTTL == 0 {
-		d.ClaimTTL = time.Minute
-	}
-	if d.MaxAttempts == 0 {
-		d.MaxAttempts = 5
-	}
-	if d.RetryBackoff == 0 {
-		d.RetryBackoff = time.Second
-	}
-	if d.MaxRetryBackoff == 0 {
-		d.MaxRetryBackoff = 5 * time.Minute
-	}
-	if d.PollInterval == 0 {
-		d.PollInterval = 30 * time.Second
-		if d.Once {
-			d.PollInterval = 5 * time.Second
-		}
-	}
-	if d.CheckpointInterval == 0 {
-		d.CheckpointInterval = time.Second
-	}
-	if d.OutageTimeout == 0 {
-		d.OutageTimeout = DefaultOutageTimeout
-	}
-	if d.DrainTimeout == 0 {
-		d.DrainTimeout = 10 * time.Second
-	}
-	if d.HandlerGrace == 0 {
-		d.HandlerGrace = 5 * time.Second
-	}
-	if d.DeadlineMargin == 0 {
-		d.DeadlineMargin = 2 * time.Second
-	}
-	if d.WriteTimeout == 0 {
-		d.WriteTimeout = DefaultWriteTimeout
-	}
-	if d.LeaseWriteTimeout == 0 {
-		d.LeaseWriteTimeout = DefaultLeaseWriteTimeout
-	}
-	if d.Ledger == "" {
-		d.Ledger = LedgerInline
-	}
-	if d.LedgerTable == "" {
-		d.LedgerTable = DefaultLedgerTable
-	}
-	if d.AttrPrefix == "" {
-		d.AttrPrefix = DefaultAttrPrefix
-	}
-	if d.Owner == "" {
-		d.Owner = lock.DefaultOwner()
-	}
+	setDefault(&d.PollInterval, 30*time.Second)
+	setDefault(&d.CheckpointInterval, time.Second)
+	setDefault(&d.OutageTimeout, DefaultOutageTimeout)
+	setDefault(&d.DrainTimeout, 10*time.Second)
+	setDefault(&d.HandlerGrace, 5*time.Second)
+	setDefault(&d.DeadlineMargin, 2*time.Second)
+	setDefault(&d.WriteTimeout, DefaultWriteTimeout)
+	setDefault(&d.LeaseWriteTimeout, DefaultLeaseWriteTimeout)
+	setDefault(&d.Ledger, LedgerInline)
+	setDefault(&d.LedgerTable, DefaultLedgerTable)
+	setDefault(&d.AttrPrefix, DefaultAttrPrefix)
+	setDefault(&d.Owner, lock.DefaultOwner())
 	if d.Logger == nil {
 		d.Logger = slog.Default()
 	}
@@ -332,10 +274,21 @@ func (c *Config) withDefaults() Config {
 	return d
 }
 
-func (c *Config) validate() error {
-	bad := func(field, format string, args ...any) error {
-		return &ConfigError{Pkg: "dynapart", Field: field, Reason: fmt.Sprintf(format, args...)}
+// setDefault sets *v to def when *v is its zero value.
+func setDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
 	}
+}
+
+// configErr is a *ConfigError of the worker's Config.
+func configErr(field, format string, args ...any) error {
+	return &ConfigError{Pkg: "dynapart", Field: field, Reason: fmt.Sprintf(format, args...)}
+}
+
+func (c *Config) validate() error {
+	bad := configErr
 	switch {
 	case c.Client == nil:
 		return bad("Client", "required")
@@ -395,6 +348,13 @@ func (c *Config) validate() error {
 	case c.CheckpointInterval <= 0:
 		return bad("CheckpointInterval", "must be positive, got %s", c.CheckpointInterval)
 	}
+	return c.validatePlan()
+}
+
+// validatePlan checks the scan plan: what scan.New checks, here so that Run does not fail on it
+// after taking a lease.
+func (c *Config) validatePlan() error {
+	bad := configErr
 	if _, err := scan.ParseMode(string(c.Mode)); err != nil {
 		return bad("Mode", "%v", err)
 	}
