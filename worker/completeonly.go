@@ -31,14 +31,6 @@ type onlyFailure struct {
 	maxAttempts int
 }
 
-func (l *InlineLedger) failOnly(ctx context.Context, r ClaimRequest, f onlyFailure) (Status, error) {
-	return l.core.failOnly(ctx, r, f)
-}
-
-func (l *TableLedger) failOnly(ctx context.Context, r ClaimRequest, f onlyFailure) (Status, error) {
-	return l.core.failOnly(ctx, r, f)
-}
-
 // failOnly records f and returns the item's status after it: retry, failed, or (when the item was
 // finished already) the state found.
 func (l *ledgerCore) failOnly(ctx context.Context, r ClaimRequest, f onlyFailure) (Status, error) {
@@ -92,17 +84,7 @@ func (l *ledgerCore) failRetried(ctx context.Context, rowKey Key, c Claim, errTe
 	vals[":now"] = ledgerMillis(now)
 	vals[":error"] = ledgerS(truncateErrorText(errText))
 	cond := "#status = :retry AND #owner = :owner AND #slot = :slot AND #token = :token AND #attempts = :attempt"
-	names, used := l.exprInput(vals, cond, l.x.deadUpdate)
-	_, err := l.update(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(l.row.table), Key: rowKey,
-		ConditionExpression: aws.String(cond), UpdateExpression: aws.String(l.x.deadUpdate),
-		ExpressionAttributeNames: names, ExpressionAttributeValues: used,
-	})
-	var ccf *types.ConditionalCheckFailedException
-	if err != nil && !errors.As(err, &ccf) {
-		return l.wrapErr("dead-letter", l.row.table, err)
-	}
-	return nil
+	return l.updateIf(ctx, "dead-letter", rowKey, cond, l.x.deadUpdate, vals)
 }
 
 // completeOnlyFailed records a complete-only handler's error like claim mode does: a retry with

@@ -40,10 +40,7 @@ func (l *ledgerCore) completeChunk(ctx context.Context, claims []Claim, now time
 				errs[i] = err
 				continue
 			}
-			vals := fenceVals(claims[i])
-			vals[":done"] = ledgerS(string(StatusDone))
-			vals[":now"] = ledgerMillis(now)
-			items = append(items, l.txUpdate(rowKey, l.x.fenceCond, l.x.completeUpdate, vals))
+			items = append(items, l.txUpdate(rowKey, l.x.fenceCond, l.x.completeUpdate, completeVals(claims[i], now)))
 		}
 		if len(items) != len(pending) {
 			// A key could not be encoded (reported above): complete the others one by one.
@@ -87,16 +84,6 @@ func (l *ledgerCore) completeChunk(ctx context.Context, claims []Claim, now time
 		}
 		pending = again
 	}
-}
-
-// CompleteBatch implements BatchCompleter.
-func (l *InlineLedger) CompleteBatch(ctx context.Context, claims []Claim, now time.Time) []error {
-	return l.core.completeBatch(ctx, claims, now)
-}
-
-// CompleteBatch implements BatchCompleter.
-func (l *TableLedger) CompleteBatch(ctx context.Context, claims []Claim, now time.Time) []error {
-	return l.core.completeBatch(ctx, claims, now)
 }
 
 // BatchCompleter is a Ledger that can complete many claims in one request. Both ledgers are.

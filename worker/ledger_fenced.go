@@ -11,10 +11,15 @@ import (
 )
 
 func (l *ledgerCore) complete(ctx context.Context, c Claim, now time.Time) error {
+	return l.fenced(ctx, "complete", c, l.x.completeUpdate, completeVals(c, now))
+}
+
+// completeVals are the values of a completion under claim c.
+func completeVals(c Claim, now time.Time) map[string]types.AttributeValue {
 	vals := fenceVals(c)
 	vals[":done"] = ledgerS(string(StatusDone))
 	vals[":now"] = ledgerMillis(now)
-	return l.fenced(ctx, "complete", c, l.x.completeUpdate, vals)
+	return vals
 }
 
 func (l *ledgerCore) retry(ctx context.Context, c Claim, errText string, retryAt time.Time) error {
@@ -85,4 +90,20 @@ func (l *ledgerCore) completeOnly(ctx context.Context, r ClaimRequest) (bool, er
 		return false, nil
 	}
 	return false, l.wrapErr("complete", l.row.table, err)
+}
+
+// updateIf writes update to the state row rowKey when cond holds. A failed condition is not an
+// error: the row shows something else, and there is nothing to do.
+func (l *ledgerCore) updateIf(ctx context.Context, op string, rowKey Key, cond, update string, vals map[string]types.AttributeValue) error {
+	names, used := l.exprInput(vals, cond, update)
+	_, err := l.update(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(l.row.table), Key: rowKey,
+		ConditionExpression: aws.String(cond), UpdateExpression: aws.String(update),
+		ExpressionAttributeNames: names, ExpressionAttributeValues: used,
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if err != nil && !errors.As(err, &ccf) {
+		return l.wrapErr(op, l.row.table, err)
+	}
+	return nil
 }

@@ -52,18 +52,23 @@ func (l *ledgerCore) parallelScan(ctx context.Context, in dynamodb.ScanInput, fn
 	return firstErr
 }
 
-// countStates adds a page's items to s by their status attribute.
+// countStates adds a page's items to s by their status attribute (not to s.Total).
 func countLedgerStates(s *Summary, items []map[string]types.AttributeValue, status string) {
 	for _, it := range items {
-		switch Status(ledgerStr(it[status])) {
-		case StatusDone:
-			s.Done++
-		case StatusFailed:
-			s.Failed++
-		case StatusClaimed:
-			s.Claimed++
-		default:
-			s.Pending++
-		}
+		s.count(Status(ledgerStr(it[status])))
+	}
+}
+
+// count adds one item in state st to s's count of that state (not to s.Total).
+func (s *Summary) count(st Status) {
+	switch st {
+	case StatusDone:
+		s.Done++
+	case StatusFailed:
+		s.Failed++
+	case StatusClaimed:
+		s.Claimed++
+	default:
+		s.Pending++
 	}
 }

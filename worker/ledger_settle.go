@@ -90,17 +90,7 @@ func (l *ledgerCore) unclaim(ctx context.Context, r ClaimRequest, rowKey Key) er
 	vals := l.claimRequestVals(r)
 	vals[":minusOne"] = ledgerN(-1)
 	cond := "#status = :claimed AND #owner = :owner AND #slot = :slot AND #token = :token AND #claimUntil = :until"
-	names, used := l.exprInput(vals, cond, l.x.releaseUpdate)
-	_, err := l.update(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(l.row.table), Key: rowKey,
-		ConditionExpression: aws.String(cond), UpdateExpression: aws.String(l.x.releaseUpdate),
-		ExpressionAttributeNames: names, ExpressionAttributeValues: used,
-	})
-	var ccf *types.ConditionalCheckFailedException
-	if err != nil && !errors.As(err, &ccf) {
-		return l.wrapErr("undo claim", l.row.table, err)
-	}
-	return nil
+	return l.updateIf(ctx, "undo claim", rowKey, cond, l.x.releaseUpdate, vals)
 }
 
 // unclaimAll undoes the claims of reqs[idxs] (best effort): their outcome is unknown to the caller.
