@@ -100,7 +100,7 @@ func WithSafetyMargin(d time.Duration) Option {
 // half and the full interval so standbys do not poll in step. Default 1s.
 func WithPollInterval(d time.Duration) Option { return func(c *Client) { c.poll = d } }
 
-// WithClock sets the clock for all lease timing. Default: the system clock.
+// WithClock sets the clock for all lease timing. Default: [SystemClock].
 func WithClock(clk Clock) Option { return func(c *Client) { c.clock = clk } }
 
 // WithSkewImmune makes a contender take an unreleased slot only after it has watched the slot's

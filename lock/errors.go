@@ -60,13 +60,19 @@ func (e *GroupMismatchError) Unwrap() error { return ErrGroupMismatch }
 // configuration error in dynapart: scan.ConfigError and worker.ConfigError are aliases of it, so
 // errors.As(err, &ce) with a *lock.ConfigError (or either alias) catches any of them.
 type ConfigError struct {
-	Pkg    string // the package that refused it: "lock", "scan" or "dynapart" (the worker)
+	Pkg    string // who refused it: "lock", "scan" or "dynapart" (the worker, and the default when empty)
 	Field  string // the option, argument or field, e.g. "WithLeaseTTL", "n", "Workers"
 	Reason string // what is wrong with it
 	Err    error  // the underlying error, if any (e.g. a *TableError)
 }
 
-func (e *ConfigError) Error() string { return e.Pkg + ": invalid " + e.Field + ": " + e.Reason }
+func (e *ConfigError) Error() string {
+	pkg := e.Pkg
+	if pkg == "" {
+		pkg = "dynapart"
+	}
+	return pkg + ": invalid " + e.Field + ": " + e.Reason
+}
 
 // Unwrap returns the underlying error.
 func (e *ConfigError) Unwrap() error { return e.Err }

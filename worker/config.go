@@ -164,7 +164,8 @@ type Config struct {
 	Owner string
 	// Logger receives structured logs. Defaults to slog.Default().
 	Logger *slog.Logger
-	// Clock drives lease and claim timing. Defaults to the system clock.
+	// Clock drives lease and claim timing (see lock.Clock to implement one, e.g. a fake for tests).
+	// Defaults to lock.SystemClock.
 	Clock lock.Clock
 	// Hooks receive events for metrics. Defaults to none.
 	Hooks Hooks
