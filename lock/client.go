@@ -2,12 +2,8 @@ package lock
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"fmt"
 	"log/slog"
 	mrand "math/rand/v2"
-	"os"
 	"sync"
 	"time"
 
@@ -22,17 +18,6 @@ type DynamoDBClient interface {
 	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 	Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
 }
-
-// Clock is the time source for all lease timing. internal/clock.Real and *clock.Fake satisfy it.
-type Clock interface {
-	Now() time.Time
-	After(d time.Duration) <-chan time.Time
-}
-
-type realClock struct{}
-
-func (realClock) Now() time.Time                         { return time.Now() }
-func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
 // Client hands out slot leases and mutexes on one lock table. It is safe for concurrent use.
 type Client struct {
@@ -115,7 +100,7 @@ func WithSafetyMargin(d time.Duration) Option {
 // half and the full interval so standbys do not poll in step. Default 1s.
 func WithPollInterval(d time.Duration) Option { return func(c *Client) { c.poll = d } }
 
-// WithClock sets the clock for all lease timing. Default: the system clock.
+// WithClock sets the clock for all lease timing. Default: [SystemClock].
 func WithClock(clk Clock) Option { return func(c *Client) { c.clock = clk } }
 
 // WithSkewImmune makes a contender take an unreleased slot only after it has watched the slot's
@@ -169,10 +154,10 @@ func New(db DynamoDBClient, table string, opts ...Option) (*Client, error) {
 		return nil, bad("WithPollInterval", "must be positive, got %s", c.poll)
 	}
 	if c.owner == "" {
-		c.owner = defaultOwner()
+		c.owner = DefaultOwner()
 	}
 	if c.clock == nil {
-		c.clock = realClock{}
+		c.clock = SystemClock{}
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
@@ -187,16 +172,6 @@ func hasOwnerOpt(opts []Option) bool {
 		o(probe)
 	}
 	return probe.owner != "\x00unset"
-}
-
-func defaultOwner() string {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "host"
-	}
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 }
 
 // Owner returns the owner id this Client writes on the items it holds.

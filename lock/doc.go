@@ -44,5 +44,7 @@
 // group's meta item). Slot attributes: owner, token, version (+1 per renew), expires_at (ms,
 // holder's clock), acquired_at, nonce (random, fresh per acquisition: it tells which of the
 // concurrent acquisitions of one Client, which all write the same owner, made the holder),
-// released, checkpoint, finished. See DESIGN.md, "Data model".
+// released (the holder gave the slot back), checkpoint (the holder's saved position, see
+// [Lease.SaveCheckpoint]), finished (see [Lease.MarkFinished]). The meta item holds n (the group's
+// slot count) and meta (the caller's [WithGroupMeta] values).
 package lock

@@ -56,15 +56,29 @@ func (e *GroupMismatchError) Error() string {
 // Unwrap returns ErrGroupMismatch.
 func (e *GroupMismatchError) Unwrap() error { return ErrGroupMismatch }
 
-// ConfigError names an invalid option or argument (Field is e.g. "WithLeaseTTL", "table", "n").
+// ConfigError names an invalid option, argument or configuration field. It is the one shape of
+// configuration error in dynapart: scan.ConfigError and worker.ConfigError are aliases of it, so
+// errors.As(err, &ce) with a *lock.ConfigError (or either alias) catches any of them.
 type ConfigError struct {
-	Field, Problem string
+	Pkg    string // who refused it: "lock", "scan" or "dynapart" (the worker, and the default when empty)
+	Field  string // the option, argument or field, e.g. "WithLeaseTTL", "n", "Workers"
+	Reason string // what is wrong with it
+	Err    error  // the underlying error, if any (e.g. a *TableError)
 }
 
-func (e *ConfigError) Error() string { return fmt.Sprintf("lock: invalid %s: %s", e.Field, e.Problem) }
+func (e *ConfigError) Error() string {
+	pkg := e.Pkg
+	if pkg == "" {
+		pkg = "dynapart"
+	}
+	return pkg + ": invalid " + e.Field + ": " + e.Reason
+}
+
+// Unwrap returns the underlying error.
+func (e *ConfigError) Unwrap() error { return e.Err }
 
 func bad(field, format string, args ...any) error {
-	return &ConfigError{Field: field, Problem: fmt.Sprintf(format, args...)}
+	return &ConfigError{Pkg: "lock", Field: field, Reason: fmt.Sprintf(format, args...)}
 }
 
 // tableErr turns ResourceNotFoundException into *TableError, so callers learn which table is

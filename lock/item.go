@@ -11,7 +11,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// Attribute names of the lease table (DESIGN.md, "Data model").
+// Attribute names of the lease table. A slot item is keyed by pk "group#<name>" and sk the slot (a
+// mutex by "mutex#<name>" and sk 0); the group's meta item has sk -1 and holds n and meta. owner,
+// token (the fencing token, +1 per acquisition), version (+1 per renewal), expires_at (ms, by the
+// holder's clock), acquired_at, nonce (fresh per acquisition), released, checkpoint and finished
+// describe the current holder; see the package documentation, "Data model".
 const (
 	attrPK         = "pk"
 	attrSK         = "sk"

@@ -102,7 +102,8 @@ func (l *Lease) AcquiredAt() time.Time { return l.acquiredAt }
 // or lost its connection), so work it had in flight may need recovering.
 func (l *Lease) TookOver() bool { return l.tookOver }
 
-func (l *Lease) version_() int64 {
+// currentVersion is the version of the last renewal that landed.
+func (l *Lease) currentVersion() int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.version
@@ -188,7 +189,7 @@ func (l *Lease) startRenew(now time.Time) (chan renewResult, context.CancelFunc)
 	// Cancelling ctx (stop, or the lease ended) aborts both the write and the settling re-read.
 	ctx, cancel := context.WithCancel(l.ctx)
 	ch := make(chan renewResult, 1)
-	version, exp := l.version_()+1, now.Add(l.c.ttl)
+	version, exp := l.currentVersion()+1, now.Add(l.c.ttl)
 	go func() { ch <- l.renew(ctx, version, exp) }()
 	return ch, cancel
 }

@@ -129,7 +129,7 @@ func DecodeCheckpoint(s string) (Position, error) {
 			case a.S != nil && a.N == nil && a.B == nil:
 				key[name] = &types.AttributeValueMemberS{Value: *a.S}
 			case a.N != nil && a.S == nil && a.B == nil:
-				if _, ok := parseNumber(*a.N); !ok {
+				if _, ok := ParseNumber(*a.N); !ok {
 					return Position{}, fmt.Errorf("%w: key attribute %q of segment %d is not a number", ErrBadCheckpoint, name, c.S)
 				}
 				key[name] = &types.AttributeValueMemberN{Value: *a.N}

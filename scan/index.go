@@ -30,7 +30,7 @@ var ErrIndexConflict = errors.New("scan: index exists with a different key schem
 // other keys.
 func CreatePendingIndex(ctx context.Context, db IndexClient, table, indexName, shardAttr string) error {
 	if table == "" || indexName == "" || shardAttr == "" {
-		return &ConfigError{Field: "table/indexName/shardAttr", Reason: "all are required"}
+		return &ConfigError{Pkg: "scan", Field: "table/indexName/shardAttr", Reason: "all are required"}
 	}
 	desc, err := describeTable(ctx, db, table)
 	if err != nil {
@@ -49,7 +49,7 @@ func CreatePendingIndex(ctx context.Context, db IndexClient, table, indexName, s
 		}
 	}
 	if pk == shardAttr {
-		return &ConfigError{Field: "shardAttr", Reason: fmt.Sprintf("%q is the table's partition key", shardAttr)}
+		return &ConfigError{Pkg: "scan", Field: "shardAttr", Reason: fmt.Sprintf("%q is the table's partition key", shardAttr)}
 	}
 	if g := findIndex(desc, indexName); g == nil {
 		in := &dynamodb.UpdateTableInput{

@@ -184,23 +184,11 @@ func valueSize(v types.AttributeValue) int {
 	case *types.AttributeValueMemberB:
 		return len(v.Value)
 	case *types.AttributeValueMemberSS:
-		n := 0
-		for _, s := range v.Value {
-			n += len(s)
-		}
-		return n
+		return sumOf(v.Value, func(s string) int { return len(s) })
 	case *types.AttributeValueMemberNS:
-		n := 0
-		for _, s := range v.Value {
-			n += len(s)/2 + 1
-		}
-		return n
+		return sumOf(v.Value, func(s string) int { return len(s)/2 + 1 })
 	case *types.AttributeValueMemberBS:
-		n := 0
-		for _, b := range v.Value {
-			n += len(b)
-		}
-		return n
+		return sumOf(v.Value, func(b []byte) int { return len(b) })
 	case *types.AttributeValueMemberM:
 		return 3 + itemSize(v.Value)
 	case *types.AttributeValueMemberL:
@@ -211,4 +199,13 @@ func valueSize(v types.AttributeValue) int {
 		return n
 	}
 	return 1 // BOOL, NULL
+}
+
+// sumOf adds size(x) over xs.
+func sumOf[T any](xs []T, size func(T) int) int {
+	n := 0
+	for _, x := range xs {
+		n += size(x)
+	}
+	return n
 }

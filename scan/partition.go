@@ -48,37 +48,40 @@ func stringBytes(s string) []byte {
 	return unsafe.Slice(unsafe.StringData(s), len(s))
 }
 
-// number is a parsed decimal: the value is (digits of ip followed by fp) * 10^exp, sign neg.
-type number struct {
-	neg    bool
-	ip, fp string
-	exp    int64
+// Number is a DynamoDB number's text, parsed: the value is (the digits of Int followed by those of
+// Frac) * 10^Exp, negative when Neg. The ledger's key encoding reads numbers with the same grammar.
+type Number struct {
+	Neg       bool
+	Int, Frac string
+	Exp       int64
 }
 
 // maxExp bounds exponents far beyond DynamoDB's range (1e-130 .. 1e126), so parsing cannot overflow.
 const maxExp = 1 << 40
 
-func parseNumber(s string) (number, bool) {
-	var x number
+// ParseNumber parses a number's text ([+-]digits[.digits][(e|E)[+-]digits], with digits on at least
+// one side of the point); ok is false when s is not one. Exponents are clamped far beyond
+// DynamoDB's range, so parsing cannot overflow.
+func ParseNumber(s string) (x Number, ok bool) {
 	i := 0
 	if i < len(s) && (s[i] == '+' || s[i] == '-') {
-		x.neg = s[i] == '-'
+		x.Neg = s[i] == '-'
 		i++
 	}
 	start := i
 	for i < len(s) && isDigit(s[i]) {
 		i++
 	}
-	x.ip = s[start:i]
+	x.Int = s[start:i]
 	if i < len(s) && s[i] == '.' {
 		i++
 		start = i
 		for i < len(s) && isDigit(s[i]) {
 			i++
 		}
-		x.fp = s[start:i]
+		x.Frac = s[start:i]
 	}
-	if x.ip == "" && x.fp == "" {
+	if x.Int == "" && x.Frac == "" {
 		return x, false
 	}
 	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
@@ -92,13 +95,13 @@ func parseNumber(s string) (number, bool) {
 			return x, false
 		}
 		for i < len(s) && isDigit(s[i]) {
-			if x.exp < maxExp {
-				x.exp = x.exp*10 + int64(s[i]-'0')
+			if x.Exp < maxExp {
+				x.Exp = x.Exp*10 + int64(s[i]-'0')
 			}
 			i++
 		}
 		if eneg {
-			x.exp = -x.exp
+			x.Exp = -x.Exp
 		}
 	}
 	return x, i == len(s)
@@ -106,27 +109,27 @@ func parseNumber(s string) (number, bool) {
 
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 
-// digit returns the k-th mantissa digit (ip then fp) as a number.
-func (x *number) digit(k int) uint64 {
-	if k < len(x.ip) {
-		return uint64(x.ip[k] - '0')
+// digit returns the k-th mantissa digit (Int then Frac) as a number.
+func (x *Number) digit(k int) uint64 {
+	if k < len(x.Int) {
+		return uint64(x.Int[k] - '0')
 	}
-	return uint64(x.fp[k-len(x.ip)] - '0')
+	return uint64(x.Frac[k-len(x.Int)] - '0')
 }
 
-func (x *number) char(k int) byte {
-	if k < len(x.ip) {
-		return x.ip[k]
+func (x *Number) char(k int) byte {
+	if k < len(x.Int) {
+		return x.Int[k]
 	}
-	return x.fp[k-len(x.ip)]
+	return x.Frac[k-len(x.Int)]
 }
 
 func partitionNumber(s string, m uint64) int {
-	x, ok := parseNumber(s)
+	x, ok := ParseNumber(s)
 	if !ok {
 		return int(uint64(crc32.ChecksumIEEE(stringBytes(s))) % m)
 	}
-	total := len(x.ip) + len(x.fp)
+	total := len(x.Int) + len(x.Frac)
 	lo, hi := 0, total // significant digits are [lo, hi)
 	for lo < hi && x.digit(lo) == 0 {
 		lo++
@@ -138,10 +141,10 @@ func partitionNumber(s string, m uint64) int {
 		hi--
 	}
 	// value = digits[lo:hi] * 10^e
-	e := x.exp - int64(len(x.fp)) + int64(total-hi)
+	e := x.Exp - int64(len(x.Frac)) + int64(total-hi)
 	if e >= 0 {
 		r := mulMod(digitsMod(&x, lo, hi, m), powMod(10, uint64(e), m), m)
-		if x.neg && r != 0 {
+		if x.Neg && r != 0 {
 			r = m - r
 		}
 		return int(r)
@@ -152,7 +155,7 @@ func partitionNumber(s string, m uint64) int {
 var pow10 = [20]uint64{1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19}
 
 // digitsMod returns the integer spelt by the digits [lo, hi) mod m, 19 digits per 128-bit step.
-func digitsMod(x *number, lo, hi int, m uint64) uint64 {
+func digitsMod(x *Number, lo, hi int, m uint64) uint64 {
 	var r uint64
 	for lo < hi {
 		k := min(hi-lo, 19)
@@ -192,10 +195,10 @@ const maxPlainZeros = 200
 
 // canonicalCRC is the CRC-32 of the canonical text of the non-integer digits[lo:hi] * 10^e (e < 0):
 // [-]INT.FRAC with no exponent and no superfluous zeros.
-func canonicalCRC(x *number, lo, hi int, e int64) uint32 {
+func canonicalCRC(x *Number, lo, hi int, e int64) uint32 {
 	c := ^uint32(0)
 	put := func(b byte) { c = crc32.IEEETable[byte(c)^b] ^ (c >> 8) }
-	if x.neg {
+	if x.Neg {
 		put('-')
 	}
 	l := int64(hi - lo)

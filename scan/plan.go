@@ -3,6 +3,8 @@ package scan
 import (
 	"errors"
 	"fmt"
+
+	"github.com/dynapart/dynapart/lock"
 )
 
 // Mode is how a slot finds its share of the table.
@@ -102,29 +104,25 @@ func (p Plan) Segments(slot int) []int {
 func (p Plan) Validate() error {
 	p = p.withDefaults()
 	if _, err := ParseMode(string(p.Mode)); err != nil {
-		return &ConfigError{Field: "Plan.Mode", Reason: err.Error()}
+		return &ConfigError{Pkg: "scan", Field: "Plan.Mode", Reason: err.Error()}
 	}
 	if p.Slots < 1 {
-		return &ConfigError{Field: "Plan.Slots", Reason: fmt.Sprintf("must be at least 1, got %d", p.Slots)}
+		return &ConfigError{Pkg: "scan", Field: "Plan.Slots", Reason: fmt.Sprintf("must be at least 1, got %d", p.Slots)}
 	}
 	if p.SubSegments < 1 || p.SubSegments > maxTotalSegments {
 		// In index mode SubSegments is the requests in flight; the bound also keeps New's
 		// 2*SubSegments default of MaxUnackedPages from overflowing.
-		return &ConfigError{Field: "Plan.SubSegments", Reason: fmt.Sprintf("must be in [1, %d], got %d", maxTotalSegments, p.SubSegments)}
+		return &ConfigError{Pkg: "scan", Field: "Plan.SubSegments", Reason: fmt.Sprintf("must be in [1, %d], got %d", maxTotalSegments, p.SubSegments)}
 	}
 	if p.Mode != ModeIndex && p.Slots > maxTotalSegments/p.SubSegments {
-		return &ConfigError{Field: "Plan.SubSegments", Reason: fmt.Sprintf("Slots*SubSegments must be at most %d", maxTotalSegments)}
+		return &ConfigError{Pkg: "scan", Field: "Plan.SubSegments", Reason: fmt.Sprintf("Slots*SubSegments must be at most %d", maxTotalSegments)}
 	}
 	return nil
 }
 
-// ConfigError is a configuration that cannot work; Field names the offending field.
-type ConfigError struct {
-	Field  string
-	Reason string
-}
-
-func (e *ConfigError) Error() string { return "scan: invalid " + e.Field + ": " + e.Reason }
+// ConfigError is a configuration that cannot work; Field names the offending field. It is
+// lock.ConfigError (Pkg "scan"), the one configuration error shape of dynapart.
+type ConfigError = lock.ConfigError
 
 var (
 	// ErrCheckpointMismatch: a checkpoint was made for another table, index, mode, slot or

@@ -182,7 +182,7 @@ func New(cfg Config) (*Scanner, error) {
 		return nil, err
 	}
 	bad := func(field, format string, args ...any) error {
-		return &ConfigError{Field: field, Reason: fmt.Sprintf(format, args...)}
+		return &ConfigError{Pkg: "scan", Field: field, Reason: fmt.Sprintf(format, args...)}
 	}
 	switch {
 	case cfg.Client == nil:
@@ -446,7 +446,7 @@ func (s *Scanner) describe(ctx context.Context) error {
 	if s.plan.Mode == ModeIndex && !slices.ContainsFunc(t.GlobalSecondaryIndexes, func(g types.GlobalSecondaryIndexDescription) bool {
 		return aws.ToString(g.IndexName) == s.cfg.IndexName
 	}) {
-		return &ConfigError{Field: "IndexName", Reason: fmt.Sprintf("table %q has no index %q (see CreatePendingIndex)", s.cfg.Table, s.cfg.IndexName)}
+		return &ConfigError{Pkg: "scan", Field: "IndexName", Reason: fmt.Sprintf("table %q has no index %q (see CreatePendingIndex)", s.cfg.Table, s.cfg.IndexName)}
 	}
 	if s.cfg.PartitionAttr == "" && len(keys) > 0 {
 		s.cfg.PartitionAttr = keys[0]

@@ -9,9 +9,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
-	"github.com/dynapart/dynapart/lock"
-	"github.com/dynapart/dynapart/scan"
 )
 
 // This file gives complete-only mode the retry and dead-letter accounting of claim mode. A
@@ -32,14 +29,6 @@ type onlyFailure struct {
 	retryAt     time.Time
 	permanent   bool
 	maxAttempts int
-}
-
-func (l *InlineLedger) failOnly(ctx context.Context, r ClaimRequest, f onlyFailure) (Status, error) {
-	return l.core.failOnly(ctx, r, f)
-}
-
-func (l *TableLedger) failOnly(ctx context.Context, r ClaimRequest, f onlyFailure) (Status, error) {
-	return l.core.failOnly(ctx, r, f)
 }
 
 // failOnly records f and returns the item's status after it: retry, failed, or (when the item was
@@ -95,54 +84,41 @@ func (l *ledgerCore) failRetried(ctx context.Context, rowKey Key, c Claim, errTe
 	vals[":now"] = ledgerMillis(now)
 	vals[":error"] = ledgerS(truncateErrorText(errText))
 	cond := "#status = :retry AND #owner = :owner AND #slot = :slot AND #token = :token AND #attempts = :attempt"
-	names, used := l.exprInput(vals, cond, l.x.deadUpdate)
-	_, err := l.update(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(l.row.table), Key: rowKey,
-		ConditionExpression: aws.String(cond), UpdateExpression: aws.String(l.x.deadUpdate),
-		ExpressionAttributeNames: names, ExpressionAttributeValues: used,
-	})
-	var ccf *types.ConditionalCheckFailedException
-	if err != nil && !errors.As(err, &ccf) {
-		return l.wrapErr("dead-letter", l.row.table, err)
-	}
-	return nil
+	return l.updateIf(ctx, "dead-letter", rowKey, cond, l.x.deadUpdate, vals)
 }
 
 // completeOnlyFailed records a complete-only handler's error like claim mode does: a retry with
 // backoff, or a dead letter (Permanent, or MaxAttempts reached). A write of unknown outcome keeps
 // the item for a later pass.
-func (w *Worker) completeOnlyFailed(ctx context.Context, e *env, lease *lock.Lease, t task, herr error, took time.Duration, ps *passState) {
-	c := w.cfg
+func (p *pass) completeOnlyFailed(ctx context.Context, t task, herr error, took time.Duration) {
+	c := p.w.cfg
+	slot := p.lease.Slot()
 	permanent, after := classify(herr)
 	if after <= 0 {
 		after = c.RetryBackoff
 	}
 	now := c.Clock.Now()
 	at := now.Add(after)
-	fo, ok := e.ledger.(completeOnlyFailer)
+	fo, ok := p.e.ledger.(completeOnlyFailer)
 	if !ok {
-		ps.again(at)
+		p.again(at)
 		return
 	}
-	st, err := fo.failOnly(ctx, w.claimRequest(t.key, lease, now, now),
+	st, err := fo.failOnly(ctx, p.claimRequest(t.key, now, now),
 		onlyFailure{errText: herr.Error(), retryAt: at, permanent: permanent, maxAttempts: c.MaxAttempts})
 	switch {
 	case err != nil:
-		c.Logger.Error("dynapart: record a failed attempt (complete-only); the item will be tried again", "slot", lease.Slot(), "err", err)
-		ps.again(at)
+		c.Logger.Error("dynapart: record a failed attempt (complete-only); the item will be tried again", "slot", slot, "err", err)
+		p.again(at)
 	case st == StatusRetry:
-		w.stats.retried.Add(1)
-		w.itemEvent(OutcomeRetried, t.key, lease.Slot(), 0, took)
-		ps.again(at)
+		p.w.stats.retried.Add(1)
+		p.w.itemEvent(OutcomeRetried, t.key, slot, 0, took)
+		p.again(at)
 	case st == StatusFailed:
-		w.stats.deadLettered.Add(1)
-		w.itemEvent(OutcomeDeadLettered, t.key, lease.Slot(), 0, took)
-		c.Logger.Warn("dynapart: item dead-lettered (complete-only)", "slot", lease.Slot(), "key", keyText(t.key))
-		if c.Mode == scan.ModeIndex {
-			w.leaveIndex(ctx, t.key)
-		}
+		p.deadLettered(ctx, t.key, slot, 0, took)
+		c.Logger.Warn("dynapart: item dead-lettered (complete-only)", "slot", slot, "key", keyText(t.key))
 	default:
-		w.stats.skipped.Add(1) // finished elsewhere meanwhile
-		w.itemEvent(OutcomeSkipped, t.key, lease.Slot(), 0, took)
+		p.w.stats.skipped.Add(1) // finished elsewhere meanwhile
+		p.w.itemEvent(OutcomeSkipped, t.key, slot, 0, took)
 	}
 }

@@ -4,16 +4,14 @@ import (
 	"context"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
-	"github.com/dynapart/dynapart/lock"
 )
 
 // completeOnlyStates reads, in complete-only mode, the ledger state of the items about to be
 // handled, since no claim decides for them: items already done or failed are skipped (with the
 // table ledger the scan cannot see that, and a later pass would run their handlers again), and the
 // others learn which attempt they make.
-func (w *Worker) completeOnlyStates(ctx context.Context, e *env, lease *lock.Lease, todo []task) ([]task, error) {
-	ps, ok := e.ledger.(pageStater)
+func (p *pass) completeOnlyStates(ctx context.Context, todo []task) ([]task, error) {
+	ps, ok := p.e.ledger.(pageStater)
 	if !ok || len(todo) == 0 {
 		return todo, nil
 	}
@@ -29,8 +27,8 @@ func (w *Worker) completeOnlyStates(ctx context.Context, e *env, lease *lock.Lea
 	kept := todo[:0]
 	for i, t := range todo {
 		if st := states[i].Status; st == StatusDone || st == StatusFailed {
-			w.stats.skipped.Add(1)
-			w.itemEvent(OutcomeSkipped, t.key, lease.Slot(), 0, 0)
+			p.w.stats.skipped.Add(1)
+			p.w.itemEvent(OutcomeSkipped, t.key, p.lease.Slot(), 0, 0)
 			t.item.Ack()
 			continue
 		}

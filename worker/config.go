@@ -2,12 +2,9 @@ package worker
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"math"
-	"os"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -146,6 +143,14 @@ type Config struct {
 	// time to drain, checkpoint and release: DrainTimeout plus the release must fit in it, which
 	// package awslambda enforces (its DrainTimeout defaults to half the margin). Defaults to 2s.
 	DeadlineMargin time.Duration
+	// WriteTimeout bounds each write that records an item's outcome (claim, complete, retry, dead
+	// letter, release). These writes are not cut short by shutdown, so a graceful stop never
+	// leaves an outcome unknown; WriteTimeout bounds how long a stop waits on an unreachable
+	// DynamoDB. Defaults to 30s.
+	WriteTimeout time.Duration
+	// LeaseWriteTimeout bounds each lease write that must outlive a shutdown: saving the
+	// checkpoint, marking the slot finished, releasing the lease. Defaults to 10s.
+	LeaseWriteTimeout time.Duration
 
 	// Job names the job; with the table ledger a new job processes everything again. Defaults to
 	// "default".
@@ -161,7 +166,8 @@ type Config struct {
 	Owner string
 	// Logger receives structured logs. Defaults to slog.Default().
 	Logger *slog.Logger
-	// Clock drives lease and claim timing. Defaults to the system clock.
+	// Clock drives lease and claim timing (see lock.Clock to implement one, e.g. a fake for tests).
+	// Defaults to lock.SystemClock.
 	Clock lock.Clock
 	// Hooks receive events for metrics. Defaults to none.
 	Hooks Hooks
@@ -206,116 +212,86 @@ type ItemEvent struct {
 	Duration time.Duration // handler time, 0 when no handler ran
 }
 
-// LeaseEvent reports a lease change: "acquired", "lost", "released", "finished".
+// LeaseEvent reports a lease change.
 type LeaseEvent struct {
-	Kind     string
+	Kind     LeaseEventKind
 	Slot     int
 	Token    int64
 	TookOver bool
 }
 
+// LeaseEventKind says what happened to a lease (LeaseEvent.Kind).
+type LeaseEventKind string
+
+// The kinds of lease events.
+const (
+	LeaseAcquired LeaseEventKind = "acquired" // a slot was taken (LeaseEvent.TookOver: from a dead holder)
+	LeaseLost     LeaseEventKind = "lost"     // the lease expired or was taken over; work under it was cancelled
+	LeaseReleased LeaseEventKind = "released" // the lease was given back (shutdown or deadline)
+	LeaseFinished LeaseEventKind = "finished" // the slot was marked finished (Once)
+)
+
 func (c *Config) withDefaults() Config {
 	d := *c
-	if d.LeaseTable == "" {
-		d.LeaseTable = DefaultLeaseTable
+	setDefault(&d.LeaseTable, DefaultLeaseTable)
+	setDefault(&d.Job, "default")
+	setDefault(&d.Group, d.Table+"/"+d.Job)
+	setDefault(&d.Mode, scan.ModeSegment)
+	setDefault(&d.SubSegments, scan.DefaultSubSegments)
+	setDefault(&d.IndexName, "dp_pending")
+	setDefault(&d.ShardAttr, "dp_shard")
+	setDefault(&d.Shards, 16)
+	if d.ReadRate == 0 {
+		setDefault(&d.PageSize, 1000)
 	}
-	if d.Job == "" {
-		d.Job = "default"
+	setDefault(&d.Concurrency, 16)
+	setDefault(&d.LeaseTTL, 10*time.Second)
+	setDefault(&d.Heartbeat, d.LeaseTTL/3)
+	setDefault(&d.MaxClockSkew, time.Second)
+	setDefault(&d.StandbyPoll, time.Second)
+	setDefault(&d.ClaimTTL, time.Minute)
+	setDefault(&d.MaxAttempts, 5)
+	setDefault(&d.RetryBackoff, time.Second)
+	setDefault(&d.MaxRetryBackoff, 5*time.Minute)
+	if d.Once {
+		setDefault(&d.PollInterval, 5*time.Second)
 	}
-	if d.Group == "" {
-		d.Group = d.Table + "/" + d.Job
-	}
-	if d.Mode == "" {
-		d.Mode = scan.ModeSegment
-	}
-	if d.SubSegments == 0 {
-		d.SubSegments = 4
-	}
-	if d.IndexName == "" {
-		d.IndexName = "dp_pending"
-	}
-	if d.ShardAttr == "" {
-		d.ShardAttr = "dp_shard"
-	}
-	if d.Shards == 0 {
-		d.Shards = 16
-	}
-	if d.PageSize == 0 && d.ReadRate == 0 {
-		d.PageSize = 1000
-	}
-	if d.Concurrency == 0 {
-		d.Concurrency = 16
-	}
-	if d.LeaseTTL == 0 {
-		d.LeaseTTL = 10 * time.Second
-	}
-	if d.Heartbeat == 0 {
-		d.Heartbeat = d.LeaseTTL / 3
-	}
-	if d.MaxClockSkew == 0 {
-		d.MaxClockSkew = time.Second
-	}
-	if d.StandbyPoll == 0 {
-		d.StandbyPoll = time.Second
-	}
-	if d.ClaimTTL == 0 {
-		d.ClaimTTL = time.Minute
-	}
-	if d.MaxAttempts == 0 {
-		d.MaxAttempts = 5
-	}
-	if d.RetryBackoff == 0 {
-		d.RetryBackoff = time.Second
-	}
-	if d.MaxRetryBackoff == 0 {
-		d.MaxRetryBackoff = 5 * time.Minute
-	}
-	if d.PollInterval == 0 {
-		d.PollInterval = 30 * time.Second
-		if d.Once {
-			d.PollInterval = 5 * time.Second
-		}
-	}
-	if d.CheckpointInterval == 0 {
-		d.CheckpointInterval = time.Second
-	}
-	if d.OutageTimeout == 0 {
-		d.OutageTimeout = DefaultOutageTimeout
-	}
-	if d.DrainTimeout == 0 {
-		d.DrainTimeout = 10 * time.Second
-	}
-	if d.HandlerGrace == 0 {
-		d.HandlerGrace = 5 * time.Second
-	}
-	if d.DeadlineMargin == 0 {
-		d.DeadlineMargin = 2 * time.Second
-	}
-	if d.Ledger == "" {
-		d.Ledger = LedgerInline
-	}
-	if d.LedgerTable == "" {
-		d.LedgerTable = DefaultLedgerTable
-	}
-	if d.AttrPrefix == "" {
-		d.AttrPrefix = "dp_"
-	}
-	if d.Owner == "" {
-		d.Owner = defaultOwner()
-	}
+	setDefault(&d.PollInterval, 30*time.Second)
+	setDefault(&d.CheckpointInterval, time.Second)
+	setDefault(&d.OutageTimeout, DefaultOutageTimeout)
+	setDefault(&d.DrainTimeout, 10*time.Second)
+	setDefault(&d.HandlerGrace, 5*time.Second)
+	setDefault(&d.DeadlineMargin, 2*time.Second)
+	setDefault(&d.WriteTimeout, DefaultWriteTimeout)
+	setDefault(&d.LeaseWriteTimeout, DefaultLeaseWriteTimeout)
+	setDefault(&d.Ledger, LedgerInline)
+	setDefault(&d.LedgerTable, DefaultLedgerTable)
+	setDefault(&d.AttrPrefix, DefaultAttrPrefix)
+	setDefault(&d.Owner, lock.DefaultOwner())
 	if d.Logger == nil {
 		d.Logger = slog.Default()
 	}
 	if d.Clock == nil {
-		d.Clock = realClock{}
+		d.Clock = lock.SystemClock{}
 	}
 	return d
 }
 
-func (c *Config) validate() error {
-	bad := func(field, format string, args ...any) error {
-		return &ConfigError{Field: field, Reason: fmt.Sprintf(format, args...)}
+// setDefault sets *v to def when *v is its zero value.
+func setDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
 	}
+}
+
+// configErr is a *ConfigError of the worker's Config.
+func configErr(field, format string, args ...any) error {
+	return &ConfigError{Pkg: "dynapart", Field: field, Reason: fmt.Sprintf(format, args...)}
+}
+
+func (c *Config) validate() error {
+	bad := configErr
 	switch {
 	case c.Client == nil:
 		return bad("Client", "required")
@@ -366,11 +342,22 @@ func (c *Config) validate() error {
 		return bad("HandlerGrace", "must not be negative, got %s", c.HandlerGrace)
 	case c.DeadlineMargin < 0:
 		return bad("DeadlineMargin", "must not be negative, got %s", c.DeadlineMargin)
+	case c.WriteTimeout < 0:
+		return bad("WriteTimeout", "must not be negative, got %s", c.WriteTimeout)
+	case c.LeaseWriteTimeout < 0:
+		return bad("LeaseWriteTimeout", "must not be negative, got %s", c.LeaseWriteTimeout)
 	case c.PollInterval < 0:
 		return bad("PollInterval", "must not be negative, got %s", c.PollInterval)
 	case c.CheckpointInterval <= 0:
 		return bad("CheckpointInterval", "must be positive, got %s", c.CheckpointInterval)
 	}
+	return c.validatePlan()
+}
+
+// validatePlan checks the scan plan: what scan.New checks, here so that Run does not fail on it
+// after taking a lease.
+func (c *Config) validatePlan() error {
+	bad := configErr
 	if _, err := scan.ParseMode(string(c.Mode)); err != nil {
 		return bad("Mode", "%v", err)
 	}
@@ -397,18 +384,3 @@ const maxConcurrency = 100_000
 // maxSegments is DynamoDB's limit on a scan's TotalSegments (Workers x SubSegments), which scan
 // also applies to Shards and SubSegments alone.
 const maxSegments = 1_000_000
-
-func defaultOwner() string {
-	host, _ := os.Hostname()
-	if host == "" {
-		host = "worker"
-	}
-	var b [3]byte
-	_, _ = rand.Read(b[:])
-	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
-}
-
-type realClock struct{}
-
-func (realClock) Now() time.Time                         { return time.Now() }
-func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }

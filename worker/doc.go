@@ -32,9 +32,10 @@
 // # Ledgers
 //
 // The inline ledger keeps the state on the item (attributes dp_status, dp_owner, dp_slot, dp_token,
-// dp_scope, dp_claim_until, dp_attempts, dp_retry_at, dp_error, dp_done_at). The table ledger keeps it in a
-// separate table keyed by job and item key, so the source table is only read and a new job name
-// processes everything again.
+// dp_scope, dp_claim_until, dp_attempts, dp_retry_at, dp_error, dp_done_at, dp_failed_at; the
+// prefix is Config.AttrPrefix). The table ledger keeps it in a separate table keyed by job and item
+// key, so the source table is only read (in index mode a finished item's shard attribute is
+// removed, so it leaves the pending index) and a new job name processes everything again.
 //
 // # Outages
 //
@@ -59,6 +60,21 @@
 // OutcomeAbandoned event), logs it, leaves its goroutine running and the item to be claimed again
 // once its claim expires, so Run returns and the slot lease's promises hold; the abandoned
 // handler's own completion can then no longer land (the ledger fences it).
+//
+// Writes that record an outcome (claim, complete, retry, dead letter, release) are not cut short by
+// shutdown; Config.WriteTimeout bounds each of them, Config.LeaseWriteTimeout the lease writes made
+// while stopping (checkpoint, finish, release).
+//
+// # Code map
+//
+// worker.go is the lifecycle: [New], [Worker.Run] (standby, take a slot, run it, back to
+// standby) and a slot's passes. pass.go is one pass over the slot's share: its contexts, the
+// drain timer, the checkpoint saver, the handler pool and the completer, each a method of pass;
+// dispatch.go hands scanned items to the handlers (prefiltering and batch claims); process.go
+// claims one item, runs the handler and records the outcome; handlers.go and completeonly.go
+// hold the handler timing and complete-only mode. The ledgers are ledger.go (the interface),
+// ledger_inline.go, ledger_table.go and the ledger_*.go files of the machinery they share, one
+// concern each (see ledger_common.go).
 //
 // # Example
 //

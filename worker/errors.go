@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/dynapart/dynapart/lock"
 )
 
 // ErrStopped is the cause given to a handler's context when the worker shuts down and the drain
@@ -14,19 +16,12 @@ var ErrStopped = errors.New("dynapart: worker stopped")
 var ErrClaimExpiring = errors.New("dynapart: claim about to expire")
 
 // ConfigError says which Config field is invalid and why. Nothing has been written when New or Run
-// returns it.
-type ConfigError struct {
-	Field  string
-	Reason string
-	Err    error // the underlying error, if any (e.g. a *lock.TableError)
-}
+// returns it. It is lock.ConfigError (Pkg "dynapart"), the one configuration error shape of
+// dynapart.
+type ConfigError = lock.ConfigError
 
-// Unwrap returns the underlying error.
-func (e *ConfigError) Unwrap() error { return e.Err }
-
-func (e *ConfigError) Error() string {
-	return fmt.Sprintf("dynapart: invalid config: %s: %s", e.Field, e.Reason)
-}
+// ErrRunTwice is returned by Run while another Run of the same Worker is running.
+var ErrRunTwice = errors.New("dynapart: Run is already running on this Worker")
 
 // PermanentError marks a handler error that must not be retried: the item is dead-lettered at once.
 type PermanentError struct{ Err error }

@@ -29,33 +29,23 @@ type faulty struct {
 var errTransient = errors.New("test: connection reset")
 
 func (f *faulty) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	next := func() (*dynamodb.UpdateItemOutput, error) { return f.DynamoDBClient.UpdateItem(ctx, in, o...) }
-	f.mu.Lock()
-	h := f.onUpdate
-	f.mu.Unlock()
-	if h == nil {
-		return next()
-	}
-	return h(ctx, in, next)
+	return hooked(f, &f.onUpdate, ctx, in, func() (*dynamodb.UpdateItemOutput, error) { return f.DynamoDBClient.UpdateItem(ctx, in, o...) })
 }
 
 func (f *faulty) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	next := func() (*dynamodb.GetItemOutput, error) { return f.DynamoDBClient.GetItem(ctx, in, o...) }
-	f.mu.Lock()
-	h := f.onGet
-	f.mu.Unlock()
-	if h == nil {
-		return next()
-	}
-	return h(ctx, in, next)
+	return hooked(f, &f.onGet, ctx, in, func() (*dynamodb.GetItemOutput, error) { return f.DynamoDBClient.GetItem(ctx, in, o...) })
 }
 
 func (f *faulty) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, o ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
-	next := func() (*dynamodb.TransactWriteItemsOutput, error) {
+	return hooked(f, &f.onTx, ctx, in, func() (*dynamodb.TransactWriteItemsOutput, error) {
 		return f.DynamoDBClient.TransactWriteItems(ctx, in, o...)
-	}
+	})
+}
+
+// hooked runs the call next through the hook *hook, if one is set (read under f.mu).
+func hooked[I, O any](f *faulty, hook *func(context.Context, I, func() (O, error)) (O, error), ctx context.Context, in I, next func() (O, error)) (O, error) {
 	f.mu.Lock()
-	h := f.onTx
+	h := *hook
 	f.mu.Unlock()
 	if h == nil {
 		return next()

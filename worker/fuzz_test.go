@@ -161,6 +161,8 @@ func documentedDefaults(c Config) Config {
 	orDefault(&c.DrainTimeout, 10*time.Second)
 	orDefault(&c.HandlerGrace, 5*time.Second)
 	orDefault(&c.DeadlineMargin, 2*time.Second)
+	orDefault(&c.WriteTimeout, 30*time.Second)
+	orDefault(&c.LeaseWriteTimeout, 10*time.Second)
 	if c.Ledger == "" {
 		c.Ledger = LedgerInline
 	}

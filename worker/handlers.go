@@ -2,10 +2,11 @@ package worker
 
 import (
 	"context"
+	"math"
+	"math/rand/v2"
+	"runtime/debug"
 	"sync"
 	"time"
-
-	"github.com/dynapart/dynapart/lock"
 )
 
 // This file holds what keeps a claim's clock honest around the handlers: batched claims are made
@@ -100,21 +101,24 @@ func (w *Worker) tooLate(cl Claim, now time.Time) bool {
 // claimDeadline is when a handler's context is cancelled with ErrClaimExpiring: a margin before
 // the claim expires, so the completion write can still land in time.
 func claimDeadline(ttl time.Duration, until time.Time) time.Time {
-	return until.Add(-min(ttl/10, 5*time.Second))
+	return until.Add(-min(ttl/10, maxClaimMargin))
 }
+
+// maxClaimMargin caps the margin claimDeadline leaves before a claim expires.
+const maxClaimMargin = 5 * time.Second
 
 // giveBackLate releases a batched claim that waited too long: the attempt is not counted and the
 // item is handled again on the next pass.
-func (w *Worker) giveBackLate(ctx context.Context, e *env, t task, ps *passState) {
+func (p *pass) giveBackLate(ctx context.Context, t task) {
 	cl := *t.claim
-	if err := e.ledger.Release(ctx, cl, w.cfg.Clock.Now()); err == nil {
-		w.stats.released.Add(1)
-		w.itemEvent(OutcomeReleased, t.key, cl.Slot, cl.Attempt, 0)
-		ps.again(w.cfg.Clock.Now())
+	if err := p.e.ledger.Release(ctx, cl, p.w.cfg.Clock.Now()); err == nil {
+		p.w.stats.released.Add(1)
+		p.w.itemEvent(OutcomeReleased, t.key, cl.Slot, cl.Attempt, 0)
+		p.again(p.w.cfg.Clock.Now())
 	} else {
-		ps.again(cl.Until) // unknown: reclaimed once the claim expires
+		p.again(cl.Until) // unknown: reclaimed once the claim expires
 	}
-	w.cfg.Logger.Warn("dynapart: a batched claim waited too long for a handler; given back", "slot", cl.Slot, "key", keyText(t.key))
+	p.w.cfg.Logger.Warn("dynapart: a batched claim waited too long for a handler; given back", "slot", cl.Slot, "key", keyText(t.key))
 	t.item.Ack()
 }
 
@@ -141,13 +145,52 @@ func (w *Worker) runWithGrace(ctx context.Context, h Handler, item Item) (err er
 // abandoned records a handler given up on. keep (the claim expired, not a shutdown) acknowledges
 // the item and asks for another pass once the claim has expired; otherwise the item is left
 // unacknowledged for the next holder.
-func (w *Worker) abandoned(t task, lease *lock.Lease, until time.Time, keep bool, ps *passState) {
-	w.stats.abandoned.Add(1)
-	w.itemEvent(OutcomeAbandoned, t.key, lease.Slot(), 0, 0)
-	w.cfg.Logger.Error("dynapart: a handler ignored its cancelled context past HandlerGrace; abandoned (its goroutine is left running, the item will be claimed again)",
-		"slot", lease.Slot(), "key", keyText(t.key), "grace", w.cfg.HandlerGrace)
+func (p *pass) abandoned(t task, until time.Time, keep bool) {
+	p.w.stats.abandoned.Add(1)
+	p.w.itemEvent(OutcomeAbandoned, t.key, p.lease.Slot(), 0, 0)
+	p.w.cfg.Logger.Error("dynapart: a handler ignored its cancelled context past HandlerGrace; abandoned (its goroutine is left running, the item will be claimed again)",
+		"slot", p.lease.Slot(), "key", keyText(t.key), "grace", p.w.cfg.HandlerGrace)
 	if keep {
-		ps.again(until)
+		p.again(until)
 		t.item.Ack()
 	}
+}
+
+// claimContext cancels with ErrClaimExpiring at the given time by the worker's clock.
+func (w *Worker) claimContext(parent context.Context, at time.Time) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(parent)
+	d := at.Sub(w.cfg.Clock.Now())
+	if d <= 0 {
+		cancel(ErrClaimExpiring)
+		return ctx, func() { cancel(nil) }
+	}
+	stop := w.cfg.Clock.AfterFunc(d, func() { cancel(ErrClaimExpiring) })
+	return ctx, func() { stop(); cancel(nil) }
+}
+
+func runHandler(ctx context.Context, h Handler, item Item) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &PanicError{Value: r, Stack: debug.Stack()}
+		}
+	}()
+	return h(ctx, item)
+}
+
+// backoff is base * 2^(attempt-1) with +-20% jitter, at most limit.
+func backoff(base, limit time.Duration, attempt int) time.Duration {
+	d := base
+	for i := 1; i < attempt && d < limit; i++ {
+		if d > limit/2 {
+			d = limit // doubling would pass the limit (or overflow)
+			break
+		}
+		d *= 2
+	}
+	d = min(d, limit)
+	f := float64(d) * (0.8 + rand.Float64()*0.4) // ±20% jitter
+	if f >= math.MaxInt64 {
+		return math.MaxInt64 // d + 20% of a limit near the largest Duration
+	}
+	return max(time.Duration(f), 0)
 }

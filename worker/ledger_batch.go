@@ -2,12 +2,10 @@ package worker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
@@ -42,16 +40,7 @@ func (l *ledgerCore) completeChunk(ctx context.Context, claims []Claim, now time
 				errs[i] = err
 				continue
 			}
-			vals := fenceVals(claims[i])
-			vals[":done"] = ledgerS(string(StatusDone))
-			vals[":now"] = ledgerMillis(now)
-			names, used := l.exprInput(vals, l.x.fenceCond, l.x.completeUpdate)
-			items = append(items, types.TransactWriteItem{Update: &types.Update{
-				TableName: aws.String(l.row.table), Key: rowKey,
-				ConditionExpression: aws.String(l.x.fenceCond), UpdateExpression: aws.String(l.x.completeUpdate),
-				ExpressionAttributeNames: names, ExpressionAttributeValues: used,
-				ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-			}})
+			items = append(items, l.txUpdate(rowKey, l.x.fenceCond, l.x.completeUpdate, completeVals(claims[i], now)))
 		}
 		if len(items) != len(pending) {
 			// A key could not be encoded (reported above): complete the others one by one.
@@ -62,36 +51,23 @@ func (l *ledgerCore) completeChunk(ctx context.Context, claims []Claim, now time
 			}
 			return
 		}
-		out, err := l.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
-			TransactItems: items, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
-		})
-		if err == nil {
-			for _, c := range out.ConsumedCapacity {
-				l.addWCU(&c)
-			}
+		answer, reasons, err := l.transact(ctx, items)
+		switch answer {
+		case txDone:
 			return
-		}
-		var tce *types.TransactionCanceledException
-		if !errors.As(err, &tce) || len(tce.CancellationReasons) != len(pending) {
-			var tc *types.TransactionConflictException
-			if errors.As(err, &tc) || errors.As(err, &tce) {
-				if berr := ledgerBackoff(ctx, round+1); berr != nil {
-					for _, i := range pending {
-						errs[i] = berr
-					}
-					return
-				}
-				continue
+		case txConflict, txUnexplained:
+			if berr := ledgerBackoff(ctx, round+1); berr != nil {
+				setErrs(errs, pending, berr)
+				return
 			}
+			continue
+		case txFailed:
 			// Unknown outcome: each claim stays as it is on the server until its TTL.
-			werr := l.wrapErr("complete (transaction)", l.row.table, err)
-			for _, i := range pending {
-				errs[i] = werr
-			}
+			setErrs(errs, pending, l.wrapErr("complete (transaction)", l.row.table, err))
 			return
 		}
 		var again []int
-		for j, reason := range tce.CancellationReasons {
+		for j, reason := range reasons {
 			i := pending[j]
 			switch aws.ToString(reason.Code) {
 			case "ConditionalCheckFailed":
@@ -110,19 +86,16 @@ func (l *ledgerCore) completeChunk(ctx context.Context, claims []Claim, now time
 	}
 }
 
-// CompleteBatch implements BatchCompleter.
-func (l *InlineLedger) CompleteBatch(ctx context.Context, claims []Claim, now time.Time) []error {
-	return l.core.completeBatch(ctx, claims, now)
-}
-
-// CompleteBatch implements BatchCompleter.
-func (l *TableLedger) CompleteBatch(ctx context.Context, claims []Claim, now time.Time) []error {
-	return l.core.completeBatch(ctx, claims, now)
-}
-
 // BatchCompleter is a Ledger that can complete many claims in one request. Both ledgers are.
 type BatchCompleter interface {
 	// CompleteBatch completes each claim (up to 25 per transaction, each fenced on its claim) and
 	// returns one error per claim: nil when done, ErrClaimLost when the claim was not current.
 	CompleteBatch(ctx context.Context, claims []Claim, now time.Time) []error
+}
+
+// setErrs sets errs[i] = err for each i of idxs.
+func setErrs(errs []error, idxs []int, err error) {
+	for _, i := range idxs {
+		errs[i] = err
+	}
 }

@@ -507,7 +507,7 @@ func runLedgerContract(t *testing.T, newLedger newLedgerFunc) {
 
 // lcKeyString is a readable, canonical form of an item key for maps in tests.
 func lcKeyString(k Key) string {
-	s, err := encodeKeyParts(k, ledgerKeyNames(k))
+	s, err := encodeKeyParts(k, keysSorted(k))
 	if err != nil {
 		panic(err)
 	}

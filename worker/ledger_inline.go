@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -29,11 +28,12 @@ type InlineOptions struct {
 // <p>slot, <p>token, <p>claim_until (unix ms), <p>attempts, <p>retry_at (ms), <p>error,
 // <p>done_at (ms) and <p>failed_at (ms), where <p> is the prefix (default "dp_"). Every write is
 // conditioned on the item existing, so the ledger never re-creates an item that was deleted: a
-// deleted item is reported not claimed, StatusPending; completing it is ErrClaimLost.
+// deleted item is reported not claimed, StatusPending; completing it is ErrClaimLost. Complete,
+// CompleteOnly and DeadLetter also remove InlineOptions.RemoveOnDone.
 //
 // It is safe for concurrent use.
 type InlineLedger struct {
-	core *ledgerCore
+	ledgerOps
 }
 
 var _ Ledger = (*InlineLedger)(nil)
@@ -72,41 +72,6 @@ func NewInlineLedger(db LedgerClient, table string, keyAttrs []string, opts Inli
 	}
 	l.core = core
 	return l, nil
-}
-
-// Claim implements Ledger.
-func (l *InlineLedger) Claim(ctx context.Context, reqs []ClaimRequest) ([]ClaimOutcome, error) {
-	return l.core.claim(ctx, reqs)
-}
-
-// Complete implements Ledger. It also removes RemoveOnDone.
-func (l *InlineLedger) Complete(ctx context.Context, c Claim, now time.Time) error {
-	return l.core.complete(ctx, c, now)
-}
-
-// CompleteOnly implements Ledger. It also removes RemoveOnDone.
-func (l *InlineLedger) CompleteOnly(ctx context.Context, req ClaimRequest) (bool, error) {
-	return l.core.completeOnly(ctx, req)
-}
-
-// Retry implements Ledger.
-func (l *InlineLedger) Retry(ctx context.Context, c Claim, errText string, retryAt time.Time) error {
-	return l.core.retry(ctx, c, errText, retryAt)
-}
-
-// DeadLetter implements Ledger. It also removes RemoveOnDone.
-func (l *InlineLedger) DeadLetter(ctx context.Context, c Claim, errText string, now time.Time) error {
-	return l.core.deadLetter(ctx, c, errText, now)
-}
-
-// Release implements Ledger.
-func (l *InlineLedger) Release(ctx context.Context, c Claim, now time.Time) error {
-	return l.core.release(ctx, c, now)
-}
-
-// State implements Ledger. An item that does not exist reads as pending.
-func (l *InlineLedger) State(ctx context.Context, key Key) (ItemState, error) {
-	return l.core.state(ctx, key)
 }
 
 // Summarize implements Ledger with a consistent parallel scan of the table that reads only the
@@ -149,10 +114,3 @@ func (l *InlineLedger) DeadLetters(ctx context.Context, fn func(DeadLetter) erro
 		return nil
 	})
 }
-
-// ConsumedWCU is the write capacity the ledger's writes consumed, as DynamoDB reported it.
-func (l *InlineLedger) ConsumedWCU() float64 { return l.core.consumedWCU() }
-
-// ConditionFailures counts the ledger's writes whose condition failed (items taken or finished by
-// someone else, stale claims).
-func (l *InlineLedger) ConditionFailures() int64 { return l.core.condFailures.Load() }

@@ -90,17 +90,7 @@ func (l *ledgerCore) unclaim(ctx context.Context, r ClaimRequest, rowKey Key) er
 	vals := l.claimRequestVals(r)
 	vals[":minusOne"] = ledgerN(-1)
 	cond := "#status = :claimed AND #owner = :owner AND #slot = :slot AND #token = :token AND #claimUntil = :until"
-	names, used := l.exprInput(vals, cond, l.x.releaseUpd)
-	_, err := l.update(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(l.row.table), Key: rowKey,
-		ConditionExpression: aws.String(cond), UpdateExpression: aws.String(l.x.releaseUpd),
-		ExpressionAttributeNames: names, ExpressionAttributeValues: used,
-	})
-	var ccf *types.ConditionalCheckFailedException
-	if err != nil && !errors.As(err, &ccf) {
-		return l.wrapErr("undo claim", l.row.table, err)
-	}
-	return nil
+	return l.updateIf(ctx, "undo claim", rowKey, cond, l.x.releaseUpdate, vals)
 }
 
 // unclaimAll undoes the claims of reqs[idxs] (best effort): their outcome is unknown to the caller.
@@ -113,8 +103,11 @@ func (l *ledgerCore) unclaimAll(ctx context.Context, reqs []ClaimRequest, rowKey
 // settleContext is the context a settling read or undo runs under: not cut short by the caller's
 // cancellation (a shutdown must not leave a claim of unknown outcome), but bounded.
 func settleContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	return context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 }
+
+// settleTimeout bounds a settling read or undo.
+const settleTimeout = 10 * time.Second
 
 // refused reports an error that says the request itself was refused (invalid, or its table is
 // missing): no attempt of it was applied. Any other error (a network error, a timeout, a server

@@ -42,11 +42,11 @@ const (
 //
 // A row holds job, source, key (the item key as a map) and the state attributes status, owner,
 // slot, token, scope, claim_until, attempts, retry_at, error, done_at and failed_at. The first claim of
-// an item creates its row.
+// an item (and a complete-only write) creates its row; an item without a row is pending.
 //
 // It is safe for concurrent use.
 type TableLedger struct {
-	core   *ledgerCore
+	ledgerOps
 	job    string
 	source string
 }
@@ -101,41 +101,6 @@ func NewTableLedger(db LedgerClient, ledgerTable, job, sourceTable string, keyAt
 	return l, nil
 }
 
-// Claim implements Ledger. The first claim of an item creates its row.
-func (l *TableLedger) Claim(ctx context.Context, reqs []ClaimRequest) ([]ClaimOutcome, error) {
-	return l.core.claim(ctx, reqs)
-}
-
-// Complete implements Ledger.
-func (l *TableLedger) Complete(ctx context.Context, c Claim, now time.Time) error {
-	return l.core.complete(ctx, c, now)
-}
-
-// CompleteOnly implements Ledger. It creates the item's row when there is none.
-func (l *TableLedger) CompleteOnly(ctx context.Context, req ClaimRequest) (bool, error) {
-	return l.core.completeOnly(ctx, req)
-}
-
-// Retry implements Ledger.
-func (l *TableLedger) Retry(ctx context.Context, c Claim, errText string, retryAt time.Time) error {
-	return l.core.retry(ctx, c, errText, retryAt)
-}
-
-// DeadLetter implements Ledger.
-func (l *TableLedger) DeadLetter(ctx context.Context, c Claim, errText string, now time.Time) error {
-	return l.core.deadLetter(ctx, c, errText, now)
-}
-
-// Release implements Ledger.
-func (l *TableLedger) Release(ctx context.Context, c Claim, now time.Time) error {
-	return l.core.release(ctx, c, now)
-}
-
-// State implements Ledger. An item without a row is pending.
-func (l *TableLedger) State(ctx context.Context, key Key) (ItemState, error) {
-	return l.core.state(ctx, key)
-}
-
 // DeadLetters implements Ledger with a parallel scan of the job's failed rows; fn is never called
 // concurrently, and an error from fn stops the scan and is returned as it is.
 func (l *TableLedger) DeadLetters(ctx context.Context, fn func(DeadLetter) error) error {
@@ -163,13 +128,6 @@ func (l *TableLedger) DeadLetters(ctx context.Context, fn func(DeadLetter) error
 		return nil
 	})
 }
-
-// ConsumedWCU is the write capacity the ledger's writes consumed, as DynamoDB reported it.
-func (l *TableLedger) ConsumedWCU() float64 { return l.core.consumedWCU() }
-
-// ConditionFailures counts the ledger's writes whose condition failed (items taken or finished by
-// someone else, stale claims).
-func (l *TableLedger) ConditionFailures() int64 { return l.core.condFailures.Load() }
 
 // CreateLedgerTable creates the table ledger's table (key pk, a string; on-demand capacity) unless
 // it exists, and waits until it is active. An existing table with another key schema is an error

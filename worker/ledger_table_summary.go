@@ -74,14 +74,5 @@ func rowHash(rowKey Key) [16]byte {
 // countStatus adds one item in state st to s.
 func countStatus(s *Summary, st Status) {
 	s.Total++
-	switch st {
-	case StatusDone:
-		s.Done++
-	case StatusFailed:
-		s.Failed++
-	case StatusClaimed:
-		s.Claimed++
-	default:
-		s.Pending++
-	}
+	s.count(st)
 }

@@ -42,10 +42,20 @@ const shortWait = 40 * time.Second // above the largest backoff between passes (
 
 func (c *backoffClock) After(d time.Duration) <-chan time.Time {
 	ch := c.Fake.After(d)
+	c.report(d)
+	return ch
+}
+
+func (c *backoffClock) AfterFunc(d time.Duration, f func()) func() bool {
+	stop := c.Fake.AfterFunc(d, f)
+	c.report(d)
+	return stop
+}
+
+func (c *backoffClock) report(d time.Duration) {
 	if d > 0 && d <= shortWait {
 		c.waits <- d
 	}
-	return ch
 }
 
 // outageRun runs a once-worker whose source table is down; onWait is called for every backoff

@@ -12,11 +12,22 @@ type counters struct {
 	leases, takeovers, leasesLost, passes                                                                              atomic.Int64
 }
 
+// State is what a Worker is doing (Stats.State).
+type State string
+
+// The states of a Worker.
+const (
+	StateIdle     State = "idle"     // made, Run not started yet
+	StateStandby  State = "standby"  // waiting for a slot (hot standby)
+	StateWorking  State = "working"  // holding a slot and processing its share
+	StateFinished State = "finished" // every slot of the group is finished, or (Once) this one
+)
+
 // Stats is a snapshot of what a Worker has done since it was made.
 type Stats struct {
-	Slot  int    `json:"slot"`  // the slot held now, -1 when none
-	Token int64  `json:"token"` // the lease token held now
-	State string `json:"state"` // idle, standby, working, finished
+	Slot  int   `json:"slot"`  // the slot held now, -1 when none
+	Token int64 `json:"token"` // the lease token held now
+	State State `json:"state"` // idle, standby, working, finished
 
 	Scanned      int64 `json:"scanned"`       // items read from the slot's share
 	Claimed      int64 `json:"claimed"`       // claims won

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/stretchr/testify/require"
 
 	"github.com/dynapart/dynapart/lock"
@@ -404,4 +405,44 @@ func TestMissingTableIsAConfigError(t *testing.T) {
 	var ce *ConfigError
 	require.ErrorAs(t, err, &ce)
 	require.Equal(t, "Table", ce.Field)
+}
+
+// blockingDescribe is a client whose DescribeTable waits until its context ends, so a Run stays in
+// its preparation.
+type blockingDescribe struct {
+	DynamoDBClient
+	entered chan struct{}
+}
+
+func (b *blockingDescribe) DescribeTable(ctx context.Context, _ *dynamodb.DescribeTableInput, _ ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
+	close(b.entered)
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// A second Run while one is running returns ErrRunTwice at once, without touching DynamoDB.
+func TestRunTwiceIsASentinel(t *testing.T) {
+	db := &blockingDescribe{entered: make(chan struct{})}
+	w, err := New(Config{Client: db, Table: "t", Workers: 1})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	first := make(chan error, 1)
+	go func() { first <- w.Run(ctx, func(context.Context, Item) error { return nil }) }()
+	<-db.entered
+	require.ErrorIs(t, w.Run(ctx, func(context.Context, Item) error { return nil }), ErrRunTwice)
+	cancel()
+	require.ErrorIs(t, <-first, context.Canceled)
+}
+
+// lock, scan and worker report invalid configuration with one error type.
+func TestOneConfigErrorShape(t *testing.T) {
+	_, werr := New(Config{Table: "t", Workers: 1})
+	_, serr := scan.New(scan.Config{})
+	_, lerr := lock.New(nil, "")
+	for _, err := range []error{werr, serr, lerr} {
+		var ce *lock.ConfigError
+		require.ErrorAs(t, err, &ce, "%T %v", err, err)
+		require.NotEmpty(t, ce.Field)
+		require.NotEmpty(t, ce.Pkg)
+	}
 }

@@ -201,7 +201,7 @@ func runDemo(cmd *cobra.Command, g *globals, f *demoFlags) error {
 			rate := m.update(now, total)
 			if victim == nil && total >= killAt {
 				for _, p := range procs {
-					if s := p.snapshot(); s.Slot >= 0 && s.State == "working" {
+					if s := p.snapshot(); s.Slot >= 0 && s.State == string(worker.StateWorking) {
 						victim = p
 						break
 					}
@@ -367,7 +367,7 @@ func renderDemo(w io.Writer, procs []*demoProc, total, items int64, rate float64
 	for _, p := range procs {
 		s := p.snapshot()
 		slot := "   -"
-		if s.Slot >= 0 && p.state() == "working" {
+		if s.Slot >= 0 && p.state() == string(worker.StateWorking) {
 			slot = fmt.Sprintf("slot %d", s.Slot)
 		}
 		fmt.Fprintf(w, "\r\033[K  %s %-7s %-9s %6d done  takeovers %d\n", p.owner, slot, p.state(), s.Completed, s.Takeovers)

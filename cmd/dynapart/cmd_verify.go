@@ -25,7 +25,7 @@ func (l *ledgerFlags) add(f *pflag.FlagSet) {
 	f.StringVar(&l.job, "job", "default", "job name (table ledger: the job whose state to read)")
 	f.StringVar(&l.kind, "ledger", "inline", "ledger: inline (state on the items) or table (a separate ledger table)")
 	f.StringVar(&l.ledgerTable, "ledger-table", worker.DefaultLedgerTable, "ledger table, for --ledger table")
-	f.StringVar(&l.prefix, "attr-prefix", "dp_", "inline ledger attribute prefix")
+	f.StringVar(&l.prefix, "attr-prefix", worker.DefaultAttrPrefix, "inline ledger attribute prefix")
 }
 
 func (l *ledgerFlags) open(ctx context.Context, g *globals) (worker.Ledger, error) {

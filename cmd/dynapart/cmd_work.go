@@ -87,7 +87,7 @@ once. A second signal exits at once.`,
 	fl.StringVar(&f.ledger, "ledger", "inline", "where item state lives: inline (attributes on the item) or table (a ledger table)")
 	fl.StringVar(&f.ledgerTable, "ledger-table", worker.DefaultLedgerTable, "ledger table for --ledger table")
 	fl.StringVar(&f.leaseTable, "lease-table", worker.DefaultLeaseTable, "lease table")
-	fl.StringVar(&f.prefix, "attr-prefix", "dp_", "inline ledger attribute prefix")
+	fl.StringVar(&f.prefix, "attr-prefix", worker.DefaultAttrPrefix, "inline ledger attribute prefix")
 	fl.IntVar(&f.maxAttempts, "max-attempts", 5, "attempts before an item is dead-lettered")
 	fl.DurationVar(&f.retryBackoff, "retry-backoff", time.Second, "delay before the second attempt (doubles per attempt, max 5m)")
 	fl.BoolVar(&f.completeOnly, "complete-only", false, "no claim: handle, then complete with one conditional write")
@@ -203,13 +203,13 @@ func runWork(cmd *cobra.Command, g *globals, f *workFlags) error {
 			recMu.Unlock()
 		}
 	}, OnLease: func(e worker.LeaseEvent) {
-		if e.Kind == "acquired" && e.TookOver {
+		if e.Kind == worker.LeaseAcquired && e.TookOver {
 			recMu.Lock()
 			tookOver = true
 			recMu.Unlock()
 		}
 		if f.progress == "json" {
-			printJSONProgress(w, "lease-"+e.Kind, time.Time{})
+			printJSONProgress(w, "lease-"+string(e.Kind), time.Time{})
 		}
 	}})
 
@@ -337,7 +337,7 @@ var stdoutMu sync.Mutex
 func printJSONProgress(w *worker.Worker, event string, first time.Time) {
 	s := w.Stats()
 	p := progress.Line{Event: event, Time: time.Now().UnixMilli(), Owner: w.Config().Owner, Slot: s.Slot, Token: s.Token,
-		State: s.State, Completed: s.Completed, Scanned: s.Scanned, Retried: s.Retried, Failed: s.DeadLettered,
+		State: string(s.State), Completed: s.Completed, Scanned: s.Scanned, Retried: s.Retried, Failed: s.DeadLettered,
 		Takeovers: s.Takeovers, RCU: s.RCU, WCU: s.WCU}
 	if !first.IsZero() {
 		p.FirstDone = first.UnixMilli()

@@ -50,7 +50,7 @@ func newMetrics(w func() worker.Stats) *metrics {
 		counter("dynapart_scanned_items_total", "Items read from the slot's share.", func(s worker.Stats) float64 { return float64(s.Scanned) }),
 		gauge("dynapart_slot", "The slot held now, -1 when none (standby).", func(s worker.Stats) float64 { return float64(s.Slot) }),
 		gauge("dynapart_lease_held", "1 while this worker holds a slot lease.", func(s worker.Stats) float64 {
-			if s.State == "working" {
+			if s.State == worker.StateWorking {
 				return 1
 			}
 			return 0
@@ -68,8 +68,8 @@ func (m *metrics) hooks() worker.Hooks {
 			}
 		},
 		OnLease: func(e worker.LeaseEvent) {
-			m.leases.WithLabelValues(e.Kind).Inc()
-			if e.Kind == "acquired" && e.TookOver {
+			m.leases.WithLabelValues(string(e.Kind)).Inc()
+			if e.Kind == worker.LeaseAcquired && e.TookOver {
 				m.takeover.Inc()
 			}
 		},

@@ -27,7 +27,7 @@ func (s *statusLiveFlags) add(f *pflag.FlagSet) {
 	f.StringVar(&s.ledger.job, "job", "default", "with --table: job name (table ledger)")
 	f.StringVar(&s.ledger.kind, "ledger", "inline", "with --table: ledger, inline or table")
 	f.StringVar(&s.ledger.ledgerTable, "ledger-table", worker.DefaultLedgerTable, "with --table: ledger table, for --ledger table")
-	f.StringVar(&s.ledger.prefix, "attr-prefix", "dp_", "with --table: inline ledger attribute prefix")
+	f.StringVar(&s.ledger.prefix, "attr-prefix", worker.DefaultAttrPrefix, "with --table: inline ledger attribute prefix")
 }
 
 // validate checks the flags before anything is read.

@@ -141,6 +141,9 @@ type skewedClock struct{ off time.Duration }
 
 func (c skewedClock) Now() time.Time                         { return time.Now().Add(c.off) }
 func (c skewedClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+func (c skewedClock) AfterFunc(d time.Duration, f func()) func() bool {
+	return time.AfterFunc(d, f).Stop
+}
 
 // Skew runs in-process workers whose clocks differ by up to MaxClockSkew (offsets in
 // [-skew/2, +skew/2]), and crashes a random slot holder (every DynamoDB call fails from then on) at

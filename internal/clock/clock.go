@@ -1,6 +1,7 @@
-// Package clock has the real clock and a fake one for tests of lease and claim timing.
+// Package clock has a fake clock for tests of lease and claim timing (the real one is
+// lock.SystemClock).
 //
-// Both satisfy lock.Clock (and so worker.Config.Clock): Now and After. The fake moves only when a
+// It satisfies lock.Clock (and so worker.Config.Clock): Now, After and AfterFunc. The fake moves only when a
 // test calls Advance, and BlockUntil lets a test wait, without sleeping, until the code under test
 // is waiting on the clock.
 package clock
@@ -10,26 +11,20 @@ import (
 	"time"
 )
 
-// Real is the system clock.
-type Real struct{}
-
-// Now returns time.Now().
-func (Real) Now() time.Time { return time.Now() }
-
-// After returns time.After(d).
-func (Real) After(d time.Duration) <-chan time.Time { return time.After(d) }
-
 // Fake is a manually advanced clock. The zero value is not usable; use NewFake.
 type Fake struct {
 	mu      sync.Mutex
 	now     time.Time
 	waiters []waiter
 	changed chan struct{} // closed and replaced whenever waiters change
+	lastID  uint64
 }
 
 type waiter struct {
 	at time.Time
-	ch chan time.Time
+	ch chan time.Time // After's channel; nil for AfterFunc
+	fn func()         // AfterFunc's function
+	id uint64         // tells AfterFunc's waiters apart, for stop
 }
 
 // NewFake returns a fake clock set to t.
@@ -56,31 +51,61 @@ func (f *Fake) After(d time.Duration) <-chan time.Time {
 	return ch
 }
 
-// Advance moves the clock forward and fires every After that is due.
+// AfterFunc calls fn in its own goroutine once the clock has been advanced by d, unless stop is
+// called first.
+func (f *Fake) AfterFunc(d time.Duration, fn func()) (stop func() bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if d <= 0 {
+		go fn()
+		return func() bool { return false }
+	}
+	f.lastID++
+	id := f.lastID
+	f.waiters = append(f.waiters, waiter{at: f.now.Add(d), fn: fn, id: id})
+	f.signal()
+	return func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for i, x := range f.waiters {
+			if x.id == id {
+				f.waiters = append(f.waiters[:i], f.waiters[i+1:]...)
+				f.signal()
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// Advance moves the clock forward and fires every After and AfterFunc that is due.
 func (f *Fake) Advance(d time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.now = f.now.Add(d)
 	kept := f.waiters[:0]
 	for _, w := range f.waiters {
-		if !w.at.After(f.now) {
-			w.ch <- f.now
-		} else {
+		switch {
+		case w.at.After(f.now):
 			kept = append(kept, w)
+		case w.fn != nil:
+			go w.fn()
+		default:
+			w.ch <- f.now
 		}
 	}
 	f.waiters = kept
 	f.signal()
 }
 
-// Waiters is the number of pending After calls.
+// Waiters is the number of pending After and AfterFunc calls.
 func (f *Fake) Waiters() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return len(f.waiters)
 }
 
-// BlockUntil returns once at least n After calls are pending (or the done channel closes).
+// BlockUntil returns once at least n After or AfterFunc calls are pending (or the done channel closes).
 func (f *Fake) BlockUntil(n int, done <-chan struct{}) bool {
 	for {
 		f.mu.Lock()

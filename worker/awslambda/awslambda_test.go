@@ -33,13 +33,25 @@ type timerClock struct {
 func (c *timerClock) After(d time.Duration) <-chan time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	at := c.Fake.Now().Add(d)
 	ch := c.Fake.After(d)
+	c.report(d)
+	return ch
+}
+
+func (c *timerClock) AfterFunc(d time.Duration, f func()) func() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	stop := c.Fake.AfterFunc(d, f)
+	c.report(d)
+	return stop
+}
+
+// report says when a timer of d from now is due (c.mu held).
+func (c *timerClock) report(d time.Duration) {
 	select {
-	case c.due <- at:
+	case c.due <- c.Fake.Now().Add(d):
 	default:
 	}
-	return ch
 }
 
 // With the adapter's defaults, draining the handlers in flight ends before the invocation's

@@ -1,0 +1,202 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/dynapart/dynapart/scan"
+)
+
+// dispatch hands a page's items to the handler goroutines, claiming them in batches first when
+// BatchClaims is set. Items that need no work are acknowledged at once.
+func (p *pass) dispatch(ctx context.Context, page *scan.Page) error {
+	c := p.w.cfg
+	now := c.Clock.Now()
+	todo := make([]task, 0, len(page.Items))
+	for _, it := range page.Items {
+		p.w.stats.scanned.Add(1)
+		key := keyOf(it.Attrs, p.e.keyAttrs)
+		if p.e.inline != nil {
+			if skip, due := p.prefilter(p.e.inline.stateOf(it.Attrs), now); skip {
+				p.w.stats.skipped.Add(1)
+				p.w.itemEvent(OutcomeSkipped, key, p.lease.Slot(), 0, 0)
+				if !due.IsZero() {
+					p.again(due)
+				}
+				it.Ack()
+				continue
+			}
+		}
+		todo = append(todo, task{item: it, key: key})
+	}
+	if c.CompleteOnly {
+		var err error
+		if todo, err = p.completeOnlyStates(ctx, todo); err != nil {
+			return err
+		}
+	}
+	if !c.BatchClaims {
+		_, err := p.send(ctx, todo)
+		return err
+	}
+	// Batched claims: claim only as many items as handlers can start soon (at most 25 in one
+	// transaction; see claimGate) and hand them over before claiming more, so a claim's clock
+	// does not run while its item waits in the queue.
+	for len(todo) > 0 {
+		n, err := p.gate.take(ctx, min(claimBatchSize, len(todo)))
+		if err != nil {
+			return err
+		}
+		chunk := todo[:n]
+		todo = todo[n:]
+		if err := p.claimAndSend(ctx, chunk); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// claimAndSend claims chunk in one transaction and hands the claimed items to the handlers. The
+// chunk holds one gate place per item; the places of items not handed over are given back here.
+func (p *pass) claimAndSend(ctx context.Context, chunk []task) error {
+	c := p.w.cfg
+	now := c.Clock.Now()
+	until := now.Add(c.ClaimTTL)
+	reqs := make([]ClaimRequest, len(chunk))
+	for i, t := range chunk {
+		reqs[i] = p.claimRequest(t.key, now, until)
+	}
+	outs, err := p.e.ledger.Claim(ctx, reqs)
+	if err != nil && isValidation(err) {
+		// One item of the batch cannot be claimed: claim them one by one to find it.
+		p.gate.give(len(chunk))
+		_, err := p.send(ctx, chunk)
+		return err
+	}
+	if err != nil {
+		p.gate.give(len(chunk))
+		return fmt.Errorf("dynapart: claim batch: %w", err)
+	}
+	var claimed []task
+	for i, o := range outs {
+		switch {
+		case o.Err != nil:
+			p.gate.give(1)
+			p.unprocessable(chunk[i], o.Err)
+		case !o.Claimed:
+			p.gate.give(1)
+			p.skipped(chunk[i].key, o.Status, now)
+			chunk[i].item.Ack()
+		default:
+			p.w.stats.claimed.Add(1)
+			cl := o.Claim
+			chunk[i].claim = &cl
+			p.w.itemEvent(OutcomeClaimed, cl.Key, cl.Slot, cl.Attempt, 0)
+			claimed = append(claimed, chunk[i])
+		}
+	}
+	if n, err := p.send(ctx, claimed); err != nil {
+		p.releaseUnsent(claimed[n:])
+		p.gate.give(len(claimed[n:]))
+		return err
+	}
+	return nil
+}
+
+func (p *pass) releaseUnsent(ts []task) {
+	cctx, cancel := p.w.leaseWriteContext(p.ctx)
+	defer cancel()
+	for _, t := range ts {
+		if t.claim != nil {
+			if err := p.e.ledger.Release(cctx, *t.claim, p.w.cfg.Clock.Now()); err == nil {
+				p.w.stats.released.Add(1)
+			}
+		}
+	}
+}
+
+// unprocessable reports an item that cannot hold the ledger's state (e.g. the inline ledger's
+// attributes would push it past 400 KB): no retry can help. Counted, logged with its key and
+// skipped; it stays pending in the ledger, where `dynapart verify` counts it.
+func (p *pass) unprocessable(t task, err error) {
+	p.w.stats.unprocessable.Add(1)
+	p.w.itemEvent(OutcomeUnprocessable, t.key, p.lease.Slot(), 0, 0)
+	p.w.cfg.Logger.Error("dynapart: an item cannot be claimed and is skipped (too large for the inline ledger? use the table ledger)",
+		"slot", p.lease.Slot(), "key", keyText(t.key), "err", err)
+	t.item.Ack()
+}
+
+// keyText is an item key for logs: the canonical encoding of its attributes sorted by name.
+func keyText(k Key) string {
+	s, err := encodeKeyParts(k, keysSorted(k))
+	if err != nil {
+		return fmt.Sprint(k)
+	}
+	return s
+}
+
+func (p *pass) skipped(key Key, st Status, now time.Time) {
+	p.w.stats.skipped.Add(1)
+	p.w.itemEvent(OutcomeSkipped, key, p.lease.Slot(), 0, 0)
+	switch st {
+	case StatusClaimed:
+		p.again(now.Add(min(p.w.cfg.ClaimTTL, p.w.cfg.PollInterval)))
+	case StatusRetry:
+		p.again(now.Add(min(p.w.cfg.RetryBackoff, p.w.cfg.PollInterval)))
+	}
+}
+
+// prefilter skips, without a write, items whose inline state shows there is nothing to do now.
+// The conditional claim stays the judge; this only saves writes. due is when to look again (zero
+// for items that are finished for good).
+func (p *pass) prefilter(st ItemState, now time.Time) (skip bool, due time.Time) {
+	switch st.Status {
+	case StatusDone, StatusFailed:
+		return true, time.Time{}
+	case StatusClaimed:
+		if p.w.cfg.CompleteOnly {
+			return false, time.Time{}
+		}
+		newer := st.Slot == p.lease.Slot() && st.Token < p.lease.Token() && st.Scope != "" && st.Scope == p.w.scope
+		if st.ClaimUntil.After(now) && !newer {
+			return true, st.ClaimUntil
+		}
+	case StatusRetry:
+		if p.w.cfg.CompleteOnly {
+			return false, time.Time{}
+		}
+		if st.RetryAt.After(now) {
+			return true, st.RetryAt
+		}
+	}
+	return false, time.Time{}
+}
+
+func keyOf(attrs map[string]types.AttributeValue, keyAttrs []string) Key {
+	k := make(Key, len(keyAttrs))
+	for _, a := range keyAttrs {
+		if v, ok := attrs[a]; ok {
+			k[a] = v
+		}
+	}
+	return k
+}
+
+func (p *pass) claimRequest(key Key, now, until time.Time) ClaimRequest {
+	return ClaimRequest{Key: key, Owner: p.w.cfg.Owner, Slot: p.lease.Slot(), Token: p.lease.Token(), Scope: p.w.scope, Now: now, Until: until}
+}
+
+// send hands ts to the handler pool in order; n is how many were handed over before ctx ended.
+func (p *pass) send(ctx context.Context, ts []task) (n int, err error) {
+	for i, t := range ts {
+		select {
+		case p.tasks <- t:
+		case <-ctx.Done():
+			return i, ctx.Err()
+		}
+	}
+	return len(ts), nil
+}

@@ -1,0 +1,280 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dynapart/dynapart/lock"
+	"github.com/dynapart/dynapart/scan"
+)
+
+// pass is one scan of the slot's share under one lease, with everything its loops share: the
+// run's env, the lease and handler, the contexts that stop it, the channels between its loops and
+// the state its items leave behind. Its loops are methods: the drain timer, the checkpoint saver,
+// the completer, the handler pool and dispatch (called by the scanner for each page).
+type pass struct {
+	w      *Worker
+	e      *env
+	lease  *lock.Lease
+	h      Handler
+	cp     slotCheckpoint // where the pass started
+	stopAt time.Time      // the deadline margin, zero when none
+
+	ctx      context.Context // Run's context: outcome writes outlive it (context.WithoutCancel)
+	fetchCtx context.Context // stops claiming: shutdown, lease loss, or the deadline margin
+	workCtx  context.Context // cancels handlers: lease loss, or DrainTimeout after fetchCtx ends
+
+	sc          *scan.Scanner
+	latest      atomic.Pointer[string] // the scanner's latest checkpoint
+	tasks       chan task              // dispatch -> handler pool
+	completions chan completion        // handler pool -> completer; nil without batched completions
+
+	// dirty reports that the pass met items that need another pass (retries, items claimed
+	// elsewhere); it is read after the scan position (see current), so a saved checkpoint never
+	// drops it for an item behind the position.
+	dirty   atomic.Bool
+	mu      sync.Mutex
+	nextDue time.Time  // once mode: the earliest pending retry or foreign claim
+	gate    *claimGate // with BatchClaims: bounds claims made ahead of the handlers
+}
+
+// passResult is what a pass leaves behind.
+type passResult struct {
+	cp       slotCheckpoint // position reached (complete only when err == nil)
+	nextDue  time.Duration  // once mode: when the earliest pending retry or foreign claim is due
+	deadline bool           // stopped because the ctx deadline is near
+}
+
+// task is a scanned item on its way to a handler.
+type task struct {
+	item  *scan.Item
+	key   Key
+	claim *Claim // set when claimed in a batch
+	// attempt is the attempt a complete-only item makes (its recorded attempts + 1); claims
+	// carry their own.
+	attempt int
+}
+
+// minNextDue is the shortest wait before the next pass that runPass reports in once mode.
+const minNextDue = 100 * time.Millisecond
+
+// runPass scans the slot's share once (resuming from cp) and handles every item it yields.
+func (w *Worker) runPass(ctx context.Context, e *env, lease *lock.Lease, h Handler, cp slotCheckpoint, stopAt time.Time) (passResult, error) {
+	p := &pass{w: w, e: e, lease: lease, h: h, cp: cp, stopAt: stopAt, ctx: ctx}
+	p.dirty.Store(cp.dirty)
+	if w.cfg.BatchClaims {
+		p.gate = newClaimGate(w.cfg.Concurrency, w.cfg.ClaimTTL)
+	}
+	return p.run()
+}
+
+func (p *pass) run() (passResult, error) {
+	c := p.w.cfg
+	stopContexts := p.startContexts()
+	defer stopContexts()
+	if err := p.openScanner(); err != nil {
+		return passResult{cp: p.cp}, err
+	}
+	defer p.w.scanEnded(p.sc)
+
+	scanErr := p.scanAndHandle()
+
+	res := passResult{cp: p.current()}
+	if p.lease.Context().Err() == nil {
+		_ = p.w.saveCheckpoint(p.ctx, p.lease, res.cp.encode())
+	}
+	p.mu.Lock()
+	if !p.nextDue.IsZero() {
+		res.nextDue = max(p.nextDue.Sub(c.Clock.Now()), minNextDue)
+	}
+	p.mu.Unlock()
+	res.deadline = !p.stopAt.IsZero() && !c.Clock.Now().Before(p.stopAt)
+	if scanErr != nil {
+		if p.fetchCtx.Err() != nil {
+			return res, p.fetchCtx.Err()
+		}
+		return res, scanErr
+	}
+	if !p.sc.Done() {
+		return res, errors.New("dynapart: scan ended with unacknowledged items")
+	}
+	return res, nil
+}
+
+// startContexts derives fetchCtx and workCtx and starts the drain timer; stop ends them all and
+// returns once the timer has returned.
+func (p *pass) startContexts() (stop func()) {
+	fetchCtx, cancelFetch := p.w.untilStop(p.lease.Context(), p.stopAt)
+	stopFetchOnCtx := context.AfterFunc(p.ctx, cancelFetch)
+	workCtx, cancelWork := context.WithCancelCause(p.lease.Context())
+	p.fetchCtx, p.workCtx = fetchCtx, workCtx
+	drainDone := make(chan struct{})
+	drainExited := goDone(func() { p.drainTimer(drainDone, cancelWork) })
+	return func() {
+		close(drainDone)
+		<-drainExited
+		cancelWork(nil)
+		stopFetchOnCtx()
+		cancelFetch()
+	}
+}
+
+// drainTimer cancels workCtx with ErrStopped DrainTimeout after fetchCtx ends (shutdown or the
+// stop time), so handlers get that long to finish.
+func (p *pass) drainTimer(done <-chan struct{}, cancelWork context.CancelCauseFunc) {
+	select {
+	case <-p.fetchCtx.Done():
+	case <-done:
+		return
+	}
+	select {
+	case <-p.w.cfg.Clock.After(p.w.cfg.DrainTimeout):
+		cancelWork(ErrStopped)
+	case <-done:
+	case <-p.workCtx.Done():
+	}
+}
+
+// openScanner creates the pass's scanner, resuming from the checkpoint when it fits the table and
+// plan (otherwise the share is rescanned).
+func (p *pass) openScanner() error {
+	c := p.w.cfg
+	scfg := scan.Config{
+		Client: c.Client, Table: c.Table, Slot: p.lease.Slot(),
+		Plan:          scan.Plan{Mode: c.Mode, Slots: c.Workers, SubSegments: c.SubSegments},
+		PartitionAttr: c.PartitionAttr, IndexName: c.IndexName, ShardAttr: c.ShardAttr, Shards: c.Shards,
+		ConsistentRead: c.ConsistentRead, Projection: p.projection(), ReadRate: c.ReadRate,
+		PageLimit: c.PageSize, Resume: p.cp.scan,
+		OnCheckpoint: func(v string) { p.latest.Store(&v) },
+	}
+	sc, err := scan.New(scfg)
+	if err != nil && p.cp.scan != "" && (errors.Is(err, scan.ErrCheckpointMismatch) || errors.Is(err, scan.ErrBadCheckpoint)) {
+		c.Logger.Warn("dynapart: the slot's scan checkpoint does not fit this table or plan; rescanning the share", "err", err)
+		scfg.Resume = ""
+		sc, err = scan.New(scfg)
+	}
+	if err != nil {
+		return err
+	}
+	p.sc = sc
+	p.w.mu.Lock()
+	p.w.scanner = sc
+	p.w.mu.Unlock()
+	return nil
+}
+
+// projection is Config.Projection plus what the inline ledger's prefilter reads.
+func (p *pass) projection() []string {
+	if p.e.inline != nil {
+		return p.e.inline.scanProjection(p.w.cfg.Projection)
+	}
+	return p.w.cfg.Projection
+}
+
+// scanEnded adds a finished pass's read capacity to the worker's total.
+func (w *Worker) scanEnded(sc *scan.Scanner) {
+	st := sc.Stats()
+	w.mu.Lock()
+	w.scanner = nil
+	w.rcuDone += st.RCU
+	w.mu.Unlock()
+}
+
+// scanAndHandle runs the scan and the loops that handle its items, and returns once all of them
+// have returned: the handlers drain the tasks, the completer the completions, and the checkpoint
+// saver stops last.
+func (p *pass) scanAndHandle() error {
+	c := p.w.cfg
+	saverStop := make(chan struct{})
+	saverDone := goDone(func() { p.checkpointSaver(saverStop) })
+	p.tasks = make(chan task, c.Concurrency)
+	completerDone := closedChan
+	// With batched claims, successful items are completed in batches too, by one goroutine.
+	if bc, ok := p.e.ledger.(BatchCompleter); ok && c.BatchClaims {
+		p.completions = make(chan completion, c.Concurrency)
+		completerDone = goDone(func() { p.completer(bc) })
+	}
+	var handlers sync.WaitGroup
+	for range c.Concurrency {
+		handlers.Go(p.handlerLoop)
+	}
+	err := p.sc.Run(p.fetchCtx, p.dispatch)
+	close(p.tasks)
+	handlers.Wait()
+	if p.completions != nil {
+		close(p.completions)
+	}
+	<-completerDone
+	close(saverStop)
+	<-saverDone
+	return err
+}
+
+// handlerLoop is one goroutine of the handler pool.
+func (p *pass) handlerLoop() {
+	for t := range p.tasks {
+		p.process(t)
+	}
+}
+
+// current is the checkpoint the pass has reached.
+func (p *pass) current() slotCheckpoint {
+	out := slotCheckpoint{pass: p.cp.pass, scan: p.cp.scan}
+	if v := p.latest.Load(); v != nil {
+		out.scan = *v
+	}
+	out.dirty = p.dirty.Load() // read after the position: see pass.dirty
+	return out
+}
+
+// checkpointSaver saves the pass's checkpoint every CheckpointInterval while it changes.
+func (p *pass) checkpointSaver(stop <-chan struct{}) {
+	saved := p.cp.encode()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-p.w.cfg.Clock.After(p.w.cfg.CheckpointInterval):
+		}
+		if v := p.current().encode(); v != saved {
+			if err := p.w.saveCheckpoint(p.ctx, p.lease, v); err == nil {
+				saved = v
+			}
+		}
+	}
+}
+
+// again marks the pass dirty: an item needs another pass, due at due.
+func (p *pass) again(due time.Time) {
+	p.dirty.Store(true)
+	p.mu.Lock()
+	if p.nextDue.IsZero() || due.Before(p.nextDue) {
+		p.nextDue = due
+	}
+	p.mu.Unlock()
+}
+
+// writeContext is for writes that record an outcome: they must not be cut short by shutdown.
+func (p *pass) writeContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(p.ctx), p.w.cfg.WriteTimeout)
+}
+
+// goDone runs f in a goroutine and returns a channel closed when f returns.
+func goDone(f func()) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	return done
+}
+
+// closedChan is a channel that is always closed.
+var closedChan = func() <-chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()

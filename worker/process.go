@@ -1,0 +1,297 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/smithy-go"
+
+	"github.com/dynapart/dynapart/scan"
+)
+
+// process claims an item (unless claimed in a batch), runs the handler and records the outcome.
+func (p *pass) process(t task) {
+	c := p.w.cfg
+	if p.workCtx.Err() != nil {
+		// Stopped before this item started: give a batch claim back, leave the item unacknowledged.
+		if t.claim != nil {
+			p.releaseUnsent([]task{t})
+			p.gate.give(1)
+		}
+		return
+	}
+	wctx, cancel := p.writeContext()
+	defer cancel()
+	now := c.Clock.Now()
+	if c.CompleteOnly {
+		p.completeOnly(wctx, t, now)
+		return
+	}
+	claim := t.claim
+	if claim != nil {
+		defer p.gate.give(1) // the batched claim's handler is free again when process returns
+		if p.w.tooLate(*claim, now) {
+			p.giveBackLate(wctx, t)
+			return
+		}
+	} else if claim = p.claimOne(wctx, t, now); claim == nil {
+		return
+	}
+	if claim.Attempt > c.MaxAttempts {
+		// Earlier attempts ended without an outcome (their workers died): do not loop forever.
+		msg := fmt.Sprintf("dynapart: attempt %d exceeds MaxAttempts %d (earlier attempts ended without an outcome)", claim.Attempt, c.MaxAttempts)
+		p.deadLetter(wctx, *claim, msg, 0)
+		t.item.Ack()
+		return
+	}
+	p.handle(wctx, t, *claim)
+}
+
+// claimOne claims t's item alone; nil when it was not claimed (the item is then accounted for).
+// The claim write is not cut short by shutdown (wctx), so a graceful stop never leaves a claim of
+// unknown outcome behind: what it claims, it handles or releases.
+func (p *pass) claimOne(wctx context.Context, t task, now time.Time) *Claim {
+	c := p.w.cfg
+	outs, err := p.e.ledger.Claim(wctx, []ClaimRequest{p.claimRequest(t.key, now, now.Add(c.ClaimTTL))})
+	if err != nil && isValidation(err) {
+		p.unprocessable(t, err)
+		return nil
+	}
+	if err != nil {
+		c.Logger.Warn("dynapart: claim failed; the item will be tried again", "slot", p.lease.Slot(), "err", err)
+		p.again(now.Add(min(c.RetryBackoff, c.PollInterval)))
+		t.item.Ack()
+		return nil
+	}
+	if !outs[0].Claimed {
+		p.skipped(t.key, outs[0].Status, now)
+		t.item.Ack()
+		return nil
+	}
+	p.w.stats.claimed.Add(1)
+	claim := &outs[0].Claim
+	p.w.itemEvent(OutcomeClaimed, claim.Key, claim.Slot, claim.Attempt, 0)
+	return claim
+}
+
+// handle runs the handler on a claimed item and records the outcome.
+func (p *pass) handle(wctx context.Context, t task, claim Claim) {
+	c := p.w.cfg
+	item := Item{Key: t.key, Attrs: t.item.Attrs, Attempt: claim.Attempt, Slot: claim.Slot, Token: claim.Token,
+		IdempotencyKey: idempotencyKey(c.Job, c.Table, t.key)}
+	hctx, hcancel := p.w.claimContext(p.workCtx, claimDeadline(c.ClaimTTL, claim.Until))
+	start, startClock := time.Now(), c.Clock.Now()
+	herr, gaveUp := p.w.runWithGrace(hctx, p.h, item)
+	took := time.Since(start)
+	if t.claim != nil {
+		p.gate.observe(c.Clock.Now().Sub(startClock))
+	}
+	expiring := errors.Is(context.Cause(hctx), ErrClaimExpiring)
+	hcancel()
+	if gaveUp {
+		p.abandoned(t, claim.Until, expiring || p.workCtx.Err() == nil)
+		return
+	}
+
+	switch {
+	case herr == nil && p.completions != nil:
+		p.completions <- completion{t: t, claim: claim, took: took}
+		return // the completer acknowledges it
+	case herr == nil:
+		p.completed(wctx, t, claim, p.e.ledger.Complete(wctx, claim, c.Clock.Now()), took)
+	case p.workCtx.Err() != nil && !expiring:
+		// Shutdown or lease loss interrupted the handler: give the item back, not counted.
+		if err := p.e.ledger.Release(wctx, claim, c.Clock.Now()); err == nil {
+			p.w.stats.released.Add(1)
+			p.w.itemEvent(OutcomeReleased, t.key, claim.Slot, claim.Attempt, took)
+		}
+		return // not acknowledged: the next holder rescans it
+	default:
+		p.failed(wctx, claim, herr, took)
+	}
+	t.item.Ack()
+}
+
+// completed records the outcome of a completion write.
+func (p *pass) completed(ctx context.Context, t task, claim Claim, err error, took time.Duration) {
+	c := p.w.cfg
+	switch {
+	case err == nil:
+		p.done(ctx, t.key, claim.Slot, claim.Attempt, took)
+	case errors.Is(err, ErrClaimLost):
+		p.claimLost(claim, took)
+		c.Logger.Warn("dynapart: claim lost before completion; another worker owns the item now", "slot", claim.Slot, "attempt", claim.Attempt)
+	default:
+		// Unknown outcome: the claim expires and the item is handled again.
+		c.Logger.Error("dynapart: complete", "slot", claim.Slot, "err", err)
+		p.again(claim.Until)
+	}
+}
+
+// done counts a completed item; in index mode with the table ledger it also leaves the index.
+func (p *pass) done(ctx context.Context, key Key, slot, attempt int, took time.Duration) {
+	c := p.w.cfg
+	p.w.stats.completed.Add(1)
+	p.w.itemEvent(OutcomeCompleted, key, slot, attempt, took)
+	if c.Mode == scan.ModeIndex && c.Ledger == LedgerTable {
+		p.leaveIndex(ctx, key)
+	}
+}
+
+// claimLost counts a write refused because the claim is no longer current.
+func (p *pass) claimLost(cl Claim, took time.Duration) {
+	p.w.stats.claimLost.Add(1)
+	p.w.itemEvent(OutcomeClaimLost, cl.Key, cl.Slot, cl.Attempt, took)
+}
+
+// completion is a handled item waiting for its batched completion write.
+type completion struct {
+	t     task
+	claim Claim
+	took  time.Duration
+}
+
+// completer completes handled items in batches of up to 25: it takes what is waiting (at least
+// one) and writes it in one transaction, so batches grow with the load and add no delay.
+func (p *pass) completer(bc BatchCompleter) {
+	for first := range p.completions {
+		batch := []completion{first}
+	fill:
+		for len(batch) < claimBatchSize {
+			select {
+			case c, ok := <-p.completions:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, c)
+			default:
+				break fill
+			}
+		}
+		claims := make([]Claim, len(batch))
+		for i, b := range batch {
+			claims[i] = b.claim
+		}
+		cctx, cancel := p.writeContext()
+		errs := bc.CompleteBatch(cctx, claims, p.w.cfg.Clock.Now())
+		for i, b := range batch {
+			p.completed(cctx, b.t, b.claim, errs[i], b.took)
+			b.t.item.Ack()
+		}
+		cancel()
+	}
+}
+
+// completeOnly runs the handler without a claim and completes the item in one conditional write.
+func (p *pass) completeOnly(wctx context.Context, t task, now time.Time) {
+	c := p.w.cfg
+	slot := p.lease.Slot()
+	item := Item{Key: t.key, Attrs: t.item.Attrs, Attempt: max(t.attempt, 1), Slot: slot, Token: p.lease.Token(),
+		IdempotencyKey: idempotencyKey(c.Job, c.Table, t.key)}
+	start := time.Now()
+	herr, gaveUp := p.w.runWithGrace(p.workCtx, p.h, item)
+	took := time.Since(start)
+	if gaveUp {
+		p.abandoned(t, now, false)
+		return
+	}
+	if herr != nil {
+		if p.workCtx.Err() != nil {
+			return // interrupted: not acknowledged
+		}
+		c.Logger.Warn("dynapart: handler failed (complete-only)", "slot", slot, "err", herr)
+		p.completeOnlyFailed(wctx, t, herr, took)
+		t.item.Ack()
+		return
+	}
+	done, err := p.e.ledger.CompleteOnly(wctx, p.claimRequest(t.key, now, now))
+	switch {
+	case err != nil:
+		c.Logger.Error("dynapart: complete", "slot", slot, "err", err)
+		p.again(now.Add(c.RetryBackoff))
+	case done:
+		p.done(wctx, t.key, slot, item.Attempt, took)
+	default:
+		p.w.stats.skipped.Add(1)
+		p.w.itemEvent(OutcomeSkipped, t.key, slot, item.Attempt, took)
+	}
+	t.item.Ack()
+}
+
+// failed records a failed attempt: a retry with backoff, or a dead letter.
+func (p *pass) failed(ctx context.Context, cl Claim, herr error, took time.Duration) {
+	c := p.w.cfg
+	var pe *PanicError
+	if errors.As(herr, &pe) {
+		p.w.stats.panics.Add(1)
+		c.Logger.Error("dynapart: handler panicked", "slot", cl.Slot, "attempt", cl.Attempt, "panic", pe.Value, "stack", string(pe.Stack))
+	}
+	permanent, after := classify(herr)
+	if permanent || cl.Attempt >= c.MaxAttempts {
+		p.deadLetter(ctx, cl, herr.Error(), took)
+		return
+	}
+	if after <= 0 {
+		after = backoff(c.RetryBackoff, c.MaxRetryBackoff, cl.Attempt)
+	}
+	at := c.Clock.Now().Add(after)
+	err := p.e.ledger.Retry(ctx, cl, herr.Error(), at)
+	switch {
+	case err == nil:
+		p.w.stats.retried.Add(1)
+		p.w.itemEvent(OutcomeRetried, cl.Key, cl.Slot, cl.Attempt, took)
+		p.again(at)
+	case errors.Is(err, ErrClaimLost):
+		p.claimLost(cl, took)
+	default:
+		c.Logger.Error("dynapart: record retry", "slot", cl.Slot, "err", err)
+		p.again(cl.Until)
+	}
+}
+
+// deadLetter moves a claimed item to failed.
+func (p *pass) deadLetter(ctx context.Context, cl Claim, msg string, took time.Duration) {
+	c := p.w.cfg
+	err := p.e.ledger.DeadLetter(ctx, cl, msg, c.Clock.Now())
+	switch {
+	case err == nil:
+		p.deadLettered(ctx, cl.Key, cl.Slot, cl.Attempt, took)
+		c.Logger.Warn("dynapart: item dead-lettered", "slot", cl.Slot, "attempt", cl.Attempt)
+	case errors.Is(err, ErrClaimLost):
+		p.claimLost(cl, took)
+	default:
+		// Unknown outcome: the item is kept for a later pass, which reclaims it once the claim
+		// has expired (or finds it failed).
+		c.Logger.Error("dynapart: record dead letter; the item will be tried again", "slot", cl.Slot, "err", err)
+		p.again(cl.Until)
+	}
+}
+
+// deadLettered counts a dead-lettered item; in index mode it also leaves the index.
+func (p *pass) deadLettered(ctx context.Context, key Key, slot, attempt int, took time.Duration) {
+	p.w.stats.deadLettered.Add(1)
+	p.w.itemEvent(OutcomeDeadLettered, key, slot, attempt, took)
+	if p.w.cfg.Mode == scan.ModeIndex {
+		p.leaveIndex(ctx, key)
+	}
+}
+
+// leaveIndex takes a finished item out of the sparse pending index, through the ledger.
+func (p *pass) leaveIndex(ctx context.Context, key Key) {
+	il, ok := p.e.ledger.(indexLeaver)
+	if !ok {
+		return
+	}
+	if err := il.leaveIndex(ctx, key, p.w.cfg.ShardAttr); err != nil {
+		p.w.cfg.Logger.Warn("dynapart: remove the item from the pending index", "err", err)
+	}
+}
+
+// isValidation reports a request DynamoDB refuses as invalid (ValidationException): retrying the
+// same write cannot succeed.
+func isValidation(err error) bool {
+	var api smithy.APIError
+	return errors.As(err, &api) && api.ErrorCode() == "ValidationException"
+}
