@@ -56,6 +56,7 @@ type metaItem struct {
 	exists bool
 	n      int
 	meta   map[string]string
+	paused bool
 }
 
 func avS(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
@@ -119,7 +120,7 @@ func decodeMeta(m map[string]types.AttributeValue) metaItem {
 	if len(m) == 0 {
 		return metaItem{}
 	}
-	mi := metaItem{exists: true, n: int(getN(m, attrN)), meta: map[string]string{}}
+	mi := metaItem{exists: true, n: int(getN(m, attrN)), meta: map[string]string{}, paused: getB(m, attrPaused)}
 	if mm, ok := m[attrMeta].(*types.AttributeValueMemberM); ok {
 		for k, v := range mm.Value {
 			if s, ok := v.(*types.AttributeValueMemberS); ok {

@@ -15,7 +15,9 @@ type GroupStatus struct {
 	Group string
 	N     int // 0 when the group has never been used
 	Meta  map[string]string
-	Slots []SlotStatus
+	// Paused is the group's pause flag (PauseGroup / ResumeGroup).
+	Paused bool
+	Slots  []SlotStatus
 }
 
 // SlotStatus is one slot. A slot never acquired appears with zero values.
@@ -42,7 +44,7 @@ func (c *Client) GroupStatus(ctx context.Context, group string) (*GroupStatus, e
 	if err != nil {
 		return nil, err
 	}
-	st := &GroupStatus{Group: group, N: meta.n, Meta: meta.meta}
+	st := &GroupStatus{Group: group, N: meta.n, Meta: meta.meta, Paused: meta.paused}
 	n := meta.n
 	for s := range slots {
 		n = max(n, s+1)
