@@ -14,10 +14,15 @@ import (
 // BatchClaims is set. Items that need no work are acknowledged at once.
 func (p *pass) dispatch(ctx context.Context, page *scan.Page) error {
 	c := p.w.cfg
+	// Paused: hand nothing on (reading stops once the scanner's pages in flight are full).
+	if err := p.w.pause.wait(ctx); err != nil {
+		return err
+	}
 	now := c.Clock.Now()
 	todo := make([]task, 0, len(page.Items))
 	for _, it := range page.Items {
 		p.w.stats.scanned.Add(1)
+		p.counts.scanned.Add(1)
 		key := keyOf(it.Attrs, p.e.keyAttrs)
 		if p.e.inline != nil {
 			if skip, due := p.prefilter(p.e.inline.stateOf(it.Attrs), now); skip {
@@ -69,7 +74,13 @@ func (p *pass) claimAndSend(ctx context.Context, chunk []task) error {
 	for i, t := range chunk {
 		reqs[i] = p.claimRequest(t.key, now, until)
 	}
+	// Paused: wait before claiming (the gate places of the chunk are held meanwhile).
+	if err := p.w.pause.enter(ctx); err != nil {
+		p.gate.give(len(chunk))
+		return err
+	}
 	outs, err := p.e.ledger.Claim(ctx, reqs)
+	p.w.pause.leave()
 	if err != nil && isValidation(err) {
 		// One item of the batch cannot be claimed: claim them one by one to find it.
 		p.gate.give(len(chunk))

@@ -27,6 +27,9 @@ func FuzzDecodeSlotCheckpoint(f *testing.F) {
 	f.Add("dp1|99999999999999999999|1|x")
 	f.Add("dp1|+7|1|a|b|c")
 	f.Add("dp2|1|1|x")
+	f.Add(slotCheckpoint{pass: 2, counts: slotCounts{done: 5, failed: 1, scanned: 9, elapsed: 1500 * time.Millisecond}, scan: "a|b"}.encode())
+	f.Add("dp2|1|0|1.2.3|x")
+	f.Add("dp2|1|0|1.2.3.99999999999999999|x")
 	f.Add("dp1|1")
 	f.Add("\xff\x00|\n")
 	f.Fuzz(func(t *testing.T, v string) {

@@ -39,7 +39,16 @@ type pass struct {
 	mu      sync.Mutex
 	nextDue time.Time  // once mode: the earliest pending retry or foreign claim
 	gate    *claimGate // with BatchClaims: bounds claims made ahead of the handlers
+
+	// counts are this pass's additions to the slot's counts (see slotCounts); startedAt and
+	// pausedAtStart (the worker's paused time then) give its working time.
+	counts        passCounts
+	startedAt     time.Time
+	pausedAtStart time.Duration
 }
+
+// passCounts are the items a pass scanned, moved to done and moved to failed.
+type passCounts struct{ scanned, done, failed atomic.Int64 }
 
 // passResult is what a pass leaves behind.
 type passResult struct {
@@ -63,7 +72,8 @@ const minNextDue = 100 * time.Millisecond
 
 // runPass scans the slot's share once (resuming from cp) and handles every item it yields.
 func (w *Worker) runPass(ctx context.Context, e *env, lease *lock.Lease, h Handler, cp slotCheckpoint, stopAt time.Time) (passResult, error) {
-	p := &pass{w: w, e: e, lease: lease, h: h, cp: cp, stopAt: stopAt, ctx: ctx}
+	now := w.cfg.Clock.Now()
+	p := &pass{w: w, e: e, lease: lease, h: h, cp: cp, stopAt: stopAt, ctx: ctx, startedAt: now, pausedAtStart: w.pause.pausedTime(now)}
 	p.dirty.Store(cp.dirty)
 	if w.cfg.BatchClaims {
 		p.gate = newClaimGate(w.cfg.Concurrency, w.cfg.ClaimTTL)
@@ -213,35 +223,63 @@ func (p *pass) scanAndHandle() error {
 	return err
 }
 
-// handlerLoop is one goroutine of the handler pool.
+// handlerLoop is one goroutine of the handler pool. While the group is paused it keeps taking
+// tasks, so none waits in the queue holding a batch claim: it gives their claims back and holds
+// them until the resume (see holdWhilePaused).
 func (p *pass) handlerLoop() {
-	for t := range p.tasks {
-		p.process(t)
+	var held []task
+	for {
+		var resumed <-chan struct{} // nil (never ready) while nothing is held
+		if len(held) > 0 {
+			resumed = p.w.pause.resumedChan()
+		}
+		select {
+		case t, ok := <-p.tasks:
+			if !ok {
+				p.processAll(held) // each waits for the resume, or for the pass to stop
+				return
+			}
+			if p.w.pause.flagged() {
+				held = append(held, p.holdWhilePaused(t))
+				continue
+			}
+			held = p.processAll(held)
+			p.process(t)
+		case <-resumed:
+			held = p.processAll(held)
+		}
 	}
 }
 
 // current is the checkpoint the pass has reached.
 func (p *pass) current() slotCheckpoint {
-	out := slotCheckpoint{pass: p.cp.pass, scan: p.cp.scan}
+	out := slotCheckpoint{pass: p.cp.pass, scan: p.cp.scan, counts: p.cp.counts}
 	if v := p.latest.Load(); v != nil {
 		out.scan = *v
 	}
+	now := p.w.cfg.Clock.Now()
+	working := now.Sub(p.startedAt) - (p.w.pause.pausedTime(now) - p.pausedAtStart)
+	out.counts.elapsed += max(0, working).Truncate(time.Millisecond)
+	out.counts.scanned += p.counts.scanned.Load()
+	out.counts.done += p.counts.done.Load()
+	out.counts.failed += p.counts.failed.Load()
 	out.dirty = p.dirty.Load() // read after the position: see pass.dirty
 	return out
 }
 
 // checkpointSaver saves the pass's checkpoint every CheckpointInterval while it changes.
 func (p *pass) checkpointSaver(stop <-chan struct{}) {
-	saved := p.cp.encode()
+	saved := p.cp.withoutElapsed()
 	for {
 		select {
 		case <-stop:
 			return
 		case <-p.w.cfg.Clock.After(p.w.cfg.CheckpointInterval):
 		}
-		if v := p.current().encode(); v != saved {
-			if err := p.w.saveCheckpoint(p.ctx, p.lease, v); err == nil {
-				saved = v
+		// Working time alone passing is no reason to write.
+		if cp := p.current(); cp.withoutElapsed() != saved {
+			if err := p.w.saveCheckpoint(p.ctx, p.lease, cp.encode()); err == nil {
+				saved = cp.withoutElapsed()
 			}
 		}
 	}

@@ -22,6 +22,9 @@ func (p *pass) process(t task) {
 		}
 		return
 	}
+	if p.w.pause.flagged() {
+		t = p.holdWhilePaused(t) // claimOne below waits for the resume
+	}
 	wctx, cancel := p.writeContext()
 	defer cancel()
 	now := c.Clock.Now()
@@ -54,7 +57,12 @@ func (p *pass) process(t task) {
 // unknown outcome behind: what it claims, it handles or releases.
 func (p *pass) claimOne(wctx context.Context, t task, now time.Time) *Claim {
 	c := p.w.cfg
+	if !p.enterUnlessStopped() {
+		return nil // stopped while paused: not acknowledged, the next holder rescans it
+	}
+	now = c.Clock.Now() // later than the caller's when it waited for a resume
 	outs, err := p.e.ledger.Claim(wctx, []ClaimRequest{p.claimRequest(t.key, now, now.Add(c.ClaimTTL))})
+	p.w.pause.leave()
 	if err != nil && isValidation(err) {
 		p.unprocessable(t, err)
 		return nil
@@ -134,6 +142,7 @@ func (p *pass) completed(ctx context.Context, t task, claim Claim, err error, to
 func (p *pass) done(ctx context.Context, key Key, slot, attempt int, took time.Duration) {
 	c := p.w.cfg
 	p.w.stats.completed.Add(1)
+	p.counts.done.Add(1)
 	p.w.itemEvent(OutcomeCompleted, key, slot, attempt, took)
 	if c.Mode == scan.ModeIndex && c.Ledger == LedgerTable {
 		p.leaveIndex(ctx, key)
@@ -187,6 +196,10 @@ func (p *pass) completer(bc BatchCompleter) {
 // completeOnly runs the handler without a claim and completes the item in one conditional write.
 func (p *pass) completeOnly(wctx context.Context, t task, now time.Time) {
 	c := p.w.cfg
+	if !p.enterUnlessStopped() {
+		return // stopped while paused: not acknowledged
+	}
+	p.w.pause.leave() // a complete-only item in flight is its handler: only its start waits
 	slot := p.lease.Slot()
 	item := Item{Key: t.key, Attrs: t.item.Attrs, Attempt: max(t.attempt, 1), Slot: slot, Token: p.lease.Token(),
 		IdempotencyKey: idempotencyKey(c.Job, c.Table, t.key)}
@@ -272,6 +285,7 @@ func (p *pass) deadLetter(ctx context.Context, cl Claim, msg string, took time.D
 // deadLettered counts a dead-lettered item; in index mode it also leaves the index.
 func (p *pass) deadLettered(ctx context.Context, key Key, slot, attempt int, took time.Duration) {
 	p.w.stats.deadLettered.Add(1)
+	p.counts.failed.Add(1)
 	p.w.itemEvent(OutcomeDeadLettered, key, slot, attempt, took)
 	if p.w.cfg.Mode == scan.ModeIndex {
 		p.leaveIndex(ctx, key)

@@ -2,39 +2,100 @@ package worker
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // slotCheckpoint is what the lease's checkpoint holds: the pass number, whether the pass met items
-// that still need another pass (retries, items claimed elsewhere), and the scan position.
+// that still need another pass (retries, items claimed elsewhere), the slot's counts and the scan
+// position.
 type slotCheckpoint struct {
-	pass  int
-	dirty bool
-	scan  string
+	pass   int
+	dirty  bool
+	counts slotCounts
+	scan   string
 }
 
-const checkpointPrefix = "dp1"
+// slotCounts are a slot's progress, saved with its checkpoint so `dynapart status` can show it
+// without reading the table: done and failed count the items the slot's holders moved to done or
+// failed over all passes; scanned and elapsed (working time, pauses excluded) are the current
+// pass's. They are exact after a clean run; a holder that dies loses (or a takeover repeats) what
+// it counted since its last checkpoint save.
+type slotCounts struct {
+	done, failed, scanned int64
+	elapsed               time.Duration // kept in whole milliseconds
+}
+
+// The checkpoint encodings: dp1|pass|dirty|scan (before counts; decodes with zero counts) and
+// dp2|pass|dirty|done.failed.scanned.ms|scan.
+const (
+	checkpointPrefixV1 = "dp1"
+	checkpointPrefix   = "dp2"
+)
 
 func (s slotCheckpoint) encode() string {
 	d := "0"
 	if s.dirty {
 		d = "1"
 	}
-	return checkpointPrefix + "|" + strconv.Itoa(s.pass) + "|" + d + "|" + s.scan
+	c := s.counts
+	counts := strconv.FormatInt(c.done, 10) + "." + strconv.FormatInt(c.failed, 10) + "." +
+		strconv.FormatInt(c.scanned, 10) + "." + strconv.FormatInt(c.elapsed.Milliseconds(), 10)
+	return checkpointPrefix + "|" + strconv.Itoa(s.pass) + "|" + d + "|" + counts + "|" + s.scan
+}
+
+// next is the checkpoint a new pass starts from: the next pass number, the slot's done and failed
+// counts carried over, the pass's own counts and position empty.
+func (s slotCheckpoint) next() slotCheckpoint {
+	return slotCheckpoint{pass: s.pass + 1, counts: slotCounts{done: s.counts.done, failed: s.counts.failed}}
+}
+
+// withoutElapsed is s without its working time: the checkpoint saver compares it, so time alone
+// passing is no reason to write.
+func (s slotCheckpoint) withoutElapsed() slotCheckpoint {
+	s.counts.elapsed = 0
+	return s
 }
 
 func decodeSlotCheckpoint(v string) (slotCheckpoint, error) {
 	if v == "" {
 		return slotCheckpoint{}, nil
 	}
-	parts := strings.SplitN(v, "|", 4)
-	if len(parts) != 4 || parts[0] != checkpointPrefix {
-		return slotCheckpoint{}, fmt.Errorf("dynapart: malformed slot checkpoint (want %s|pass|dirty|scan)", checkpointPrefix)
+	fields := 5
+	if strings.HasPrefix(v, checkpointPrefixV1+"|") {
+		fields = 4
+	}
+	parts := strings.SplitN(v, "|", fields)
+	if len(parts) != fields || (parts[0] != checkpointPrefix && parts[0] != checkpointPrefixV1) {
+		return slotCheckpoint{}, fmt.Errorf("dynapart: malformed slot checkpoint (want %s|pass|dirty|counts|scan)", checkpointPrefix)
 	}
 	pass, err := strconv.Atoi(parts[1])
 	if err != nil || pass < 0 || (parts[2] != "0" && parts[2] != "1") {
 		return slotCheckpoint{}, fmt.Errorf("dynapart: malformed slot checkpoint header %q", parts[0]+"|"+parts[1]+"|"+parts[2])
 	}
-	return slotCheckpoint{pass: pass, dirty: parts[2] == "1", scan: parts[3]}, nil
+	cp := slotCheckpoint{pass: pass, dirty: parts[2] == "1", scan: parts[fields-1]}
+	if fields == 5 {
+		if cp.counts, err = decodeCounts(parts[3]); err != nil {
+			return slotCheckpoint{}, err
+		}
+	}
+	return cp, nil
+}
+
+func decodeCounts(v string) (slotCounts, error) {
+	parts := strings.Split(v, ".")
+	if len(parts) != 4 {
+		return slotCounts{}, fmt.Errorf("dynapart: malformed slot checkpoint counts %q (want done.failed.scanned.ms)", v)
+	}
+	var n [4]int64
+	for i, p := range parts {
+		x, err := strconv.ParseInt(p, 10, 64)
+		if err != nil || x < 0 || (i == 3 && x > math.MaxInt64/int64(time.Millisecond)) {
+			return slotCounts{}, fmt.Errorf("dynapart: malformed slot checkpoint counts %q", v)
+		}
+		n[i] = x
+	}
+	return slotCounts{done: n[0], failed: n[1], scanned: n[2], elapsed: time.Duration(n[3]) * time.Millisecond}, nil
 }

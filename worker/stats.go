@@ -28,6 +28,9 @@ type Stats struct {
 	Slot  int   `json:"slot"`  // the slot held now, -1 when none
 	Token int64 `json:"token"` // the lease token held now
 	State State `json:"state"` // idle, standby, working, finished
+	// Paused says the group is paused (dynapart pause) and this slot holder claims nothing: the
+	// flag is set and no claim write of the worker is in flight. The slot is kept.
+	Paused bool `json:"paused"`
 
 	Scanned      int64 `json:"scanned"`       // items read from the slot's share
 	Claimed      int64 `json:"claimed"`       // claims won
@@ -59,7 +62,7 @@ type wcuReporter interface{ ConsumedWCU() float64 }
 func (w *Worker) Stats() Stats {
 	s := &w.stats
 	w.mu.Lock()
-	out := Stats{Slot: w.slot, Token: w.token, State: w.state, RCU: w.rcuDone}
+	out := Stats{Slot: w.slot, Token: w.token, State: w.state, RCU: w.rcuDone, Paused: w.pause.settled()}
 	if w.scanner != nil {
 		out.RCU += w.scanner.Stats().RCU
 	}

@@ -22,6 +22,7 @@ type Worker struct {
 	cfg     Config
 	running atomic.Bool
 	stats   counters
+	pause   *pauseState // the group's pause flag while a slot is held
 
 	mu      sync.Mutex
 	slot    int
@@ -40,7 +41,7 @@ func New(cfg Config) (*Worker, error) {
 	if err := d.validate(); err != nil {
 		return nil, err
 	}
-	return &Worker{cfg: d, slot: -1, state: StateIdle, scope: claimScope(d)}, nil
+	return &Worker{cfg: d, slot: -1, state: StateIdle, scope: claimScope(d), pause: newPauseState()}, nil
 }
 
 // Config returns the configuration with its defaults filled in.
@@ -243,6 +244,8 @@ func (w *Worker) runSlot(ctx context.Context, e *env, lease *lock.Lease, h Handl
 	log := w.cfg.Logger.With("slot", lease.Slot(), "token", lease.Token())
 	w.setState(lease.Slot(), lease.Token(), StateWorking)
 	defer w.release(ctx, lease, log)
+	stopWatch := w.watchPause(e, lease)
+	defer stopWatch()
 
 	cp, derr := decodeSlotCheckpoint(lease.Checkpoint())
 	if derr != nil {
@@ -251,6 +254,10 @@ func (w *Worker) runSlot(ctx context.Context, e *env, lease *lock.Lease, h Handl
 	}
 	var out outage
 	for {
+		// Paused: no pass starts (a pass in progress stops claiming, see pauseState).
+		if !w.waitResumed(ctx, lease, stopAt) {
+			return false, nil
+		}
 		res, err := w.runPass(ctx, e, lease, h, cp, stopAt)
 		cp = res.cp
 		switch {
@@ -277,13 +284,17 @@ func (w *Worker) runSlot(ctx context.Context, e *env, lease *lock.Lease, h Handl
 		wait := w.cfg.PollInterval
 		if w.cfg.Once {
 			if !cp.dirty {
+				// A paused once-worker does not mark its slot finished until resumed.
+				if !w.waitResumed(ctx, lease, stopAt) {
+					return false, nil
+				}
 				return w.finish(ctx, lease, log)
 			}
 			if res.nextDue > 0 && res.nextDue < wait {
 				wait = res.nextDue
 			}
 		}
-		cp = slotCheckpoint{pass: cp.pass + 1}
+		cp = cp.next()
 		if err := w.saveCheckpoint(ctx, lease, cp.encode()); err != nil {
 			return false, nil
 		}

@@ -1,0 +1,200 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/dynapart/dynapart/lock"
+)
+
+// pauseState is the group's pause flag as the slot holder last read it, and the claim writes in
+// flight. While the flag is set nothing new is claimed: a claim (or, in complete-only mode, the
+// start of a handler) enters through enter, which waits until the group is resumed. The worker
+// reports itself paused (Stats.Paused) once the flag is set and no claim write it started is
+// still in flight, so from then on it makes no claim until the group is resumed.
+type pauseState struct {
+	mu       sync.Mutex
+	paused   bool
+	resumed  chan struct{} // closed while not paused
+	inflight int           // claim writes entered and not left
+	since    time.Time     // when the current pause was seen, by the worker's clock
+	total    time.Duration // paused time seen before since
+}
+
+func newPauseState() *pauseState {
+	p := &pauseState{resumed: make(chan struct{})}
+	close(p.resumed)
+	return p
+}
+
+// set records the flag as read at now; it reports whether it changed.
+func (p *pauseState) set(paused bool, now time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if paused == p.paused {
+		return false
+	}
+	p.paused = paused
+	if paused {
+		p.resumed = make(chan struct{})
+		p.since = now
+	} else {
+		close(p.resumed)
+		p.total += now.Sub(p.since)
+	}
+	return true
+}
+
+// enter waits until the group is not paused and counts a claim write in flight; leave ends it.
+// It returns ctx's error when ctx ends first.
+func (p *pauseState) enter(ctx context.Context) error {
+	for {
+		p.mu.Lock()
+		if !p.paused {
+			p.inflight++
+			p.mu.Unlock()
+			return nil
+		}
+		ch := p.resumed
+		p.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (p *pauseState) leave() {
+	p.mu.Lock()
+	p.inflight--
+	p.mu.Unlock()
+}
+
+// wait returns nil at once when the group is not paused, else when it is resumed; ctx's error when
+// ctx ends first.
+func (p *pauseState) wait(ctx context.Context) error {
+	if err := p.enter(ctx); err != nil {
+		return err
+	}
+	p.leave()
+	return nil
+}
+
+// flagged reports the flag as last read (claims may still be in flight).
+func (p *pauseState) flagged() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.paused
+}
+
+// settled reports a pause in effect: the flag is set and no claim write is in flight.
+func (p *pauseState) settled() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.paused && p.inflight == 0
+}
+
+// pausedTime is the time spent paused up to now (by the worker's clock), for the rates.
+func (p *pauseState) pausedTime(now time.Time) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.paused {
+		return p.total + now.Sub(p.since)
+	}
+	return p.total
+}
+
+// watchPause reads the group's pause flag now, then once per heartbeat while the lease is held, so
+// a holder learns of a pause or resume within one heartbeat at the cost of one consistent GetItem
+// of the meta item per heartbeat, whatever the group's size. stop ends the watch, waits for it,
+// and clears the flag (a worker without a slot has nothing to pause).
+func (w *Worker) watchPause(e *env, lease *lock.Lease) (stop func()) {
+	w.readPause(e, lease)
+	done := make(chan struct{})
+	exited := goDone(func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-lease.Done():
+				return
+			case <-w.cfg.Clock.After(w.cfg.Heartbeat):
+			}
+			w.readPause(e, lease)
+		}
+	})
+	return func() {
+		close(done)
+		<-exited
+		w.pause.set(false, w.cfg.Clock.Now())
+	}
+}
+
+// readPause reads the flag once; a failed read keeps the last value (logged).
+func (w *Worker) readPause(e *env, lease *lock.Lease) {
+	ctx, cancel := context.WithTimeout(lease.Context(), w.cfg.Heartbeat)
+	defer cancel()
+	paused, err := e.locks.GroupPaused(ctx, w.cfg.Group)
+	if err != nil {
+		if !errors.Is(err, context.Canceled) || lease.Context().Err() == nil {
+			w.cfg.Logger.Warn("dynapart: read the group's pause flag", "slot", lease.Slot(), "err", err)
+		}
+		return
+	}
+	if w.pause.set(paused, w.cfg.Clock.Now()) {
+		if paused {
+			w.cfg.Logger.Info("dynapart: group paused: no new claims, items in flight finish, the slot is kept", "slot", lease.Slot())
+		} else {
+			w.cfg.Logger.Info("dynapart: group resumed: claiming again from the checkpoint", "slot", lease.Slot())
+		}
+	}
+}
+
+// waitResumed blocks while the group is paused; false when ctx ends, the lease is lost or stopAt
+// passes first.
+func (w *Worker) waitResumed(ctx context.Context, lease *lock.Lease, stopAt time.Time) bool {
+	if !w.pause.flagged() {
+		return true
+	}
+	wctx, cancel := w.untilStop(lease.Context(), stopAt)
+	defer cancel()
+	stopOnCtx := context.AfterFunc(ctx, cancel)
+	defer stopOnCtx()
+	return w.pause.wait(wctx) == nil
+}
+
+// enterUnlessStopped enters a claim write (see pauseState.enter), waiting while the group is
+// paused; false when the pass stops claiming (shutdown, lease loss, deadline) during the wait.
+// A true return must be followed by pause.leave.
+func (p *pass) enterUnlessStopped() bool {
+	return p.w.pause.enter(p.fetchCtx) == nil
+}
+
+// holdWhilePaused gives back the batch claim of a task whose handler has not started (the item
+// is claimed again, alone, after the resume) and returns the task without it.
+func (p *pass) holdWhilePaused(t task) task {
+	if t.claim != nil {
+		p.releaseUnsent([]task{t})
+		p.gate.give(1)
+		t.claim = nil
+	}
+	return t
+}
+
+// processAll processes the tasks held during a pause; it returns the empty list.
+func (p *pass) processAll(ts []task) []task {
+	for _, t := range ts {
+		p.process(t)
+	}
+	return ts[:0]
+}
+
+// resumedChan is closed while the group is not paused.
+func (p *pauseState) resumedChan() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.resumed
+}

@@ -1,0 +1,32 @@
+package worker
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// A checkpoint written before counts existed (dp1) decodes with zero counts and its position; the
+// counts round-trip; a new pass keeps done and failed and starts its own counts at zero.
+func TestSlotCheckpointCounts(t *testing.T) {
+	old, err := decodeSlotCheckpoint("dp1|3|1|some|scan")
+	require.NoError(t, err)
+	require.Equal(t, slotCheckpoint{pass: 3, dirty: true, scan: "some|scan"}, old)
+
+	cp := slotCheckpoint{pass: 1, counts: slotCounts{done: 7, failed: 2, scanned: 12, elapsed: 2500 * time.Millisecond}, scan: "x|y"}
+	require.Equal(t, "dp2|1|0|7.2.12.2500|x|y", cp.encode())
+	back, err := decodeSlotCheckpoint(cp.encode())
+	require.NoError(t, err)
+	require.Equal(t, cp, back)
+	require.Equal(t, slotCheckpoint{pass: 2, counts: slotCounts{done: 7, failed: 2}}, cp.next())
+
+	for _, bad := range []string{"dp2|1|0|7.2.12|x", "dp2|1|0|a.b.c.d|x", "dp2|1|0|-1.0.0.0|x", "dp2|1|0"} {
+		_, err := decodeSlotCheckpoint(bad)
+		require.Error(t, err, bad)
+	}
+	p, err := ParseSlotProgress(cp.encode())
+	require.Error(t, err, "x|y is no scan position")
+	require.Equal(t, int64(7), p.Done)
+	require.Equal(t, int64(12), p.Scanned)
+}
