@@ -318,10 +318,13 @@ func startProgress(mode string, w *worker.Worker, total int64, log interface{ In
 					if s.Slot >= 0 {
 						slot = fmt.Sprintf("slot %d (token %d)", s.Slot, s.Token)
 					}
+					if s.Paused {
+						slot += " PAUSED"
+					}
 					line.Set(fmt.Sprintf("%-20s ▕%s▏ %d done %6.0f/s ETA %s  retried %d failed %d",
 						slot, bar(s.Completed, total, 24), s.Completed, rate, eta(s.Completed, total, rate), s.Retried, s.DeadLettered))
 				case "log":
-					log.Info("dynapart: progress", "slot", s.Slot, "state", s.State, "completed", s.Completed,
+					log.Info("dynapart: progress", "slot", s.Slot, "state", s.State, "paused", s.Paused, "completed", s.Completed,
 						"rate", int(rate), "retried", s.Retried, "dead_lettered", s.DeadLettered, "scanned", s.Scanned)
 				case "json":
 					printJSONProgress(w, "progress", time.Time{})
@@ -337,7 +340,7 @@ var stdoutMu sync.Mutex
 func printJSONProgress(w *worker.Worker, event string, first time.Time) {
 	s := w.Stats()
 	p := progress.Line{Event: event, Time: time.Now().UnixMilli(), Owner: w.Config().Owner, Slot: s.Slot, Token: s.Token,
-		State: string(s.State), Completed: s.Completed, Scanned: s.Scanned, Retried: s.Retried, Failed: s.DeadLettered,
+		State: string(s.State), Paused: s.Paused, Completed: s.Completed, Scanned: s.Scanned, Retried: s.Retried, Failed: s.DeadLettered,
 		Takeovers: s.Takeovers, RCU: s.RCU, WCU: s.WCU}
 	if !first.IsZero() {
 		p.FirstDone = first.UnixMilli()

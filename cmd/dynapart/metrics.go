@@ -49,6 +49,12 @@ func newMetrics(w func() worker.Stats) *metrics {
 		counter("dynapart_consumed_write_capacity_units_total", "Write capacity units consumed by this worker's ledger writes.", func(s worker.Stats) float64 { return s.WCU }),
 		counter("dynapart_scanned_items_total", "Items read from the slot's share.", func(s worker.Stats) float64 { return float64(s.Scanned) }),
 		gauge("dynapart_slot", "The slot held now, -1 when none (standby).", func(s worker.Stats) float64 { return float64(s.Slot) }),
+		gauge("dynapart_paused", "1 while the group is paused (dynapart pause) and this worker claims nothing; its slot is kept.", func(s worker.Stats) float64 {
+			if s.Paused {
+				return 1
+			}
+			return 0
+		}),
 		gauge("dynapart_lease_held", "1 while this worker holds a slot lease.", func(s worker.Stats) float64 {
 			if s.State == worker.StateWorking {
 				return 1

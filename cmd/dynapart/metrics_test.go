@@ -37,7 +37,7 @@ func TestMetricNamesFollowPrometheusConventions(t *testing.T) {
 	require.Equal(t, []string{
 		"dynapart_consumed_read_capacity_units_total", "dynapart_consumed_write_capacity_units_total",
 		"dynapart_handler_seconds", "dynapart_items_total", "dynapart_lease_events_total", "dynapart_lease_held",
-		"dynapart_scanned_items_total", "dynapart_slot", "dynapart_takeovers_total",
+		"dynapart_paused", "dynapart_scanned_items_total", "dynapart_slot", "dynapart_takeovers_total",
 	}, names)
 	require.Equal(t, 2.5, values["dynapart_consumed_read_capacity_units_total"])
 	require.Equal(t, 7.0, values["dynapart_scanned_items_total"])
