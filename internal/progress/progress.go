@@ -10,7 +10,7 @@ type Line struct {
 	Owner     string  `json:"owner"`
 	Slot      int     `json:"slot"` // -1 while standing by
 	Token     int64   `json:"token"`
-	State     string  `json:"state"` // "standby", "working", "finished", ...
+	State     string  `json:"state"`  // "standby", "working", "finished", ...
 	Paused    bool    `json:"paused"` // the group is paused (dynapart pause): no claims, slot kept
 	Completed int64   `json:"completed"`
 	Scanned   int64   `json:"scanned"`
