@@ -32,6 +32,7 @@ type statusJSON struct {
 	Workers  int               `json:"workers"`
 	Meta     map[string]string `json:"meta,omitempty"`
 	Finished bool              `json:"finished"`
+	Paused   bool              `json:"paused"`
 	Slots    []slotJSON        `json:"slots"`
 }
 
@@ -78,7 +79,7 @@ document at /api/status; it runs until interrupted. The page's files are in the 
 			if err != nil {
 				return err
 			}
-			out := statusJSON{Group: group, Workers: st.N, Meta: st.Meta, Finished: st.N > 0}
+			out := statusJSON{Group: group, Workers: st.N, Meta: st.Meta, Finished: st.N > 0, Paused: st.Paused}
 			for _, s := range st.Slots {
 				out.Slots = append(out.Slots, slotJSON{Slot: s.Slot, Owner: s.Owner, Token: s.Token, Version: s.Version,
 					Held: s.Held, ExpiresAt: s.ExpiresAt, Released: s.Released, Finished: s.Finished, Checkpoint: s.Checkpoint})
@@ -94,6 +95,7 @@ document at /api/status; it runs until interrupted. The page's files are in the 
 				return nil
 			}
 			printStatusText(cmd.OutOrStdout(), out)
+			printProgressText(cmd.OutOrStdout(), st.Slots, st.N, estimateItems(ctx, db, st.Meta["table"]))
 			return nil
 		},
 	}
@@ -115,7 +117,11 @@ func orDash(s string) string {
 // printStatusText prints the group for people: settings as sorted key=value, then a row per slot
 // with its position as passes and segments done.
 func printStatusText(w io.Writer, st statusJSON) {
-	fmt.Fprintf(w, "group %s: %d slots, finished=%v\n", st.Group, st.Workers, st.Finished)
+	paused := ""
+	if st.Paused {
+		paused = ", PAUSED (dynapart resume to go on)"
+	}
+	fmt.Fprintf(w, "group %s: %d slots, finished=%v%s\n", st.Group, st.Workers, st.Finished, paused)
 	if len(st.Meta) > 0 {
 		keys := make([]string, 0, len(st.Meta))
 		for k := range st.Meta {

@@ -62,7 +62,7 @@ func (s *statusLiveFlags) run(cmd *cobra.Command, g *globals, group, leaseTable 
 	if err != nil {
 		return err
 	}
-	r := &statusReader{locks: lc, group: group, maxDead: statusMaxDeadLetters}
+	r := &statusReader{locks: lc, group: group, maxDead: statusMaxDeadLetters, tables: db}
 	if s.ledger.table != "" {
 		if r.ledger, err = s.ledger.open(ctx, g); err != nil {
 			return err
@@ -93,7 +93,7 @@ func workerStatusPage(g *globals, f *workFlags, w *worker.Worker) (*statusPage, 
 		return nil, err
 	}
 	lf := ledgerFlags{table: f.table, job: f.job, kind: f.ledger, ledgerTable: f.ledgerTable, prefix: f.prefix}
-	r := &statusReader{locks: lc, group: cfg.Group, stats: w.Stats, owner: cfg.Owner, maxDead: statusMaxDeadLetters,
+	r := &statusReader{locks: lc, group: cfg.Group, stats: w.Stats, owner: cfg.Owner, maxDead: statusMaxDeadLetters, tables: cfg.Client,
 		openLedger: func(ctx context.Context) (worker.Ledger, error) { return lf.open(ctx, g) }}
 	return newStatusPage(r, workerStatusEvery), nil
 }

@@ -19,7 +19,7 @@ type statusDoc struct {
 	Workers  int               `json:"workers"`
 	Meta     map[string]string `json:"meta,omitempty"`
 	Finished bool              `json:"finished"`
-	// Paused is the group's pause flag (always false until pause/resume exist).
+	// Paused is the group's pause flag (dynapart pause / resume).
 	Paused      bool         `json:"paused"`
 	GeneratedAt time.Time    `json:"generated_at"`
 	Slots       []slotDoc    `json:"slots"`
@@ -27,10 +27,11 @@ type statusDoc struct {
 	Throughput  throughput   `json:"throughput"`
 	DeadLetters *deadLetters `json:"dead_letters"` // from the ledger; null without --table
 	Worker      *workerDoc   `json:"worker"`       // the serving worker's own stats (work --metrics-addr); else null
+	// Progress sums the slots' counts (from their checkpoints); null when no slot has any.
+	Progress *groupProgress `json:"progress"`
 }
 
-// slotDoc is one slot. Progress is null until per-slot counts are saved with the checkpoint;
-// a worker's own slot has its counts on the worker's page.
+// slotDoc is one slot. Progress is read from the slot's checkpoint; null before its first one.
 type slotDoc struct {
 	Slot       int       `json:"slot"`
 	Owner      string    `json:"owner"`
@@ -50,11 +51,21 @@ type slotDoc struct {
 	Fraction *float64 `json:"fraction"`
 }
 
-// slotProgress is a slot's item counts. More counters may be added.
+// slotProgress is a slot's counts as saved with its checkpoint. More counters may be added.
 type slotProgress struct {
-	Done    int64 `json:"done"`
-	Failed  int64 `json:"failed"`
-	Scanned int64 `json:"scanned"`
+	Done    int64 `json:"done"`    // items the slot moved to done, over all passes
+	Failed  int64 `json:"failed"`  // items the slot moved to failed (dead letters), over all passes
+	Scanned int64 `json:"scanned"` // items read in the current pass
+	Pass    int   `json:"pass"`    // the current pass, from 1
+	// ElapsedSeconds is the current pass's working time (pauses excluded); Rate is Scanned per
+	// second of it (0 once finished).
+	ElapsedSeconds float64 `json:"elapsed_seconds"`
+	Rate           float64 `json:"rate"`
+	// ShareEstimate is the items the slot reads per pass: the table's ItemCount / N, an estimate;
+	// null when unknown. ETASeconds is the rest of the share at Rate (0 when finished), null when
+	// it cannot be told.
+	ShareEstimate *int64   `json:"share_estimate"`
+	ETASeconds    *float64 `json:"eta_seconds"`
 }
 
 // itemCounts are the ledger's counts of the source table's items by state.
@@ -112,6 +123,11 @@ type statusReader struct {
 	owner string
 	// maxDead bounds the dead letters listed (all are counted).
 	maxDead int
+	// tables describes the source table for the share estimate (nil: no estimate); items is
+	// its last item count, read at itemsAt.
+	tables  tableDescriber
+	items   *int64
+	itemsAt time.Time
 }
 
 // read builds the document without throughput (see statusPage for that). Not safe for
@@ -121,28 +137,19 @@ func (r *statusReader) read(ctx context.Context, now time.Time) (*statusDoc, err
 	if err != nil {
 		return nil, err
 	}
-	doc := &statusDoc{Group: r.group, Workers: st.N, Meta: st.Meta, Finished: st.N > 0, GeneratedAt: now.UTC(),
+	doc := &statusDoc{Group: r.group, Workers: st.N, Meta: st.Meta, Finished: st.N > 0, Paused: st.Paused, GeneratedAt: now.UTC(),
 		Slots: []slotDoc{}, Throughput: throughput{Samples: []sample{}}}
-	var ws *worker.Stats
 	if r.stats != nil {
-		s := r.stats()
-		ws = &s
-		doc.Worker = &workerDoc{Owner: r.owner, Stats: s}
+		doc.Worker = &workerDoc{Owner: r.owner, Stats: r.stats()}
 	}
 	for _, s := range st.Slots {
 		sd := slotDoc{Slot: s.Slot, Owner: s.Owner, Token: s.Token, Version: s.Version, Held: s.Held,
 			ExpiresAt: s.ExpiresAt, Released: s.Released, Finished: s.Finished, Checkpoint: s.Checkpoint,
 			State: slotState(s)}
-		if ws != nil && ws.Slot == s.Slot && s.Owner == r.owner {
-			sd.Progress = &slotProgress{Done: ws.Completed, Failed: ws.DeadLettered, Scanned: ws.Scanned}
-		}
-		if s.Finished {
-			one := 1.0
-			sd.Fraction = &one
-		}
 		doc.Finished = doc.Finished && s.Finished
 		doc.Slots = append(doc.Slots, sd)
 	}
+	r.fillProgress(ctx, doc, st, now)
 	if r.ledger == nil && r.openLedger != nil {
 		if r.ledger, err = r.openLedger(ctx); err != nil {
 			return nil, err

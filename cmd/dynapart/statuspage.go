@@ -104,6 +104,8 @@ func throughputOf(samples []sample, doc *statusDoc) throughput {
 			eta := float64(left) / tp.Rate
 			tp.ETASeconds = &eta
 		}
+	} else if doc.Progress != nil {
+		tp.ETASeconds = doc.Progress.ETASeconds // without the ledger: the slots' estimate
 	}
 	return tp
 }
