@@ -56,7 +56,13 @@
       st.append(pill);
       tr.append(st, td(s.held ? fmtTime(s.expires_at) : "–", "expires"));
       let label = s.state;
-      if (s.progress) label = fmtInt(s.progress.done) + " done · " + fmtInt(s.progress.scanned) + " scanned · " + fmtInt(s.progress.failed) + " failed";
+      if (s.progress) {
+        const p = s.progress;
+        label = fmtInt(p.done) + " done · " + fmtInt(p.scanned) +
+          (p.share_estimate !== null ? " of ~" + fmtInt(p.share_estimate) : "") + " scanned · " + fmtInt(p.failed) + " failed";
+        if (!s.finished && p.rate > 0) label += " · " + p.rate.toFixed(0) + "/s · ETA " + fmtDuration(p.eta_seconds);
+        if (doc.paused && s.state === "working") label += " · paused";
+      }
       else if (s.fraction === 1) label = "finished";
       const p = td("", "progress");
       p.append(bar(s.fraction, label));
@@ -69,7 +75,8 @@
   function renderCounts(doc) {
     const it = doc.items;
     text($("items-done"), it ? fmtInt(it.done) : (doc.throughput.done !== null ? fmtInt(doc.throughput.done) : "–"));
-    text($("items-total"), it ? fmtInt(it.total) : "?");
+    const est = doc.progress && doc.progress.items_estimate !== null ? "~" + fmtInt(doc.progress.items_estimate) : "?";
+    text($("items-total"), it ? fmtInt(it.total) : est);
     text($("items-pending"), it ? fmtInt(it.pending) : "–");
     text($("items-claimed"), it ? fmtInt(it.claimed) : "–");
     text($("items-failed"), it ? fmtInt(it.failed) : "–");
