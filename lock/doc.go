@@ -46,5 +46,5 @@
 // concurrent acquisitions of one Client, which all write the same owner, made the holder),
 // released (the holder gave the slot back), checkpoint (the holder's saved position, see
 // [Lease.SaveCheckpoint]), finished (see [Lease.MarkFinished]). The meta item holds n (the group's
-// slot count) and meta (the caller's [WithGroupMeta] values).
+// slot count), meta (the caller's [WithGroupMeta] values) and paused (see [Client.PauseGroup]).
 package lock

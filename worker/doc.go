@@ -65,6 +65,13 @@
 // shutdown; Config.WriteTimeout bounds each of them, Config.LeaseWriteTimeout the lease writes made
 // while stopping (checkpoint, finish, release).
 //
+// A group can be paused (lock.Client.PauseGroup, `dynapart pause`): a slot holder reads the flag
+// once per heartbeat and, while it is set, claims nothing new (batch claims whose handler has not
+// started are given back), lets handlers in flight finish, starts no pass, does not mark its slot
+// finished, and keeps its lease; [Stats].Paused says so. On resume the pass goes on where it
+// stopped. Each slot's checkpoint also carries its counts (items done and failed, items read and
+// working time in the current pass), which [ParseSlotProgress] reads back for `dynapart status`.
+//
 // # Code map
 //
 // worker.go is the lifecycle: [New], [Worker.Run] (standby, take a slot, run it, back to
@@ -72,7 +79,8 @@
 // drain timer, the checkpoint saver, the handler pool and the completer, each a method of pass;
 // dispatch.go hands scanned items to the handlers (prefiltering and batch claims); process.go
 // claims one item, runs the handler and records the outcome; handlers.go and completeonly.go
-// hold the handler timing and complete-only mode. The ledgers are ledger.go (the interface),
+// hold the handler timing and complete-only mode; pause.go the pause flag; slotcheckpoint.go
+// the slot checkpoint and its counts. The ledgers are ledger.go (the interface),
 // ledger_inline.go, ledger_table.go and the ledger_*.go files of the machinery they share, one
 // concern each (see ledger_common.go).
 //

@@ -47,9 +47,14 @@ func newStatusCmd(g *globals) *cobra.Command {
 held now and until when, whether the slot's share is finished, and how far its checkpoint is.
 The group of a work command is TABLE/JOB unless --group was given (e.g. users/default).
 
+The group line says PAUSED while the group is paused (dynapart pause). Below the slots, each
+slot's progress as saved with its checkpoint: pass, items done and failed, items read in this
+pass, the rate and the ETA of the pass, and the group's sums; a slot's share is estimated as the
+table's item count (DescribeTable) / N, so the ETA is an estimate. No scan of the table.
+
 --json prints one JSON document: the slots (with their state: working, finished, released,
-expired or free), the paused flag and, with --table and the ledger flags, item counts, dead
-letters and ETA. --serve ADDR serves a live page with the same data (slots with progress bars,
+expired or free, and progress), the paused flag, the group's progress and, with --table and the
+ledger flags, item counts from the ledger, dead letters and ETA. --serve ADDR serves a live page with the same data (slots with progress bars,
 throughput over time, ETA, dead letters with their errors) that refreshes itself, and the
 document at /api/status; it runs until interrupted. The page's files are in the binary.`,
 		Example: `  dynapart status --group users/default
