@@ -58,7 +58,11 @@ no lease and writes nothing.
 
 SIGTERM or SIGINT stop gracefully: no new claims, handlers in flight get --drain-timeout, the
 claims left are released, the checkpoint saved and the slot released so a standby takes over at
-once. A second signal exits at once.`,
+once. A second signal exits at once.
+
+'dynapart pause --group G' makes the group's workers stop claiming within one heartbeat (they keep
+their slots; the progress line says PAUSED); 'dynapart resume --group G' goes on from the
+checkpoints.`,
 		Example: `  dynapart work --table users --workers 4 --once
   dynapart work --table users --workers 4 --once --exec 'python3 send.py'
   dynapart work --table receipts --workers 8 --mode filter --partition-attr message_id
