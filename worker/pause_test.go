@@ -204,3 +204,72 @@ func testPauseResume(t *testing.T, kind LedgerKind, batch bool) {
 	}
 	require.Equal(t, int64(items), scanned)
 }
+
+// TestPausedOnceWorkerDoesNotFinish: a once-worker whose last items finish while the group is
+// paused does not mark its slot finished until the resume.
+func TestPausedOnceWorkerDoesNotFinish(t *testing.T) {
+	const items = 4
+	f := newFixture(t, items)
+	ctx := context.Background()
+	var started atomic.Int64
+	all := make(chan struct{})
+	unblock := make(chan struct{})
+	handler := func(hctx context.Context, it Item) error {
+		if started.Add(1) == items {
+			close(all)
+		}
+		select {
+		case <-unblock:
+			return nil
+		case <-hctx.Done():
+			return hctx.Err()
+		}
+	}
+	counter := &claimCounter{DynamoDBClient: f.db}
+	cfg := fastTimings(f.config(LedgerInline))
+	cfg.LeaseTTL, cfg.Heartbeat = 6*time.Second, time.Second
+	cfg.Client, cfg.Workers, cfg.Once, cfg.Concurrency = counter, 1, true, items
+	done := newCompletions()
+	cfg.Hooks.OnItem = done.hook("w")
+	w, err := New(cfg)
+	require.NoError(t, err)
+	errc := make(chan error, 1)
+	go func() { errc <- w.Run(ctx, handler) }()
+	select {
+	case <-all:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the handlers did not start")
+	}
+	locks, err := lock.New(f.db, f.leaseTable)
+	require.NoError(t, err)
+	group := w.Config().Group
+	_, err = locks.PauseGroup(ctx, group)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return w.Stats().Paused }, 10*time.Second, 5*time.Millisecond)
+	close(unblock)
+	require.Eventually(t, func() bool { return done.total.Load() == items }, 10*time.Second, 5*time.Millisecond)
+	reads := counter.pauseReads.Load()
+	require.Eventually(t, func() bool { return counter.pauseReads.Load() >= reads+2 }, 10*time.Second, 10*time.Millisecond)
+	st, err := locks.GroupStatus(ctx, group)
+	require.NoError(t, err)
+	require.False(t, st.Slots[0].Finished, "not finished while paused")
+	require.True(t, st.Slots[0].Held)
+	select {
+	case err := <-errc:
+		t.Fatalf("Run returned while paused: %v", err)
+	default:
+	}
+
+	_, err = locks.ResumeGroup(ctx, group)
+	require.NoError(t, err)
+	select {
+	case err := <-errc:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after the resume")
+	}
+	st, err = locks.GroupStatus(ctx, group)
+	require.NoError(t, err)
+	require.True(t, st.Slots[0].Finished)
+	require.Equal(t, int64(items), counter.claims.Load(), "each item claimed once")
+}
