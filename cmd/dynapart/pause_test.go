@@ -67,7 +67,7 @@ func TestPauseResumeCLI(t *testing.T) {
 	var procs []proc
 	for i := range 2 {
 		cmd := c.command("work", "--table", table, "--lease-table", leases, "--workers", "2", "--once",
-			"--exec", script, "--concurrency", "2", "--lease-ttl", "3s", "--heartbeat", "500ms",
+			"--exec", script, "--concurrency", "2", "--lease-ttl", "6s", "--heartbeat", "1s",
 			"--owner", fmt.Sprintf("w%d", i), "--progress", "json")
 		stdout, err := cmd.StdoutPipe()
 		require.NoError(t, err)

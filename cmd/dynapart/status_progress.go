@@ -65,7 +65,8 @@ func shareOf(items *int64, n int) *int64 {
 }
 
 // slotProgressOf reads a slot's counts from its checkpoint: nil (unknown) when it has none or it
-// cannot be read; fraction is the pass's share read so far (1 when finished), nil when unknown.
+// cannot be read. fraction is the share's items the slot has moved to done or failed (1 when
+// finished), nil when unknown; the ETA is the rest of the current pass's reading at its rate.
 func slotProgressOf(s lock.SlotStatus, share *int64) (p *slotProgress, fraction *float64) {
 	if s.Finished {
 		one := 1.0
@@ -88,7 +89,7 @@ func slotProgressOf(s lock.SlotStatus, share *int64) (p *slotProgress, fraction 
 		zero := 0.0
 		p.ETASeconds = &zero
 	case share != nil && *share > 0:
-		f := min(1, float64(sp.Scanned)/float64(*share))
+		f := min(1, float64(sp.Done+sp.Failed)/float64(*share))
 		fraction = &f
 		if p.Rate > 0 {
 			eta := float64(max(0, *share-sp.Scanned)) / p.Rate
@@ -135,8 +136,11 @@ func groupProgressOf(slots []slotDoc, items *int64) *groupProgress {
 
 // fillProgress sets each slot's progress and fraction from its checkpoint and the group's sums.
 func (r *statusReader) fillProgress(ctx context.Context, doc *statusDoc, st *lock.GroupStatus, now time.Time) {
-	if r.tables != nil && (r.itemsAt.IsZero() || now.Sub(r.itemsAt) > statusItemsEvery) {
-		r.items, r.itemsAt = estimateItems(ctx, r.tables, st.Meta["table"]), now
+	if r.tables != nil && (r.items == nil || now.Sub(r.itemsAt) > statusItemsEvery) {
+		// Until a count is known (the group may not have recorded its table yet) every read tries.
+		if items := estimateItems(ctx, r.tables, st.Meta["table"]); items != nil || r.items == nil {
+			r.items, r.itemsAt = items, now
+		}
 	}
 	share := shareOf(r.items, st.N)
 	for i := range doc.Slots {

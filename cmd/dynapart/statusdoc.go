@@ -47,7 +47,8 @@ type slotDoc struct {
 	State string `json:"state"`
 	// Progress counts the slot's items; null when not known.
 	Progress *slotProgress `json:"progress"`
-	// Fraction is how far the slot's share is, 0..1; null when not known.
+	// Fraction is how far the slot's share is, 0..1: its items done or failed / the share
+	// estimate (1 once finished); null when not known.
 	Fraction *float64 `json:"fraction"`
 }
 

@@ -91,7 +91,8 @@ func TestStatusPageInBrowser(t *testing.T) {
 	require.Contains(t, dom, "bad item")
 	require.Contains(t, dom, `<div class="value" id="paused">no</div>`)
 	// The progress bars use each slot's counts from its checkpoint (status --json's progress).
-	require.Len(t, regexp.MustCompile(`<div class="txt">[\d,]+ done · [\d,]+ of ~[\d,]+ scanned`).FindAllString(dom, -1), 2, "a progress label per slot")
+	require.Len(t, regexp.MustCompile(`<div class="txt">[\d,]+ done · [\d,]+ of ~[\d,]+ scanned`).FindAllString(dom, -1), 2,
+		"a progress label per slot: %q", regexp.MustCompile(`<td class="progress">.*?</td>`).FindAllString(dom, -1))
 	require.Regexp(t, `<div class="fill" style="width: [1-9][0-9.]*%;">`, dom, "a progress bar drawn from the counts")
 	for _, s := range cli.Slots {
 		require.NotNil(t, s.Progress, "slot %d progress in status --json", s.Slot)
