@@ -133,9 +133,10 @@ func (w *Worker) watchPause(e *env, lease *lock.Lease) (stop func()) {
 	}
 }
 
-// readPause reads the flag once; a failed read keeps the last value (logged).
+// readPause reads the flag once; a failed read keeps the last value (logged). A slow read is
+// given LeaseWriteTimeout rather than cut at one heartbeat, so an overloaded table still answers.
 func (w *Worker) readPause(e *env, lease *lock.Lease) {
-	ctx, cancel := context.WithTimeout(lease.Context(), w.cfg.Heartbeat)
+	ctx, cancel := context.WithTimeout(lease.Context(), w.cfg.LeaseWriteTimeout)
 	defer cancel()
 	paused, err := e.locks.GroupPaused(ctx, w.cfg.Group)
 	if err != nil {

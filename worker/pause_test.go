@@ -128,9 +128,10 @@ func testPauseResume(t *testing.T, kind LedgerKind, batch bool) {
 	close(unblock) // handlers in flight finish
 	heartbeat := ws[0].Config().Heartbeat
 	require.Eventually(t, func() bool { return ws[0].Stats().Paused && ws[1].Stats().Paused },
-		10*time.Second, 5*time.Millisecond, "every worker reports itself paused")
+		20*time.Second, 5*time.Millisecond, "every worker reports itself paused")
 	took := time.Since(pausedAt)
-	require.Less(t, took, heartbeat+time.Second, "paused within one heartbeat (plus a read and the writes in flight)")
+	// One heartbeat plus a read and the claim writes in flight (slack for a loaded machine).
+	require.Less(t, took, heartbeat+2*time.Second, "paused within about one heartbeat")
 	t.Logf("paused after %s (heartbeat %s); flags seen after %s and %s", took, heartbeat,
 		ws[0].pause.since.Sub(pausedAt), ws[1].pause.since.Sub(pausedAt))
 
