@@ -56,7 +56,7 @@ func newDemoCmd(g *globals) *cobra.Command {
 Exits 0 only if every item is done exactly once.`,
 		Example: `  make demo
   dynapart demo --items 50000 --slots 4 --workers 6`,
-		Args: cobra.NoArgs,
+		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error { return runDemo(cmd, g, &f) },
 	}
 	fl := cmd.Flags()
@@ -121,7 +121,7 @@ func runDemo(cmd *cobra.Command, g *globals, f *demoFlags) error {
 	if err := lock.CreateTable(ctx, db, leaseTable); err != nil {
 		return err
 	}
-	if err := seed(ctx, db, table, demoSchema, 0, f.items, 100, 8); err != nil {
+	if err := (seedJob{db: db, table: table, schema: demoSchema, items: f.items, payloadBytes: 100, parallel: 8}).run(ctx, out); err != nil {
 		return err
 	}
 	if !f.keep {
@@ -373,26 +373,6 @@ func renderDemo(w io.Writer, procs []*demoProc, total, items int64, rate float64
 		fmt.Fprintf(w, "\r\033[K  %s %-7s %-9s %6d done  takeovers %d\n", p.owner, slot, p.state(), s.Completed, s.Takeovers)
 	}
 	return len(procs) + 1
-}
-
-func readRecord(path string, counts map[string]int) (int, error) {
-	f, err := os.Open(path)
-	if os.IsNotExist(err) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	n := 0
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if line := strings.TrimSpace(sc.Text()); line != "" {
-			counts[line]++
-			n++
-		}
-	}
-	return n, sc.Err()
 }
 
 // doneByOwner counts the done items of the table by the worker that completed them (dp_owner).

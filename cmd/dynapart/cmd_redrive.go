@@ -39,7 +39,7 @@ In index mode, a redriven item is not back in the pending index; a filter or seg
 		Example: `  dynapart redrive --table users
   dynapart redrive --table users --key user-17 --key user-42
   dynapart redrive --table users --ledger table --job campaign-42 --key '{"id":"user-17"}' --json`,
-		Args: cobra.NoArgs,
+		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			l, err := lf.open(ctx, g)

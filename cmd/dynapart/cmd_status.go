@@ -54,7 +54,7 @@ document at /api/status; it runs until interrupted. The page's files are in the 
 		Example: `  dynapart status --group users/default
   dynapart status --group users/default --json | jq '.slots[] | select(.held)'
   dynapart status --group users/default --table users --serve 127.0.0.1:8080`,
-		Args: cobra.NoArgs,
+		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if group == "" {
 				return usagef("--group is required (the work command's --group, default TABLE/JOB)")

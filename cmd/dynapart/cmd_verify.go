@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -83,7 +82,7 @@ the source since are reported as orphaned (and in --json as "orphaned" when ther
 --json prints {"total":..,"done":..,"pending":..,"claimed":..,"failed":..}.`,
 		Example: `  dynapart verify --table users
   dynapart verify --table users --ledger table --job campaign-42 --json`,
-		Args: cobra.NoArgs,
+		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			l, err := lf.open(ctx, g)
@@ -125,7 +124,7 @@ func newFailedCmd(g *globals) *cobra.Command {
 error) with their key, the number of attempts and the last error.`,
 		Example: `  dynapart failed --table users
   dynapart failed --table users --ledger table --job campaign-42 --json`,
-		Args: cobra.NoArgs,
+		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			l, err := lf.open(ctx, g)
@@ -150,7 +149,7 @@ error) with their key, the number of attempts and the last error.`,
 				return err
 			}
 			if !asJSON {
-				fmt.Fprintf(os.Stderr, "%d failed items\n", n)
+				fmt.Fprintf(cmd.ErrOrStderr(), "%d failed items\n", n)
 			}
 			return nil
 		},

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -24,23 +25,35 @@ import (
 	"github.com/dynapart/dynapart/internal/progress"
 )
 
-var dynapartBin string
+func TestMain(m *testing.M) { ddbtest.Main(m) }
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "dynapart-cli-test-")
-	if err != nil {
-		panic(err)
-	}
-	dynapartBin = filepath.Join(dir, "dynapart")
-	if out, err := exec.Command("go", "build", "-race", "-o", dynapartBin, ".").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build dynapart: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	defer os.RemoveAll(dir)
-	ddbtest.Main(m)
+// The binary, for the few tests that need a process of their own (signals, SIGKILL, the demo):
+// built on first use.
+var (
+	buildOnce   sync.Once
+	dynapartBin string
+	buildErr    error
+)
+
+func builtBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "dynapart-cli-test-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		dynapartBin = filepath.Join(dir, "dynapart")
+		if out, err := exec.Command("go", "build", "-race", "-o", dynapartBin, ".").CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("build dynapart: %v\n%s", err, out)
+		}
+	})
+	require.NoError(t, buildErr)
+	return dynapartBin
 }
 
-// cli runs the binary against the test endpoint and returns stdout, stderr and the exit code.
+// cli runs dynapart against the test endpoint: in this process (run, mustRun), or as a process of
+// its own (command).
 type cli struct {
 	t        *testing.T
 	endpoint string
@@ -51,26 +64,50 @@ func newCLI(t *testing.T) *cli {
 	return &cli{t: t, endpoint: ddbtest.Endpoint(t), dir: t.TempDir()}
 }
 
+// command is dynapart args as a process of its own.
 func (c *cli) command(args ...string) *exec.Cmd {
-	cmd := exec.Command(dynapartBin, args...)
+	cmd := exec.Command(builtBinary(c.t), args...)
 	cmd.Dir = c.dir
 	cmd.Env = append(os.Environ(), "DYNAPART_ENDPOINT="+c.endpoint, "AWS_ACCESS_KEY_ID=", "AWS_PROFILE=")
 	return cmd
 }
 
+// run runs dynapart args in this process and returns stdout, stderr and the exit code.
 func (c *cli) run(args ...string) (stdout, stderr string, code int) {
 	c.t.Helper()
-	cmd := c.command(args...)
-	var o, e bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &o, &e
-	err := cmd.Run()
-	code = 0
-	if err != nil {
-		ee, ok := err.(*exec.ExitError)
-		require.True(c.t, ok, "run %v: %v", args, err)
-		code = ee.ExitCode()
-	}
+	var o, e lockedBuffer
+	code = run(args, c.stdio(&o, &e))
 	return o.String(), e.String(), code
+}
+
+// stdio is the stdio of an in-process run: the environment of command.
+func (c *cli) stdio(out, err io.Writer) stdio {
+	env := map[string]string{"DYNAPART_ENDPOINT": c.endpoint, "AWS_ACCESS_KEY_ID": "", "AWS_PROFILE": ""}
+	lookup := func(k string) (string, bool) {
+		if v, ok := env[k]; ok {
+			return v, true
+		}
+		return os.LookupEnv(k)
+	}
+	return stdio{out: out, err: err, lookupEnv: lookup, http: ddbtest.HTTPClient}
+}
+
+// lockedBuffer is a bytes.Buffer safe for the concurrent writes of a run (log lines, --exec output).
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 func (c *cli) mustRun(args ...string) string {
