@@ -45,11 +45,7 @@ func newInitCmd(g *globals) *cobra.Command {
 				return usagef("--lease-table and --ledger-table must differ from --table %q", table)
 			}
 			ctx := cmd.Context()
-			db, err := g.dynamoClient(ctx)
-			if err != nil {
-				return err
-			}
-			schema, created, err := ensureSourceTable(ctx, db, src)
+			db, schema, created, err := g.ensureSource(ctx, src)
 			if err != nil {
 				return err
 			}

@@ -72,16 +72,9 @@ func (l *ledgerFlags) parseKeys(ctx context.Context, g *globals, raw []string) (
 	if len(raw) == 0 {
 		return nil, nil
 	}
-	db, err := g.dynamoClient(ctx)
+	_, t, err := g.describeSource(ctx, l.table)
 	if err != nil {
 		return nil, err
-	}
-	t, err := describe(ctx, db, l.table)
-	if err != nil {
-		return nil, err
-	}
-	if t == nil {
-		return nil, usagef("--table %q: table does not exist", l.table)
 	}
 	schema := tableSchema(t).specs()
 	out := make([]worker.Key, 0, len(raw))

@@ -49,11 +49,7 @@ BatchWriteItem, 25 items a request, --parallel requests in flight; unprocessed i
 				return err
 			}
 			ctx := cmd.Context()
-			db, err := g.dynamoClient(ctx)
-			if err != nil {
-				return err
-			}
-			schema, _, err := ensureSourceTable(ctx, db, src)
+			db, schema, _, err := g.ensureSource(ctx, src)
 			if err != nil {
 				return err
 			}
@@ -168,24 +164,18 @@ func showProgress(w io.Writer, stop <-chan struct{}, label string, n *atomic.Int
 		every = 200 * time.Millisecond
 	}
 	var m rateMeter
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			if tty {
-				clearLine(w)
-			}
-			return
-		case now := <-t.C:
-			done := n.Load()
-			rate := m.update(now, done)
-			if tty {
-				clearLine(w)
-				fmt.Fprintf(w, "%s ▕%s▏ %d/%d %6.0f/s ETA %s", label, bar(done, total, 30), done, total, rate, eta(done, total, rate))
-			} else {
-				fmt.Fprintf(w, "%s progress done=%d total=%d rate=%.0f/s\n", label, done, total, rate)
-			}
+	tick := func(now time.Time) {
+		done := n.Load()
+		rate := m.update(now, done)
+		if tty {
+			clearLine(w)
+			fmt.Fprintf(w, "%s ▕%s▏ %d/%d %6.0f/s ETA %s", label, bar(done, total, 30), done, total, rate, eta(done, total, rate))
+		} else {
+			fmt.Fprintf(w, "%s progress done=%d total=%d rate=%.0f/s\n", label, done, total, rate)
 		}
+	}
+	ticks(stop, every, tick)
+	if tty {
+		clearLine(w)
 	}
 }

@@ -280,3 +280,8 @@ func estimateShare(ctx context.Context, db *dynamodb.Client, table string, n int
 	}
 	return *t.ItemCount / int64(n)
 }
+
+// ledgerFlags are the flags of the ledger the worker uses, for reading it.
+func (f *workFlags) ledgerFlags() ledgerFlags {
+	return ledgerFlags{table: f.table, job: f.job, kind: f.ledger, ledgerTable: f.ledgerTable, prefix: f.prefix}
+}

@@ -88,21 +88,26 @@ func (v progressView) start() func() {
 	go func() {
 		defer close(done)
 		var m rateMeter
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				if v.mode == "bar" {
-					v.line.Clear()
-				}
-				return
-			case now := <-t.C:
-				v.show(now, &m)
-			}
+		ticks(stop, every, func(now time.Time) { v.show(now, &m) })
+		if v.mode == "bar" {
+			v.line.Clear()
 		}
 	}()
 	return func() { close(stop); <-done }
+}
+
+// ticks calls tick every interval until stop is closed.
+func ticks(stop <-chan struct{}, every time.Duration, tick func(time.Time)) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case now := <-t.C:
+			tick(now)
+		}
+	}
 }
 
 // show shows the progress once.
