@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -75,14 +76,30 @@ func (c *cli) command(args ...string) *exec.Cmd {
 // run runs dynapart args in this process and returns stdout, stderr and the exit code.
 func (c *cli) run(args ...string) (stdout, stderr string, code int) {
 	c.t.Helper()
-	var o, e lockedBuffer
-	code = run(args, c.stdio(&o, &e))
-	return o.String(), e.String(), code
+	return c.runEnv(nil, args...)
 }
 
-// stdio is the stdio of an in-process run: the environment of command.
-func (c *cli) stdio(out, err io.Writer) stdio {
+// runEnv is run with more environment variables.
+func (c *cli) runEnv(env map[string]string, args ...string) (stdout, stderr string, code int) {
+	return c.start(env, args...)()
+}
+
+// start starts dynapart args in this process, with more environment variables; wait waits for
+// its end and returns stdout, stderr and the exit code.
+func (c *cli) start(env map[string]string, args ...string) (wait func() (stdout, stderr string, code int)) {
+	var o, e lockedBuffer
+	done := make(chan int, 1)
+	go func() { done <- run(args, c.stdio(&o, &e, env)) }()
+	return func() (string, string, int) {
+		code := <-done
+		return o.String(), e.String(), code
+	}
+}
+
+// stdio is the stdio of an in-process run: the environment of command, and more.
+func (c *cli) stdio(out, err io.Writer, more map[string]string) stdio {
 	env := map[string]string{"DYNAPART_ENDPOINT": c.endpoint, "AWS_ACCESS_KEY_ID": "", "AWS_PROFILE": ""}
+	maps.Copy(env, more)
 	lookup := func(k string) (string, bool) {
 		if v, ok := env[k]; ok {
 			return v, true
@@ -163,14 +180,9 @@ func TestBadUsageExits2AndWritesNothing(t *testing.T) {
 		})
 	}
 	t.Run("env", func(t *testing.T) {
-		cmd := c.command("work", "--table", tbl)
-		cmd.Env = append(cmd.Env, "DYNAPART_WORKERS=many")
-		var e bytes.Buffer
-		cmd.Stderr = &e
-		err := cmd.Run()
-		require.Error(t, err)
-		require.Equal(t, 2, cmd.ProcessState.ExitCode())
-		require.Contains(t, e.String(), "DYNAPART_WORKERS")
+		_, stderr, code := c.runEnv(map[string]string{"DYNAPART_WORKERS": "many"}, "work", "--table", tbl)
+		require.Equal(t, 2, code)
+		require.Contains(t, stderr, "DYNAPART_WORKERS")
 	})
 	// Other packages' tests share this DynamoDB Local and make their own tables meanwhile, so look
 	// only at the tables these commands could have made: the named one and the default ones.
@@ -209,22 +221,14 @@ func TestEndToEnd(t *testing.T) {
 
 	log := filepath.Join(c.dir, "handled.log")
 	script := fmt.Sprintf(`printf '%%s %%s\n' "$DYNAPART_SLOT" "$(cat | head -c 200 | tr -d '\n' | cut -c1-30)" >> %s`, log)
-	var procs []*exec.Cmd
+	var workers []func() (string, string, int)
 	for i := range 3 {
-		p := c.command("work", "--table", table, "--lease-table", leases, "--workers", "2", "--once",
-			"--exec", script, "--lease-ttl", "3s", "--owner", fmt.Sprintf("w%d", i), "--progress", "none")
-		var e bytes.Buffer
-		p.Stderr = &e
-		require.NoError(t, p.Start())
-		procs = append(procs, p)
-		t.Cleanup(func() {
-			if t.Failed() {
-				t.Logf("worker %d stderr:\n%s", i, e.String())
-			}
-		})
+		workers = append(workers, c.start(nil, "work", "--table", table, "--lease-table", leases, "--workers", "2", "--once",
+			"--exec", script, "--lease-ttl", "3s", "--owner", fmt.Sprintf("w%d", i), "--progress", "none"))
 	}
-	for _, p := range procs {
-		require.NoError(t, p.Wait())
+	for i, wait := range workers {
+		_, stderr, code := wait()
+		require.Equal(t, 0, code, "worker %d stderr:\n%s", i, stderr)
 	}
 	out := c.mustRun("verify", "--table", table, "--json")
 	var s map[string]int
