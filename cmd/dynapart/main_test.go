@@ -228,6 +228,11 @@ func TestEndToEnd(t *testing.T) {
 	}
 	for i, wait := range workers {
 		_, stderr, code := wait()
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("worker %d stderr:\n%s", i, stderr)
+			}
+		})
 		require.Equal(t, 0, code, "worker %d stderr:\n%s", i, stderr)
 	}
 	out := c.mustRun("verify", "--table", table, "--json")
