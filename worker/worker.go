@@ -156,14 +156,7 @@ func (w *Worker) prepare(ctx context.Context) (*env, error) {
 		}
 		return nil, fmt.Errorf("dynapart: describe table %q: %w", c.Table, err)
 	}
-	var keyAttrs []string
-	for _, k := range out.Table.KeySchema {
-		if k.KeyType == types.KeyTypeHash {
-			keyAttrs = append([]string{aws.ToString(k.AttributeName)}, keyAttrs...)
-		} else {
-			keyAttrs = append(keyAttrs, aws.ToString(k.AttributeName))
-		}
-	}
+	keyAttrs := scan.KeyAttributes(out.Table.KeySchema)
 	if c.Mode == scan.ModeIndex {
 		found := false
 		for _, g := range out.Table.GlobalSecondaryIndexes {
