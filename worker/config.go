@@ -94,8 +94,13 @@ type Config struct {
 	// honoured), or dead-lettered on a Permanent error or at MaxAttempts. Item.Attempt is the
 	// recorded attempts + 1, and items already done or failed are skipped before their handler:
 	// the inline ledger reads both from the scanned item, the table ledger with one BatchGetItem
-	// per 100 items of a page. Defaults to false.
+	// per 100 items of a page. The completing write sets only the status and done_at (see
+	// CompleteOnlyAudit). Defaults to false.
 	CompleteOnly bool
+	// CompleteOnlyAudit makes complete-only completions also record who completed the item (owner,
+	// slot, lease token) and count the successful attempt in attempts, as a claim does, for audits:
+	// a longer write. Failed attempts are counted either way. Defaults to false.
+	CompleteOnlyAudit bool
 
 	// LeaseTTL is the slot lease's time to live; it must exceed 2 x Heartbeat. Defaults to 10s.
 	LeaseTTL time.Duration

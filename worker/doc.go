@@ -49,7 +49,8 @@
 // nil completes the item. A plain error is a failed attempt, retried with exponential backoff until
 // Config.MaxAttempts, then dead-lettered with the error text. [RetryAfter] sets the next attempt's
 // time; [Permanent] dead-letters at once. A panic is recovered and counts as a failed attempt.
-// Complete-only mode (Config.CompleteOnly) counts failed attempts the same way.
+// Complete-only mode (Config.CompleteOnly) counts failed attempts the same way; its completing
+// write sets only the status and done_at unless Config.CompleteOnlyAudit.
 //
 // # Handler contexts
 //

@@ -102,6 +102,7 @@ type ledgerExprs struct {
 	completeUpdate                         string
 	retryUpdate, deadUpdate, releaseUpdate string
 	completeOnlyCond, completeOnlyUpdate   string
+	completeOnlyLean                       string // the default complete-only write: status and done_at
 }
 
 // ledgerCore implements the transitions for both ledgers.
@@ -157,7 +158,16 @@ func newLedgerCore(db LedgerClient, name string, keyAttrs []string, attrs stateA
 		l.names[p] = a
 		rm += ", " + p
 	}
+	removeOnDone := ""
+	if rm != "" {
+		removeOnDone = " REMOVE " + rm[2:]
+	}
 	extra := row.claimSet
+	// The writes carry what exactly-once needs and no more (DynamoDB Local's cost grows with an
+	// update expression's size). claim_until means something only while claimed and retry_at only
+	// while in retry (decodeState reads them so, and every condition that reads them tests the
+	// status first), so no transition removes them: the next state overwrites or ignores them.
+	// A completion sets no owner (the claim it is fenced on wrote it).
 	l.x = ledgerExprs{
 		// Not done, not failed, and: no state, a retry that is due, or a claim that expired or
 		// was made under an older lease token of the caller's slot in the caller's scope (tokens
@@ -167,19 +177,21 @@ func newLedgerCore(db LedgerClient, name string, keyAttrs []string, attrs stateA
 			" OR (#status = :claimed AND (attribute_not_exists(#claimUntil) OR #claimUntil <= :now" +
 			" OR (#slot = :slot AND #token < :token AND #scope = :scope))))",
 		claimUpdate: "SET #status = :claimed, #owner = :owner, #slot = :slot, #token = :token, #scope = :scope, #claimUntil = :until" +
-			extra + " REMOVE #retryAt ADD #attempts :one",
-		fenceCond:        exists + "#status = :claimed AND #owner = :owner AND #slot = :slot AND #token = :token AND #attempts = :attempt",
-		completeUpdate:   "SET #status = :done, #doneAt = :now REMOVE #claimUntil, #retryAt" + rm,
-		retryUpdate:      "SET #status = :retry, #retryAt = :retryAt, #error = :error REMOVE #claimUntil",
-		deadUpdate:       "SET #status = :failed, #error = :error, #failedAt = :now REMOVE #claimUntil, #retryAt" + rm,
-		releaseUpdate:    "SET #status = :retry, #retryAt = :now REMOVE #claimUntil ADD #attempts :minusOne",
+			extra + " ADD #attempts :one",
+		// status = claimed implies the item exists: the inline ledger needs no exists test here.
+		fenceCond:        "#status = :claimed AND #owner = :owner AND #slot = :slot AND #token = :token AND #attempts = :attempt",
+		completeUpdate:   "SET #status = :done, #doneAt = :now" + removeOnDone,
+		retryUpdate:      "SET #status = :retry, #retryAt = :retryAt, #error = :error",
+		deadUpdate:       "SET #status = :failed, #error = :error, #failedAt = :now" + removeOnDone,
+		releaseUpdate:    "SET #status = :retry, #retryAt = :now ADD #attempts :minusOne",
 		completeOnlyCond: exists + "(attribute_not_exists(#status) OR NOT (#status IN (:done, :failed)))",
 		completeOnlyUpdate: "SET #status = :done, #owner = :owner, #slot = :slot, #token = :token, #doneAt = :now" +
-			extra + " REMOVE #claimUntil, #retryAt" + rm + " ADD #attempts :one",
+			extra + removeOnDone + " ADD #attempts :one",
+		completeOnlyLean: "SET #status = :done, #doneAt = :now" + extra + removeOnDone,
 	}
 	l.placeholders = map[string][]string{}
 	for _, e := range []string{l.x.claimCond, l.x.claimUpdate, l.x.fenceCond, l.x.completeUpdate, l.x.retryUpdate,
-		l.x.deadUpdate, l.x.releaseUpdate, l.x.completeOnlyCond, l.x.completeOnlyUpdate} {
+		l.x.deadUpdate, l.x.releaseUpdate, l.x.completeOnlyCond, l.x.completeOnlyUpdate, l.x.completeOnlyLean} {
 		l.placeholders[e] = ledgerPlaceholderRE.FindAllString(e, -1)
 	}
 	return l, nil

@@ -206,7 +206,9 @@ func (p *pass) completeOnly(wctx context.Context, t task, now time.Time) {
 		t.item.Ack()
 		return
 	}
-	done, err := p.e.ledger.CompleteOnly(wctx, p.claimRequest(t.key, now, now))
+	req := p.claimRequest(t.key, now, now)
+	req.statusOnly = !c.CompleteOnlyAudit
+	done, err := p.e.ledger.CompleteOnly(wctx, req)
 	switch {
 	case err != nil:
 		c.Logger.Error("dynapart: complete", "slot", slot, "err", err)
