@@ -27,7 +27,7 @@ type workFlags struct {
 	leaseTTL, heartbeat, claimTTL, pollInterval, drainTimeout, execTimeout, standbyPoll, maxSkew time.Duration
 	retryBackoff                                                                                 time.Duration
 	once, completeOnly, batchClaims, consistent, dryRun                                          bool
-	readRate                                                                                     float64
+	readRate, writeRate                                                                          float64
 }
 
 func newWorkCmd(g *globals) *cobra.Command {
@@ -48,6 +48,11 @@ error is the tail of CMD's stderr (exit 65 dead-letters at once). Failed attempt
 with backoff up to --max-attempts, then dead-lettered (see 'dynapart failed').
 Without --exec the handler does nothing but complete the item (to try things out, benchmarks).
 --complete-only skips the claim and completes each item with one conditional write.
+
+--read-rate caps this worker's scan in RCU per second, --write-rate its ledger writes (claims,
+completions, retries, dead letters, releases; not lease heartbeats or checkpoints) in WCU per
+second, both settled on the capacity DynamoDB reports; --write-rate halves the rate allowed when
+DynamoDB throttles and climbs back by a tenth a second (throttles show in progress and metrics).
 
 --once processes the share one time and exits 0 when it is done (a standby exits 0 once every
 slot is finished); otherwise the worker rescans every --poll-interval until stopped.
@@ -94,6 +99,7 @@ once. A second signal exits at once.`,
 	fl.BoolVar(&f.batchClaims, "batch-claims", false, "claim up to 25 items of a page in one transaction")
 	fl.BoolVar(&f.consistent, "consistent-read", false, "strongly consistent scans")
 	fl.Float64Var(&f.readRate, "read-rate", 0, "limit this worker's scan to so many RCU per second (0 = unlimited)")
+	fl.Float64Var(&f.writeRate, "write-rate", 0, "limit this worker's ledger writes (claims, completions, retries, dead letters, releases) to so many WCU per second, backing off when throttled (default unlimited; must be > 0 when given)")
 	fl.StringVar(&f.exec, "exec", "", "command to run per item (item JSON on stdin, DYNAPART_* in the environment)")
 	fl.DurationVar(&f.execTimeout, "exec-timeout", 0, "kill --exec after this long (default: the claim's time)")
 	fl.DurationVar(&f.drainTimeout, "drain-timeout", 10*time.Second, "on SIGTERM, how long handlers in flight may finish")
@@ -126,6 +132,9 @@ func runWork(cmd *cobra.Command, g *globals, f *workFlags) error {
 	case "auto", "bar", "log", "json", "none":
 	default:
 		return usagef("--progress %q: want auto, bar, log, json or none", f.progress)
+	}
+	if fl := cmd.Flags().Lookup("write-rate"); fl.Changed && !(f.writeRate > 0 && !math.IsInf(f.writeRate, 1)) {
+		return usagef("--write-rate must be a number > 0 (WCU per second; leave it out for no limit), got %s", fl.Value)
 	}
 	if f.pageSize < 0 || f.pageSize > math.MaxInt32 { // worker.Config.PageSize is an int32
 		return usagef("--page-size must be in [0, %d], got %d", math.MaxInt32, f.pageSize)
@@ -217,7 +226,7 @@ func runWork(cmd *cobra.Command, g *globals, f *workFlags) error {
 		Client: db, Table: f.table, LeaseTable: f.leaseTable, Group: f.group, Workers: f.workers,
 		Mode: mode, SubSegments: f.subSegments, PartitionAttr: f.partitionAttr,
 		IndexName: f.indexName, ShardAttr: f.shardAttr, Shards: f.shards,
-		ConsistentRead: f.consistent, ReadRate: f.readRate, PageSize: int32(f.pageSize),
+		ConsistentRead: f.consistent, ReadRate: f.readRate, WriteRate: f.writeRate, PageSize: int32(f.pageSize),
 		Concurrency: f.concurrency, BatchClaims: f.batchClaims, CompleteOnly: f.completeOnly,
 		LeaseTTL: f.leaseTTL, Heartbeat: f.heartbeat, StandbyPoll: f.standbyPoll, MaxClockSkew: f.maxSkew, ClaimTTL: f.claimTTL, MaxAttempts: f.maxAttempts,
 		RetryBackoff: f.retryBackoff, Once: f.once, PollInterval: f.pollInterval, DrainTimeout: f.drainTimeout,
@@ -255,7 +264,8 @@ func runWork(cmd *cobra.Command, g *globals, f *workFlags) error {
 	st := w.Stats()
 	log.Info("dynapart: worker done", "owner", w.Config().Owner, "completed", st.Completed, "retried", st.Retried,
 		"dead_lettered", st.DeadLettered, "skipped", st.Skipped, "released", st.Released, "takeovers", st.Takeovers,
-		"unprocessable", st.Unprocessable, "abandoned", st.Abandoned, "rcu", st.RCU, "wcu", st.WCU, "seconds", time.Since(start).Seconds())
+		"unprocessable", st.Unprocessable, "abandoned", st.Abandoned, "rcu", st.RCU, "wcu", st.WCU,
+		"write_throttles", st.WriteThrottles, "seconds", time.Since(start).Seconds())
 	if f.progress == "json" {
 		printJSONProgress(w, "exit", firstAt)
 	}
@@ -318,11 +328,12 @@ func startProgress(mode string, w *worker.Worker, total int64, log interface{ In
 					if s.Slot >= 0 {
 						slot = fmt.Sprintf("slot %d (token %d)", s.Slot, s.Token)
 					}
-					line.Set(fmt.Sprintf("%-20s ▕%s▏ %d done %6.0f/s ETA %s  retried %d failed %d",
-						slot, bar(s.Completed, total, 24), s.Completed, rate, eta(s.Completed, total, rate), s.Retried, s.DeadLettered))
+					line.Set(fmt.Sprintf("%-20s ▕%s▏ %d done %6.0f/s ETA %s  retried %d failed %d%s",
+						slot, bar(s.Completed, total, 24), s.Completed, rate, eta(s.Completed, total, rate), s.Retried, s.DeadLettered, throttleNote(s)))
 				case "log":
 					log.Info("dynapart: progress", "slot", s.Slot, "state", s.State, "completed", s.Completed,
-						"rate", int(rate), "retried", s.Retried, "dead_lettered", s.DeadLettered, "scanned", s.Scanned)
+						"rate", int(rate), "retried", s.Retried, "dead_lettered", s.DeadLettered, "scanned", s.Scanned,
+						"write_throttles", s.WriteThrottles, "write_rate_allowed", s.WriteRateAllowed)
 				case "json":
 					printJSONProgress(w, "progress", time.Time{})
 				}
@@ -332,13 +343,24 @@ func startProgress(mode string, w *worker.Worker, total int64, log interface{ In
 	return func() { close(stop); <-done }
 }
 
+// throttleNote is the progress bar's note of throttled writes and the write rate allowed now.
+func throttleNote(s worker.Stats) string {
+	switch {
+	case s.WriteThrottles == 0:
+		return ""
+	case s.WriteRateAllowed > 0:
+		return fmt.Sprintf(" throttled %d (writes at %.0f WCU/s)", s.WriteThrottles, s.WriteRateAllowed)
+	}
+	return fmt.Sprintf(" throttled %d", s.WriteThrottles)
+}
+
 var stdoutMu sync.Mutex
 
 func printJSONProgress(w *worker.Worker, event string, first time.Time) {
 	s := w.Stats()
 	p := progress.Line{Event: event, Time: time.Now().UnixMilli(), Owner: w.Config().Owner, Slot: s.Slot, Token: s.Token,
 		State: string(s.State), Completed: s.Completed, Scanned: s.Scanned, Retried: s.Retried, Failed: s.DeadLettered,
-		Takeovers: s.Takeovers, RCU: s.RCU, WCU: s.WCU}
+		Takeovers: s.Takeovers, RCU: s.RCU, WCU: s.WCU, WriteThrottles: s.WriteThrottles, WriteRateAllowed: s.WriteRateAllowed}
 	if !first.IsZero() {
 		p.FirstDone = first.UnixMilli()
 	}
