@@ -14,7 +14,9 @@ import (
 // TestMetricNamesFollowPrometheusConventions: counters end in _total, gauges do not, and the
 // names are the ones README documents.
 func TestMetricNamesFollowPrometheusConventions(t *testing.T) {
-	m := newMetrics(func() worker.Stats { return worker.Stats{RCU: 2.5, WCU: 1, Scanned: 7, Slot: 1, State: "working", WriteThrottles: 3, WriteRateAllowed: 25} })
+	m := newMetrics(func() worker.Stats {
+		return worker.Stats{RCU: 2.5, WCU: 1, Scanned: 7, Slot: 1, State: "working", WriteThrottles: 3, WriteRateAllowed: 25}
+	})
 	h := m.hooks()
 	h.OnItem(worker.ItemEvent{Outcome: "completed"})
 	h.OnLease(worker.LeaseEvent{Kind: "acquired", TookOver: true})
