@@ -126,12 +126,13 @@ func (l *ledgerCore) updateItem(ctx context.Context, in *dynamodb.UpdateItemInpu
 	if err == nil && out.ConsumedCapacity != nil {
 		c = []types.ConsumedCapacity{*out.ConsumedCapacity}
 	}
-	l.gate.after(taken, sumWCU(c), c != nil, throttledAttempts(seen.Load(), err))
+	l.gate.after(taken, max(sumWCU(c), 1), c != nil, throttledAttempts(seen.Load(), err))
 	return out, err
 }
 
 // transactItems sends one TransactWriteItems of the ledger through its write gate: twice the
-// estimate of its updates, as DynamoDB charges a transactional write.
+// estimate of its updates, as DynamoDB charges a transactional write, settled on what it reports
+// but no less than 2 WCU per item.
 func (l *ledgerCore) transactItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput) (*dynamodb.TransactWriteItemsOutput, error) {
 	var estimate float64
 	for _, it := range in.TransactItems {
@@ -149,7 +150,10 @@ func (l *ledgerCore) transactItems(ctx context.Context, in *dynamodb.TransactWri
 	if err == nil {
 		c = out.ConsumedCapacity
 	}
-	l.gate.after(taken, sumWCU(c), len(c) > 0, throttledAttempts(seen.Load(), err))
+	// Settled on no less than DynamoDB's least charge, 2 WCU per item: DynamoDB Local reports 2
+	// for a whole transaction.
+	consumed := max(sumWCU(c), 2*float64(len(in.TransactItems)))
+	l.gate.after(taken, consumed, len(c) > 0, throttledAttempts(seen.Load(), err))
 	return out, err
 }
 

@@ -37,6 +37,22 @@ func TestWriteRateConfig(t *testing.T) {
 	require.Equal(t, 50.0, w.Stats().WriteRateAllowed)
 }
 
+// startWriting runs a worker with c and a handler that does nothing until the test ends, and
+// returns once its first write was counted.
+func startWriting(t *testing.T, c Config) *Worker {
+	w, err := New(c)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx, func(context.Context, Item) error { return nil }) }()
+	t.Cleanup(func() {
+		cancel()
+		require.ErrorIs(t, <-done, context.Canceled)
+	})
+	require.Eventually(t, func() bool { return w.Stats().WCU > 0 }, 30*time.Second, 10*time.Millisecond, "writes start")
+	return w
+}
+
 // writeRateRun is how long TestWriteRateHeld measures: 10s in `go test`; the issue's 30s run is
 // DYNAPART_WRITE_RATE_RUN=30s go test -run TestWriteRateHeld ./worker/.
 func writeRateRun(t *testing.T) time.Duration {
@@ -61,17 +77,7 @@ func TestWriteRateHeld(t *testing.T) {
 	f := newFixture(t, n)
 	c := f.config(LedgerInline)
 	c.Workers, c.Once, c.WriteRate = 1, true, W
-	w, err := New(c)
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx, func(context.Context, Item) error { return nil }) }()
-	defer func() {
-		cancel()
-		require.ErrorIs(t, <-done, context.Canceled)
-	}()
-
-	require.Eventually(t, func() bool { return w.Stats().WCU > 0 }, 30*time.Second, 10*time.Millisecond, "writes start")
+	w := startWriting(t, c)
 	time.Sleep(warmUp) // measuring a rate: the real clock is the subject
 	t0, wcu0 := time.Now(), w.Stats().WCU
 	time.Sleep(run)
@@ -103,16 +109,7 @@ func TestWriteRateBacksOffOnThrottling(t *testing.T) {
 	})
 	c := f.config(LedgerInline)
 	c.Client, c.Workers, c.Once, c.WriteRate = fc, 1, true, W
-	w, err := New(c)
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx, func(context.Context, Item) error { return nil }) }()
-	defer func() {
-		cancel()
-		require.ErrorIs(t, <-done, context.Canceled)
-	}()
-	require.Eventually(t, func() bool { return w.Stats().WCU > 0 }, 30*time.Second, 10*time.Millisecond, "writes start")
+	w := startWriting(t, c)
 
 	// Throttle every 4th UpdateItem for 3s: the rate is halved each second.
 	stopThrottling := make(chan struct{})
