@@ -81,7 +81,8 @@ type Config struct {
 	// WriteRate limits this worker's ledger writes (claims, completions, retries, dead letters,
 	// releases, leaving the pending index; not lease heartbeats or checkpoints) to so many WCU per
 	// second, as DynamoDB reports them (ConsumedCapacity): each write waits for its estimated cost
-	// (1 WCU per KB of the update, twice in a transaction) and is settled on what it consumed. It
+	// (1 WCU per KB of the update, twice in a transaction) and is settled on what it consumed
+	// (at least 1 WCU a write, 2 per item of a transaction). It
 	// adapts: a throttled write halves the allowed rate, which climbs back by WriteRate/10 each
 	// second without one (Stats.WriteThrottles, Stats.WriteRateAllowed). Defaults to 0 (unlimited).
 	WriteRate float64
