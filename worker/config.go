@@ -78,6 +78,14 @@ type Config struct {
 	Projection []string
 	// ReadRate limits this worker's scan to so many RCU per second. Defaults to 0 (unlimited).
 	ReadRate float64
+	// WriteRate limits this worker's ledger writes (claims, completions, retries, dead letters,
+	// releases, leaving the pending index; not lease heartbeats or checkpoints) to so many WCU per
+	// second, as DynamoDB reports them (ConsumedCapacity): each write waits for its estimated cost
+	// (1 WCU per KB of the update, twice in a transaction) and is settled on what it consumed
+	// (at least 1 WCU a write, 2 per item of a transaction). It
+	// adapts: a throttled write halves the allowed rate, which climbs back by WriteRate/10 each
+	// second without one (Stats.WriteThrottles, Stats.WriteRateAllowed). Defaults to 0 (unlimited).
+	WriteRate float64
 	// PageSize is the number of items a scan request evaluates. Smaller pages checkpoint more
 	// often (a successor rescans less), larger ones cost fewer requests. Defaults to 1000 (or the
 	// scan package's automatic size when ReadRate is set).
@@ -306,6 +314,8 @@ func (c *Config) validate() error {
 		return bad("Workers", "must be at least 1, got %d", c.Workers)
 	case !(c.ReadRate >= 0) || math.IsInf(c.ReadRate, 1): // NaN fails every comparison
 		return bad("ReadRate", "must be a finite number >= 0, got %g", c.ReadRate)
+	case !(c.WriteRate >= 0) || math.IsInf(c.WriteRate, 1):
+		return bad("WriteRate", "must be a finite number >= 0 (0: unlimited), got %g", c.WriteRate)
 	case c.PageSize < 0:
 		return bad("PageSize", "must not be negative, got %d", c.PageSize)
 	case c.SubSegments < 1 || c.SubSegments > maxSegments:

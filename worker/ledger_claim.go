@@ -196,7 +196,7 @@ func (l *ledgerCore) claimOne(ctx context.Context, r ClaimRequest, rowKey Key) (
 func (l *ledgerCore) update(ctx context.Context, in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
 	in.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
 	for conflicts := 0; ; conflicts++ {
-		out, err := l.db.UpdateItem(ctx, in)
+		out, err := l.updateItem(ctx, in)
 		if err == nil {
 			l.addWCU(out.ConsumedCapacity)
 			return out, nil

@@ -18,7 +18,8 @@ import (
 // transitions), ledger_decode.go (reading state), ledger_scan.go (scans and counting),
 // ledger_capacity.go (capacity and errors), ledger_keys.go (key encoding), ledger_index.go (what
 // the worker reads and writes through the ledger: the prefilter's state, the scan projection and
-// leaving the pending index) and ledger_settle.go (settling writes of unknown outcome). The two
+// leaving the pending index), ledger_settle.go (settling writes of unknown outcome) and
+// ledger_wlimit.go (the write gate every write passes: throttles, Config.WriteRate). The two
 // ledgers differ only in where the state row lives (the item itself, or a row of the ledger
 // table) and in how they count and list items.
 
@@ -119,6 +120,7 @@ type ledgerCore struct {
 
 	wcuBits      atomic.Uint64 // float64 bits
 	condFailures atomic.Int64
+	gate         *writeGate // every write passes through it; set by the Worker (nil: none)
 }
 
 func newLedgerCore(db LedgerClient, name string, keyAttrs []string, attrs stateAttrs, row ledgerRow) (*ledgerCore, error) {

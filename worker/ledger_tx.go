@@ -23,7 +23,7 @@ const (
 // transact runs one transaction and counts its capacity. With txCancelled, reasons has one
 // cancellation reason per item, in the order of items; err is the error DynamoDB returned.
 func (l *ledgerCore) transact(ctx context.Context, items []types.TransactWriteItem) (a txAnswer, reasons []types.CancellationReason, err error) {
-	out, err := l.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
+	out, err := l.transactItems(ctx, &dynamodb.TransactWriteItemsInput{
 		TransactItems: items, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
 	})
 	if err == nil {

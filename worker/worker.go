@@ -30,7 +30,8 @@ type Worker struct {
 	scanner *scan.Scanner
 	rcuDone float64
 	ledger  Ledger
-	scope   string // ClaimRequest.Scope of every claim, see claimScope
+	scope   string     // ClaimRequest.Scope of every claim, see claimScope
+	gate    *writeGate // the ledger's writes pass through it (Config.WriteRate)
 }
 
 // New validates cfg, fills in its defaults and returns a Worker. It does no I/O: tables are
@@ -40,7 +41,7 @@ func New(cfg Config) (*Worker, error) {
 	if err := d.validate(); err != nil {
 		return nil, err
 	}
-	return &Worker{cfg: d, slot: -1, state: StateIdle, scope: claimScope(d)}, nil
+	return &Worker{cfg: d, slot: -1, state: StateIdle, scope: claimScope(d), gate: newWriteGate(d.WriteRate)}, nil
 }
 
 // Config returns the configuration with its defaults filled in.
@@ -200,6 +201,9 @@ func (w *Worker) prepare(ctx context.Context) (*env, error) {
 		lock.WithClock(c.Clock), lock.WithLogger(c.Logger))
 	if err != nil {
 		return nil, err
+	}
+	if g, ok := ledger.(interface{ useWriteGate(*writeGate) }); ok {
+		g.useWriteGate(w.gate)
 	}
 	w.mu.Lock()
 	w.ledger = ledger

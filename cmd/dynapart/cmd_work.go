@@ -23,7 +23,8 @@ type workFlags struct {
 	leaseTTL, heartbeat, claimTTL, pollInterval, drainTimeout, execTimeout, standbyPoll, maxSkew time.Duration
 	retryBackoff                                                                                 time.Duration
 	once, completeOnly, batchClaims, consistent, dryRun                                          bool
-	readRate                                                                                     float64
+	readRate, writeRate                                                                          float64
+	writeRateSet                                                                                 bool
 }
 
 func newWorkCmd(g *globals) *cobra.Command {
@@ -44,6 +45,11 @@ error is the tail of CMD's stderr (exit 65 dead-letters at once). Failed attempt
 with backoff up to --max-attempts, then dead-lettered (see 'dynapart failed').
 Without --exec the handler does nothing but complete the item (to try things out, benchmarks).
 --complete-only skips the claim and completes each item with one conditional write.
+
+--read-rate caps this worker's scan in RCU per second, --write-rate its ledger writes (claims,
+completions, retries, dead letters, releases; not lease heartbeats or checkpoints) in WCU per
+second, both settled on the capacity DynamoDB reports; --write-rate halves the rate allowed when
+DynamoDB throttles and climbs back by a tenth a second (throttles show in progress and metrics).
 
 --once processes the share one time and exits 0 when it is done (a standby exits 0 once every
 slot is finished); otherwise the worker rescans every --poll-interval until stopped.
@@ -95,6 +101,7 @@ func (f *workFlags) add(fl *pflag.FlagSet) {
 	fl.BoolVar(&f.batchClaims, "batch-claims", false, "claim up to 25 items of a page in one transaction")
 	fl.BoolVar(&f.consistent, "consistent-read", false, "strongly consistent scans")
 	fl.Float64Var(&f.readRate, "read-rate", 0, "limit this worker's scan to so many RCU per second (0 = unlimited)")
+	fl.Float64Var(&f.writeRate, "write-rate", 0, "limit this worker's ledger writes (claims, completions, retries, dead letters, releases) to so many WCU per second, backing off when throttled (default unlimited; must be > 0 when given)")
 	fl.StringVar(&f.exec, "exec", "", "command to run per item (item JSON on stdin, DYNAPART_* in the environment)")
 	fl.DurationVar(&f.execTimeout, "exec-timeout", 0, "kill --exec after this long (default: the claim's time)")
 	fl.DurationVar(&f.drainTimeout, "drain-timeout", 10*time.Second, "on SIGTERM, how long handlers in flight may finish")
@@ -115,6 +122,9 @@ func (f *workFlags) check() error {
 	default:
 		return usagef("--progress %q: want auto, bar, log, json or none", f.progress)
 	}
+	if f.writeRateSet && !(f.writeRate > 0 && !math.IsInf(f.writeRate, 1)) {
+		return usagef("--write-rate must be a number > 0 (WCU per second; leave it out for no limit), got %v", f.writeRate)
+	}
 	if f.pageSize < math.MinInt32 || f.pageSize > math.MaxInt32 { // worker.Config.PageSize is an int32
 		return usagef("--page-size %d: out of range (worker.Config.PageSize is an int32)", f.pageSize)
 	}
@@ -127,7 +137,7 @@ func (f *workFlags) config(db *dynamodb.Client) worker.Config {
 		Client: db, Table: f.table, LeaseTable: f.leaseTable, Group: f.group, Workers: f.workers,
 		Mode: scan.Mode(f.mode), SubSegments: f.subSegments, PartitionAttr: f.partitionAttr,
 		IndexName: f.indexName, ShardAttr: f.shardAttr, Shards: f.shards,
-		ConsistentRead: f.consistent, ReadRate: f.readRate, PageSize: int32(f.pageSize),
+		ConsistentRead: f.consistent, ReadRate: f.readRate, WriteRate: f.writeRate, PageSize: int32(f.pageSize),
 		Concurrency: f.concurrency, BatchClaims: f.batchClaims, CompleteOnly: f.completeOnly,
 		LeaseTTL: f.leaseTTL, Heartbeat: f.heartbeat, StandbyPoll: f.standbyPoll, MaxClockSkew: f.maxSkew,
 		ClaimTTL: f.claimTTL, MaxAttempts: f.maxAttempts, RetryBackoff: f.retryBackoff, Once: f.once,
@@ -140,6 +150,7 @@ func (f *workFlags) config(db *dynamodb.Client) worker.Config {
 // runWork checks the flags (worker.New validates the settings, before any DynamoDB call), then runs
 // the worker or, with --dry-run, the dry run.
 func runWork(cmd *cobra.Command, g *globals, f *workFlags) error {
+	f.writeRateSet = cmd.Flags().Changed("write-rate")
 	if err := f.check(); err != nil {
 		return err
 	}
@@ -267,7 +278,8 @@ func (r *workRun) logDone(took time.Duration) {
 	st := r.w.Stats()
 	r.log.Info("dynapart: worker done", "owner", r.w.Config().Owner, "completed", st.Completed, "retried", st.Retried,
 		"dead_lettered", st.DeadLettered, "skipped", st.Skipped, "released", st.Released, "takeovers", st.Takeovers,
-		"unprocessable", st.Unprocessable, "abandoned", st.Abandoned, "rcu", st.RCU, "wcu", st.WCU, "seconds", took.Seconds())
+		"unprocessable", st.Unprocessable, "abandoned", st.Abandoned, "rcu", st.RCU, "wcu", st.WCU,
+		"write_throttles", st.WriteThrottles, "seconds", took.Seconds())
 }
 
 // estimateShare is the table's item count / N (DescribeTable's count, approximate on AWS), or 0.

@@ -30,6 +30,7 @@ var workSettings = []struct{ field, meta, flag string }{
 	{"Group", "", "--group"},
 	{"ConsistentRead", "", "--consistent-read"},
 	{"ReadRate", "", "--read-rate"},
+	{"WriteRate", "", "--write-rate"},
 	{"PageSize", "", "--page-size"},
 	{"Concurrency", "", "--concurrency"},
 	{"LeaseTTL", "", "--lease-ttl"},

@@ -120,12 +120,24 @@ func (v progressView) show(now time.Time, m *rateMeter) {
 		if s.Slot >= 0 {
 			slot = fmt.Sprintf("slot %d (token %d)", s.Slot, s.Token)
 		}
-		v.line.Set(fmt.Sprintf("%-20s ▕%s▏ %d done %6.0f/s ETA %s  retried %d failed %d",
-			slot, bar(s.Completed, v.total, 24), s.Completed, rate, eta(s.Completed, v.total, rate), s.Retried, s.DeadLettered))
+		v.line.Set(fmt.Sprintf("%-20s ▕%s▏ %d done %6.0f/s ETA %s  retried %d failed %d%s",
+			slot, bar(s.Completed, v.total, 24), s.Completed, rate, eta(s.Completed, v.total, rate), s.Retried, s.DeadLettered, throttleNote(s)))
 	case "log":
 		v.log.Info("dynapart: progress", "slot", s.Slot, "state", s.State, "completed", s.Completed,
-			"rate", int(rate), "retried", s.Retried, "dead_lettered", s.DeadLettered, "scanned", s.Scanned)
+			"rate", int(rate), "retried", s.Retried, "dead_lettered", s.DeadLettered, "scanned", s.Scanned,
+			"write_throttles", s.WriteThrottles, "write_rate_allowed", s.WriteRateAllowed)
 	case "json":
 		v.json.print("progress", false)
 	}
+}
+
+// throttleNote is the progress bar's note of throttled writes and the write rate allowed now.
+func throttleNote(s worker.Stats) string {
+	switch {
+	case s.WriteThrottles == 0:
+		return ""
+	case s.WriteRateAllowed > 0:
+		return fmt.Sprintf(" throttled %d (writes at %.0f WCU/s)", s.WriteThrottles, s.WriteRateAllowed)
+	}
+	return fmt.Sprintf(" throttled %d", s.WriteThrottles)
 }

@@ -55,7 +55,7 @@ func (p *jsonProgress) print(event string, withFirst bool) {
 	s := p.w.Stats()
 	l := progress.Line{Event: event, Time: time.Now().UnixMilli(), Owner: p.w.Config().Owner, Slot: s.Slot, Token: s.Token,
 		State: string(s.State), Completed: s.Completed, Scanned: s.Scanned, Retried: s.Retried, Failed: s.DeadLettered,
-		Takeovers: s.Takeovers, RCU: s.RCU, WCU: s.WCU}
+		Takeovers: s.Takeovers, RCU: s.RCU, WCU: s.WCU, WriteThrottles: s.WriteThrottles, WriteRateAllowed: s.WriteRateAllowed}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if withFirst && !p.firstAt.IsZero() {
