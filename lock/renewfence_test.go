@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/stretchr/testify/require"
 
@@ -168,4 +169,82 @@ func TestRenewSettledAdoptsTheItemsExpiry(t *testing.T) {
 	fa.dropWrites.Store(false)
 	require.ErrorIs(t, la.Release(ctx), ErrLeaseLost)
 	release(t, lb)
+}
+
+// oldHolder makes "old" the holder of slot 0 of group, expiring at exp, as a holder running this
+// package from before renewals were conditioned on their version would.
+func oldHolder(t *testing.T, db *dynamodb.Client, table, group string, exp time.Time) {
+	t.Helper()
+	it := key(groupPK(group), 0)
+	it[attrOwner], it[attrToken], it[attrVersion] = avS("old"), avN(1), avN(1)
+	it[attrExpiresAt], it[attrAcquiredAt], it[attrReleased], it[attrNonce] = avT(exp), avT(t0), avB(false), avS("n-old")
+	_, err := db.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(table), Item: it})
+	require.NoError(t, err)
+}
+
+// oldRenew moves the expiry of slot 0 of group and keeps its version, as that holder's renew did
+// when it rewrote the version of an earlier renew of unknown outcome.
+func oldRenew(t *testing.T, db *dynamodb.Client, table, group string, exp time.Time) {
+	t.Helper()
+	_, err := db.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{TableName: aws.String(table), Key: key(groupPK(group), 0),
+		UpdateExpression:          aws.String("SET expires_at = :exp"),
+		ExpressionAttributeValues: map[string]typesAV{":exp": avT(exp)}})
+	require.NoError(t, err)
+}
+
+// A take is conditioned on the expiry it read too: against a holder whose renew kept the version
+// (an older release of this package), a contender whose read came before that renew does not take
+// the slot after the expiry it read, and a skew-immune contender restarts its watch.
+func TestTakeRequiresTheExpiryItRead(t *testing.T) {
+	db, table := lockTable(t)
+	ctx := context.Background()
+	clk := clock.NewFake(t0)
+	exp1, exp2 := t0.Add(ttl), t0.Add(hb+ttl)
+
+	t.Run("stale read", func(t *testing.T) {
+		oldHolder(t, db, table, "g", exp1)
+		pb := &pauseAfterQuery{DynamoDBClient: db, read: make(chan struct{}), resume: make(chan struct{})}
+		b, _ := newClient(t, pb, table, timingOpts(clk, "b")...)
+		resume := sync.OnceFunc(func() { close(pb.resume) })
+		t.Cleanup(resume)
+		pb.armed.Store(true)
+		res := make(chan acquired, 1)
+		go func() {
+			l, err := b.TryAcquireSlot(ctx, "g", 1)
+			res <- acquired{l, err}
+		}()
+		recv(t, pb.read, "b's read")
+		oldRenew(t, db, table, "g", exp2)
+		advanceTo(clk, exp1.Add(skew+time.Millisecond))
+		resume()
+		got := recv(t, res, "b's acquisition")
+		require.ErrorIs(t, got.err, ErrNoFreeSlot, "the holder renewed after b's read")
+		_, err := b.TryAcquireSlot(ctx, "g", 1)
+		require.ErrorIs(t, err, ErrNoFreeSlot)
+		advanceTo(clk, exp2.Add(skew+time.Millisecond))
+		lb, err := b.TryAcquireSlot(ctx, "g", 1)
+		require.NoError(t, err, "expired by the item")
+		require.True(t, lb.TookOver())
+		release(t, lb)
+	})
+
+	t.Run("skew-immune watch", func(t *testing.T) {
+		start := clk.Now()
+		oldHolder(t, db, table, "h", start.Add(ttl))
+		b, _ := newClient(t, db, table, append(timingOpts(clk, "b"), WithSkewImmune())...)
+		_, err := b.TryAcquireSlot(ctx, "h", 1)
+		require.ErrorIs(t, err, ErrNoFreeSlot, "the watch starts")
+		clk.Advance(hb)
+		oldRenew(t, db, table, "h", clk.Now().Add(ttl))
+		renewedAt := clk.Now()
+		_, err = b.TryAcquireSlot(ctx, "h", 1)
+		require.ErrorIs(t, err, ErrNoFreeSlot)
+		advanceTo(clk, start.Add(ttl))
+		_, err = b.TryAcquireSlot(ctx, "h", 1)
+		require.ErrorIs(t, err, ErrNoFreeSlot, "the expiry moved %s after the watch began: it restarts", hb)
+		advanceTo(clk, renewedAt.Add(ttl))
+		lb, err := b.TryAcquireSlot(ctx, "h", 1)
+		require.NoError(t, err, "unchanged for a full TTL")
+		release(t, lb)
+	})
 }
