@@ -252,16 +252,16 @@ func (l *Lease) renew(ctx context.Context, known int64, exp time.Time) renewResu
 			return renewResult{outcome: "ok", version: known + 1, expiresAt: exp}
 		}
 		if _, ok := conditionFailed(err); !ok {
-			return l.settleRenew(ctx, known, err)
+			return orAdopted(l.settleRenew(ctx, known, err), adopted)
 		}
 		cur, rerr := l.conditionFailedItem(wctx, err)
 		switch {
 		case rerr != nil:
-			return renewResult{outcome: "unknown", err: errors.Join(err, rerr)}
+			return orAdopted(renewResult{outcome: "unknown", err: errors.Join(err, rerr)}, adopted)
 		case !l.ours(cur):
 			return renewResult{outcome: "lost", err: l.lost("renew found owner %q token %d released %t", cur.owner, cur.token, cur.released)}
 		case cur.version <= known:
-			return renewResult{outcome: "unknown", err: fmt.Errorf("lock: renew refused on version %d, ours: %w", cur.version, err)}
+			return orAdopted(renewResult{outcome: "unknown", err: fmt.Errorf("lock: renew refused on version %d, ours: %w", cur.version, err)}, adopted)
 		}
 		adopted = renewResult{outcome: "settled", version: cur.version, expiresAt: cur.expiresAt}
 		if !cur.expiresAt.Before(exp) {
@@ -270,6 +270,15 @@ func (l *Lease) renew(ctx context.Context, known int64, exp time.Time) renewResu
 		known = cur.version
 	}
 	return adopted
+}
+
+// orAdopted is r, or adopted (when set) in place of an unknown outcome: a renew that found an
+// earlier renew of ours landed keeps what it learned when its second write's outcome is unknown.
+func orAdopted(r, adopted renewResult) renewResult {
+	if r.outcome == "unknown" && adopted.outcome != "" {
+		return adopted
+	}
+	return r
 }
 
 // sendRenew is the renew's write: the new expiry and version known+1, on the item as we know it.

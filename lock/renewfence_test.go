@@ -2,6 +2,7 @@ package lock
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -247,4 +248,57 @@ func TestTakeRequiresTheExpiryItRead(t *testing.T) {
 		require.NoError(t, err, "unchanged for a full TTL")
 		release(t, lb)
 	})
+}
+
+// replayUpdates sends each of the next replay UpdateItems twice and answers with the second
+// result, as the SDK's retry of a write whose first answer was lost does.
+type replayUpdates struct {
+	DynamoDBClient
+	replay atomic.Int32
+}
+
+func (r *replayUpdates) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if r.replay.Add(-1) < 0 {
+		r.replay.Store(0)
+		return r.DynamoDBClient.UpdateItem(ctx, in, o...)
+	}
+	if _, err := r.DynamoDBClient.UpdateItem(ctx, in, o...); err != nil {
+		return nil, err
+	}
+	return r.DynamoDBClient.UpdateItem(ctx, in, o...)
+}
+
+// A renew whose first answer is lost and whose retry then fails its version condition finds its
+// own write on the item (with ALL_OLD, or by a re-read without): the lease keeps it, with the
+// version and expiry it wrote, and the next renew builds on them.
+func TestRenewRetryFindsItsOwnWrite(t *testing.T) {
+	db, table := lockTable(t)
+	for _, hideAllOld := range []bool{false, true} {
+		t.Run(fmt.Sprintf("hide ALL_OLD %t", hideAllOld), func(t *testing.T) {
+			clk := clock.NewFake(t0)
+			r := &replayUpdates{DynamoDBClient: db}
+			var adb DynamoDBClient = r
+			if hideAllOld {
+				adb = noAllOld{r}
+			}
+			a, ev := newClient(t, adb, table, timingOpts(clk, "a")...)
+			group := fmt.Sprintf("g%t", hideAllOld)
+			l, err := a.TryAcquireSlot(context.Background(), group, 1)
+			require.NoError(t, err)
+
+			r.replay.Store(1)
+			clk.Advance(hb)
+			require.Equal(t, "settled", recv(t, ev.renewed, "renew"))
+			require.NoError(t, l.Err())
+			require.Equal(t, clk.Now().Add(ttl), l.ExpiresAt())
+			item := rawItem(t, db, table, l.pk, l.slot)
+			require.Equal(t, int64(2), getN(item, attrVersion), "one renew landed")
+			require.Equal(t, clk.Now().Add(ttl), getT(item, attrExpiresAt))
+
+			clk.Advance(hb)
+			require.Equal(t, "ok", recv(t, ev.renewed, "renew"))
+			require.Equal(t, int64(3), getN(rawItem(t, db, table, l.pk, l.slot), attrVersion))
+			release(t, l)
+		})
+	}
 }
