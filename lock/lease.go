@@ -131,7 +131,7 @@ func (l *Lease) localExpiry() time.Time {
 }
 
 type renewResult struct {
-	outcome   string // "ok", "settled" (applied, found by re-read), "unknown", "lost", "aborted"
+	outcome   string // "ok", "settled" (a renew of ours found landed: the item's version and expiry), "unknown", "lost", "aborted"
 	version   int64
 	expiresAt time.Time
 	err       error
