@@ -3,6 +3,7 @@
 // with its seed, whether the invariants held, the bad-input catalogue and the longer fuzz runs.
 //
 //	go run ./internal/chaos/run -out RELIABILITY.md [-seed N] [-reps 3] [-items 10000] [-fuzztime 60s]
+//	    [-sweep-per-combo 4 | -sweep-per-combo 0 -sweep-stride 7]
 package main
 
 import (
@@ -36,15 +37,16 @@ func main() {
 	fuzztime := flag.Duration("fuzztime", 60*time.Second, "time per fuzz target (0 skips fuzzing)")
 	endpoint := flag.String("endpoint", os.Getenv("DYNAPART_TEST_ENDPOINT"), "DynamoDB Local to use (default: start one)")
 	only := flag.String("only", "", "run only the scenarios whose name contains this")
-	sweepStride := flag.Int("sweep-stride", 7, "the fault sweep runs each fault kind at every stride-th k (7, the number of kinds: every k meets one kind; 1: every kind at every k)")
+	sweepPer := flag.Int("sweep-per-combo", 6, "the fault sweep: every combination's baseline and a seeded sample (the run's seed) of so many faulted runs per combination, about 10 minutes on 2 cores; 0: the stride sweep (-sweep-stride)")
+	sweepStride := flag.Int("sweep-stride", 7, "with -sweep-per-combo 0, the exhaustive sweep runs each fault kind at every stride-th k (7, the number of kinds: every k meets one kind, about 90 minutes; 1: every kind at every k)")
 	flag.Parse()
-	if err := run(*out, *seed, *reps, *items, *fuzztime, *endpoint, *only, *sweepStride); err != nil {
+	if err := run(*out, *seed, *reps, *items, *fuzztime, *endpoint, *only, sweep.Plan{Stride: *sweepStride, PerCombo: *sweepPer}); err != nil {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
 		os.Exit(1)
 	}
 }
 
-func run(out string, seed uint64, reps, items int, fuzztime time.Duration, endpoint, only string, sweepStride int) error {
+func run(out string, seed uint64, reps, items int, fuzztime time.Duration, endpoint, only string, sweepPlan sweep.Plan) error {
 	ctx := context.Background()
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
@@ -127,7 +129,8 @@ DynamoDB stream (new and old images), so no state is missed however briefly it l
 		chaos.WriteMarkdown(&md, s.title, s.what, runs)
 	}
 	if only == "" || strings.Contains("sweep", only) {
-		s := runSweep(ctx, env, sweepStride)
+		sweepPlan.Seed = seed
+		s := runSweep(ctx, env, sweepPlan)
 		sweep.WriteMarkdown(&md, s)
 		if s.Broken > 0 || s.Runs == 0 {
 			failed++
@@ -208,16 +211,16 @@ func execLine(s string) string {
 }
 
 // runSweep runs the deterministic fault sweep (package sweep) over every combination.
-func runSweep(ctx context.Context, env chaos.Env, stride int) *sweep.Summary {
+func runSweep(ctx context.Context, env chaos.Env, p sweep.Plan) *sweep.Summary {
 	cfg := env.AWS.Copy()
 	cfg.BaseEndpoint = aws.String(env.Endpoint)
 	f, err := sweep.NewFixture(ctx, dynamodb.NewFromConfig(cfg))
 	if err != nil {
 		env.Logf("sweep: %v", err)
-		return &sweep.Summary{Plan: sweep.Plan{Stride: stride}}
+		return &sweep.Summary{Plan: p}
 	}
 	defer func() { _ = f.Close(ctx) }()
-	s := f.Sweep(ctx, sweep.Plan{Stride: stride}, func(r *sweep.Result) {
+	s := f.Sweep(ctx, p, func(r *sweep.Result) {
 		if !r.OK() {
 			env.Logf("sweep: %s", r)
 		}
