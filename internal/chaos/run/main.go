@@ -3,7 +3,7 @@
 // with its seed, whether the invariants held, the bad-input catalogue and the longer fuzz runs.
 //
 //	go run ./internal/chaos/run -out RELIABILITY.md [-seed N] [-reps 3] [-items 10000] [-fuzztime 60s]
-//	    [-sweep-per-combo 4 | -sweep-per-combo 0 -sweep-stride 7]
+//	    [-sweep-per-combo 6 | -sweep-per-combo 0 -sweep-stride 7]
 package main
 
 import (
