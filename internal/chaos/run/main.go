@@ -80,12 +80,12 @@ func run(out string, seed uint64, reps, items int, fuzztime time.Duration, endpo
 	}
 	big := time.Duration(items/1000+3) * time.Minute
 	scenarios := []scenario{
-		{"sigkill", "SIGKILL of slot holders", "`dynapart work --once --batch-claims --exec` processes, 3 slots + 2 standbys; 5 slot holders are killed with SIGKILL at random moments (seeded), a new standby joins after each. Side effects are the --exec log.",
-			chaos.Kill, chaos.Params{Items: items, Slots: 3, Standbys: 2, Kills: 5, Timeout: big}},
+		{"sigkill", "SIGKILL of slot holders", "`dynapart work --once --batch-claims --exec` processes, 3 slots + 2 standbys; 5 slot holders are killed with SIGKILL at random moments (seeded), a new standby joins after each. Side effects are the --exec log. The handler fails the first run of 10% of the items (exit 75, retried) and every run of 2% (exit 65, dead-lettered): those must end failed, every other item done.",
+			chaos.Kill, chaos.Params{Items: items, Slots: 3, Standbys: 2, Kills: 5, Timeout: big, Transient: 0.1, Permanent: 0.02}},
 		{"sigstop", "SIGSTOP past the lease and claim TTL", "A random slot holder (filter mode, claim TTL 3s, lease TTL 2s) is frozen with SIGSTOP until a standby has taken its slot and its claims have expired, then resumed with SIGCONT. It must report its lease lost and complete nothing another worker claimed since (the ledger audit).",
 			chaos.Freeze, chaos.Params{Items: items, Timeout: big}},
-		{"faults", "Fault-injecting proxy", "Every worker request goes through a reverse proxy that answers 2% each with ProvisionedThroughputExceededException, ThrottlingException, HTTP 500, a connection reset, a lost response (forwarded, then the connection reset) and 0.5% with a response held 2.5s.",
-			chaos.Faults, chaos.Params{Items: items / 2, Timeout: big}},
+		{"faults", "Fault-injecting proxy", "Every worker request goes through a reverse proxy that answers 2% each with ProvisionedThroughputExceededException, ThrottlingException, HTTP 500, a connection reset, a lost response (forwarded, then the connection reset) and 0.5% with a response held 2.5s. The handler fails the first run of 10% of the items (exit 75, retried) and every run of 2% (exit 65, dead-lettered): those must end failed, every other item done.",
+			chaos.Faults, chaos.Params{Items: items / 2, Timeout: big, Transient: 0.1, Permanent: 0.02}},
 		{"restart", "DynamoDB Local stopped and restarted", "The workers' own DynamoDB Local (-dbPath) is stopped at a random moment and started again on the same port and folder 0.5-3s later.",
 			chaos.Restart, chaos.Params{Items: items / 2, Timeout: big}},
 		{"skew", "Clock skew within MaxClockSkew", "In-process workers whose clocks are offset by up to ±250ms (MaxClockSkew 500ms); 3 random slot holders are crashed (every DynamoDB call fails from then on) and standbys take over by their own clocks.",
@@ -99,7 +99,9 @@ handler side-effect log and the lease history: every write to the lease table's 
 DynamoDB stream (new and old images), so no state is missed however briefly it lasted:
 
 - **completed twice** (must be 0): a key in two completion records, or a record that the ledger contradicts;
-- **missing** (must be 0): items not done when every worker has exited;
+- **missing** (must be 0): items neither done nor, for a handler that always fails permanently, dead-lettered
+  when every worker has exited; an item dead-lettered whose handler never failed permanently, or done whose handler
+  always fails, is a violation;
 - **side-effect duplicates**: handler runs beyond the first per item; allowed only for items in flight at a kill,
   freeze or fault. The bound: 2 x concurrency + 25 per SIGKILL (handlers running, and handled items waiting for a
   batched completion), the concurrency per freeze or in-process crash, the concurrency of every worker per
