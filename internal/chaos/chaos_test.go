@@ -104,6 +104,11 @@ func TestChaosFaultProxy(t *testing.T) {
 	check(t, Faults(context.Background(), testEnv(t), Params{Seed: seed(t), Items: 1000, Transient: 0.1, Permanent: 0.02}))
 }
 
+func TestChaosPartition(t *testing.T) {
+	t.Parallel()
+	check(t, Partition(context.Background(), testEnv(t), Params{Seed: seed(t), Items: 1000}))
+}
+
 func TestChaosDynamoDBRestart(t *testing.T) {
 	t.Parallel()
 	check(t, Restart(context.Background(), testEnv(t), Params{Seed: seed(t), Items: 1000}))

@@ -164,7 +164,8 @@ type fixture struct {
 	procs    []*Proc
 	watcher  *LeaseWatcher
 	res      *Result
-	n        int // workers started
+	n        int               // workers started
+	audits   []func(r *Result) // scenario checks run at the end of finish
 }
 
 func newFixture(ctx context.Context, env Env, name string, p Params, direct string) (*fixture, error) {
@@ -264,8 +265,17 @@ func (f *fixture) start(extra ...string) (*Proc, error) {
 // startFleet starts Slots workers one by one (each waits for its lease, so slot holders and
 // standbys are known), then the standbys.
 func (f *fixture) startFleet(ctx context.Context, extra ...string) error {
-	for range f.p.Slots {
-		p, err := f.start(extra...)
+	return f.startFleetWith(ctx, nil, extra...)
+}
+
+// startFleetWith is startFleet whose first worker (a slot holder) gets first's flags too.
+func (f *fixture) startFleetWith(ctx context.Context, first []string, extra ...string) error {
+	for i := range f.p.Slots {
+		args := extra
+		if i == 0 {
+			args = append(append([]string(nil), extra...), first...)
+		}
+		p, err := f.start(args...)
 		if err != nil {
 			return err
 		}
@@ -401,6 +411,9 @@ func (f *fixture) finish(ctx context.Context, start time.Time) *Result {
 		r.fail("%v", err)
 	}
 	a.apply(r)
+	for _, check := range f.audits {
+		check(r)
+	}
 	if f.flaky != nil {
 		r.event("dead-lettered %d items (%d fail permanently); %d handler runs failed transiently and were retried",
 			r.Failed, r.PermanentItems, r.TransientFailures)
