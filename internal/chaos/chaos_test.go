@@ -109,6 +109,11 @@ func TestChaosPartition(t *testing.T) {
 	check(t, Partition(context.Background(), testEnv(t), Params{Seed: seed(t), Items: 1000}))
 }
 
+func TestChaosTwoGroups(t *testing.T) {
+	t.Parallel()
+	check(t, TwoGroups(context.Background(), testEnv(t), Params{Seed: seed(t), Items: 400}))
+}
+
 func TestChaosDynamoDBRestart(t *testing.T) {
 	t.Parallel()
 	check(t, Restart(context.Background(), testEnv(t), Params{Seed: seed(t), Items: 1000}))

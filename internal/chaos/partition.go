@@ -190,7 +190,7 @@ func (pw *partitionWrites) claimFenced(r request) bool {
 }
 
 // check adds the counts to the result: every write fenced by the old lease must have been refused.
-func (pw *partitionWrites) check(r *Result) {
+func (pw *partitionWrites) check(r *Result, _ *audit) {
 	pw.mu.Lock()
 	defer pw.mu.Unlock()
 	r.event("after the reconnect %s sent: refused lease writes fenced by token %d: %v; refused claim writes of that lease: %v; other writes: %v",

@@ -164,8 +164,8 @@ type fixture struct {
 	procs    []*Proc
 	watcher  *LeaseWatcher
 	res      *Result
-	n        int               // workers started
-	audits   []func(r *Result) // scenario checks run at the end of finish
+	n        int                         // workers started
+	audits   []func(r *Result, a *audit) // scenario checks run at the end of finish
 }
 
 func newFixture(ctx context.Context, env Env, name string, p Params, direct string) (*fixture, error) {
@@ -412,7 +412,7 @@ func (f *fixture) finish(ctx context.Context, start time.Time) *Result {
 	}
 	a.apply(r)
 	for _, check := range f.audits {
-		check(r)
+		check(r, a)
 	}
 	if f.flaky != nil {
 		r.event("dead-lettered %d items (%d fail permanently); %d handler runs failed transiently and were retried",
