@@ -108,8 +108,8 @@ DynamoDB stream (new and old images), so no state is missed however briefly it l
   always fails, is a violation;
 - **side-effect duplicates**: handler runs beyond the first per item; allowed only for items in flight at a kill,
   freeze or fault. The bound: 2 x concurrency + 25 per SIGKILL (handlers running, and handled items waiting for a
-  batched completion), the concurrency per freeze or in-process crash, the concurrency of every worker per
-  DynamoDB restart, one per injected fault;
+  batched completion), the concurrency per freeze, partition or in-process crash, the concurrency of every worker
+  per DynamoDB restart, one per injected fault, the concurrency per takeover or retake inside a group (two groups);
 - **unrecorded**: done items no record lists (a SIGKILL between the completion and its record line, or a
   completion whose response was lost);
 - the lease history: a slot's token never decreases, a token never has two owners, and a new token is taken only
