@@ -106,12 +106,12 @@ func TestChaosFaultProxy(t *testing.T) {
 
 func TestChaosPartition(t *testing.T) {
 	t.Parallel()
-	check(t, Partition(context.Background(), testEnv(t), Params{Seed: seed(t), Items: 1000}))
+	check(t, Partition(context.Background(), testEnv(t), Params{Seed: seed(t), Items: 500}))
 }
 
 func TestChaosTwoGroups(t *testing.T) {
 	t.Parallel()
-	check(t, TwoGroups(context.Background(), testEnv(t), Params{Seed: seed(t), Items: 400}))
+	check(t, TwoGroups(context.Background(), testEnv(t), Params{Seed: seed(t), Items: 200}))
 }
 
 func TestChaosDynamoDBRestart(t *testing.T) {
