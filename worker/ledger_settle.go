@@ -63,6 +63,21 @@ func (l *ledgerCore) settleFenced(ctx context.Context, op string, c Claim, old m
 		ErrClaimLost, op, l.name, l.row.table, c.Owner, c.Slot, c.Token, c.Attempt)
 }
 
+// settleCut settles by a read a fenced write that failed with err (outcome unknown) because ctx's
+// fence (the lease) ended while it was in flight: nil when the row shows the write applied, else
+// err. It writes nothing; a write the fence kept from being sent is not read for.
+func (l *ledgerCore) settleCut(ctx context.Context, op string, c Claim, err error) error {
+	if !fenceEnded(ctx) || errors.Is(err, errFenceEnded) || refused(err) {
+		return err
+	}
+	rctx, cancel := settleContext(ctx)
+	defer cancel()
+	if l.settleFenced(rctx, op, c, nil) == nil {
+		return nil
+	}
+	return err
+}
+
 // settleClaim decides a claim whose write outcome is unknown (err). When a consistent read shows
 // the request's own claim, the item is claimed. When it shows anything else, the claim did not land
 // and err is returned: nothing was used up. When the read fails too, the claim is undone by a write
