@@ -159,7 +159,8 @@ type Config struct {
 	// WriteTimeout bounds each write that records an item's outcome (claim, complete, retry, dead
 	// letter, release). These writes are not cut short by shutdown, so a graceful stop never
 	// leaves an outcome unknown; WriteTimeout bounds how long a stop waits on an unreachable
-	// DynamoDB. Defaults to 30s.
+	// DynamoDB. They end with the slot's lease: none (nor the SDK's repeat of one) is sent once
+	// the lease is lost or expired by the worker's clock. Defaults to 30s.
 	WriteTimeout time.Duration
 	// LeaseWriteTimeout bounds each lease write that must outlive a shutdown: saving the
 	// checkpoint, marking the slot finished, releasing the lease. Defaults to 10s.

@@ -68,7 +68,7 @@ func (l *ledgerCore) fenced(ctx context.Context, op string, c Claim, update stri
 		// answer was lost and which landed (the row then shows exactly this write).
 		return l.settleFenced(ctx, op, c, ccf.Item)
 	}
-	return l.wrapErr(op, l.row.table, err)
+	return l.settleCut(ctx, op, c, l.wrapErr(op, l.row.table, err))
 }
 
 func (l *ledgerCore) completeOnly(ctx context.Context, r ClaimRequest) (bool, error) {
