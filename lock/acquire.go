@@ -257,7 +257,7 @@ func (c *Client) takeFree(ctx context.Context, t target, v view, lostRaces *int)
 
 // isFree decides whether a contender may take the item now. Default rule: released, or
 // expires_at + MaxClockSkew has passed on our clock. Skew-immune rule: released, or we have
-// watched the same owner, token and version for a full TTL on our own clock.
+// watched the same owner, token, version and expires_at for a full TTL on our own clock.
 func (c *Client) isFree(pk string, it slotItem, now time.Time) bool {
 	if !it.exists || it.released || it.owner == "" {
 		return true
@@ -272,10 +272,10 @@ func (c *Client) isFree(pk string, it slotItem, now time.Time) bool {
 		c.seen = map[itemKey]observation{}
 	}
 	obs, ok := c.seen[k]
-	if ok && obs.owner == it.owner && obs.token == it.token && obs.version == it.version {
+	if ok && obs.owner == it.owner && obs.token == it.token && obs.version == it.version && obs.expiresAt.Equal(it.expiresAt) {
 		return now.Sub(obs.since) >= c.ttl
 	}
-	c.seen[k] = observation{owner: it.owner, token: it.token, version: it.version, since: now}
+	c.seen[k] = observation{owner: it.owner, token: it.token, version: it.version, expiresAt: it.expiresAt, since: now}
 	return false
 }
 
@@ -353,7 +353,7 @@ func (c *Client) sendTake(ctx context.Context, w *takeWrite) (map[string]types.A
 		UpdateExpression: aws.String("SET #owner = :owner, #token = :token, #version = :version, " +
 			"#exp = :exp, #acq = :acq, #rel = :false, #nonce = :nonce"),
 		ConditionExpression: aws.String("#token = :oldToken AND #version = :oldVersion AND #rel = :oldRel AND " +
-			"(attribute_not_exists(#fin) OR #fin = :false)"),
+			oldExpCondition(it) + " AND (attribute_not_exists(#fin) OR #fin = :false)"),
 		ExpressionAttributeNames: map[string]string{
 			"#owner": attrOwner, "#token": attrToken, "#version": attrVersion, "#exp": attrExpiresAt,
 			"#acq": attrAcquiredAt, "#rel": attrReleased, "#fin": attrFinished, "#nonce": attrNonce,
@@ -361,7 +361,7 @@ func (c *Client) sendTake(ctx context.Context, w *takeWrite) (map[string]types.A
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":owner": avS(w.owner), ":token": avN(w.token), ":version": avN(w.version), ":exp": avT(w.exp),
 			":acq": avT(w.now), ":false": avB(false), ":oldToken": avN(it.token), ":oldVersion": avN(it.version),
-			":oldRel": avB(it.released), ":nonce": avS(w.nonce),
+			":oldRel": avB(it.released), ":nonce": avS(w.nonce), ":oldExp": avT(it.expiresAt),
 		},
 		ReturnValues:                        types.ReturnValueAllNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
@@ -370,6 +370,17 @@ func (c *Client) sendTake(ctx context.Context, w *takeWrite) (map[string]types.A
 		return nil, err
 	}
 	return out.Attributes, nil
+}
+
+// oldExpCondition is the part of a take's condition that requires the expiry it read: a holder
+// whose renewals rewrite one version (this package before renewals were conditioned on the
+// version they replace, see Lease.renew) still moves the expiry, so a take based on an older read
+// cannot land.
+func oldExpCondition(it slotItem) string {
+	if it.expiresAt.IsZero() {
+		return "attribute_not_exists(#exp)"
+	}
+	return "#exp = :oldExp"
 }
 
 // settleTake decides what a write that did not report success did (see take): a failed condition

@@ -68,6 +68,7 @@ type unsettledTake struct {
 type observation struct {
 	owner          string
 	token, version int64
+	expiresAt      time.Time
 	since          time.Time
 }
 

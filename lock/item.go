@@ -145,8 +145,6 @@ func encodeMeta(pk string, n int, meta map[string]string) map[string]types.Attri
 // readAll reads every item under pk with one consistent Query (more only past 1 MB): the slots by
 // sk, and the meta item.
 func (c *Client) readAll(ctx context.Context, pk string) (map[int]slotItem, metaItem, error) {
-	slots := map[int]slotItem{}
-	var meta metaItem
 	in := &dynamodb.QueryInput{
 		TableName:                 aws.String(c.table),
 		KeyConditionExpression:    aws.String("#pk = :pk"),
@@ -154,10 +152,18 @@ func (c *Client) readAll(ctx context.Context, pk string) (map[int]slotItem, meta
 		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": avS(pk)},
 		ConsistentRead:            aws.Bool(true),
 	}
+	return c.query(ctx, in, fmt.Sprintf("%q", pk))
+}
+
+// query runs a consistent Query of a group's items to its end (more pages only past 1 MB): the
+// slots by sk, and the meta item when the range holds it. what names the range in errors.
+func (c *Client) query(ctx context.Context, in *dynamodb.QueryInput, what string) (map[int]slotItem, metaItem, error) {
+	slots := map[int]slotItem{}
+	var meta metaItem
 	for {
 		out, err := c.db.Query(ctx, in)
 		if err != nil {
-			return nil, meta, fmt.Errorf("lock: query %q: %w", pk, c.readErr(err))
+			return nil, meta, fmt.Errorf("lock: query %s: %w", what, c.readErr(err))
 		}
 		for _, it := range out.Items {
 			if getN(it, attrSK) == metaSK {

@@ -131,15 +131,16 @@ func (l *Lease) localExpiry() time.Time {
 }
 
 type renewResult struct {
-	outcome   string // "ok", "settled" (applied, found by re-read), "unknown", "lost", "aborted"
+	outcome   string // "ok", "settled" (a renew of ours found landed: the item's version and expiry), "unknown", "lost", "aborted"
 	version   int64
 	expiresAt time.Time
 	err       error
 }
 
 // heartbeat renews the lease every heartbeat interval and cancels its context at the local expiry.
-// It keeps exactly one clock timer pending, and a renew runs on its own goroutine so that a renew
-// stuck on a dead connection can never delay the local expiry.
+// It waits on one clock timer at a time (re-armed early when a renew adopts an earlier expiry), and
+// a renew runs on its own goroutine so that a renew stuck on a dead connection can never delay the
+// local expiry.
 func (l *Lease) heartbeat(sent time.Time) {
 	defer close(l.hbDone)
 	c := l.c
@@ -152,7 +153,8 @@ func (l *Lease) heartbeat(sent time.Time) {
 			<-results
 		}
 	}()
-	timer := c.clock.After(earliest(nextRenew, l.localExpiry()).Sub(c.clock.Now()))
+	timerAt := earliest(nextRenew, l.localExpiry())
+	timer := c.clock.After(timerAt.Sub(c.clock.Now()))
 	for {
 		select {
 		case <-l.stop:
@@ -164,6 +166,11 @@ func (l *Lease) heartbeat(sent time.Time) {
 			callCancel()
 			if l.apply(r) {
 				return
+			}
+			if exp := l.localExpiry(); exp.Before(timerAt) {
+				// An adopted expiry (see renew) came before the pending wake-up.
+				timerAt = exp
+				timer = c.clock.After(exp.Sub(c.clock.Now()))
 			}
 		case <-timer:
 			now := c.clock.Now()
@@ -179,7 +186,8 @@ func (l *Lease) heartbeat(sent time.Time) {
 				}
 				nextRenew = now.Add(c.heartbeat)
 			}
-			timer = c.clock.After(earliest(nextRenew, l.localExpiry()).Sub(now))
+			timerAt = earliest(nextRenew, l.localExpiry())
+			timer = c.clock.After(timerAt.Sub(now))
 		}
 	}
 }
@@ -189,8 +197,8 @@ func (l *Lease) startRenew(now time.Time) (chan renewResult, context.CancelFunc)
 	// Cancelling ctx (stop, or the lease ended) aborts both the write and the settling re-read.
 	ctx, cancel := context.WithCancel(l.ctx)
 	ch := make(chan renewResult, 1)
-	version, exp := l.currentVersion()+1, now.Add(l.c.ttl)
-	go func() { ch <- l.renew(ctx, version, exp) }()
+	known, exp := l.currentVersion(), now.Add(l.c.ttl)
+	go func() { ch <- l.renew(ctx, known, exp) }()
 	return ch, cancel
 }
 
@@ -221,44 +229,106 @@ func (l *Lease) apply(r renewResult) bool {
 	return false
 }
 
-// renew writes the new expiry and version, fenced on owner and token. An error that leaves the
-// outcome unknown is settled by a consistent re-read: our owner, token and new version on the item
-// mean the renew landed.
-func (l *Lease) renew(ctx context.Context, version int64, exp time.Time) renewResult {
+// renew writes a new expiry with the next version, fenced on owner and token and conditioned on
+// known, the version of the last renewal we know landed. So every landed renew moves the version
+// on (and with it what a contender's take is conditioned on), and a renew of unknown outcome can
+// land only on the item as we know it: never after a later renew, where it would put back an
+// earlier expiry than the one we believe in.
+//
+// When the item turns out to carry a later version of ours (an earlier renew whose answer was
+// lost landed after all), the lease adopts that item's version and expiry, as those are what
+// contenders see: a condition failure that returns it renews once more on top of it; an unknown
+// outcome settled by a consistent re-read keeps it.
+func (l *Lease) renew(ctx context.Context, known int64, exp time.Time) renewResult {
 	c := l.c
 	// A hung call gives up after one heartbeat (real time), so a later heartbeat can try again;
 	// the local expiry does not wait for it either way.
 	wctx, cancel := context.WithTimeout(ctx, c.heartbeat)
 	defer cancel()
-	_, err := c.db.UpdateItem(wctx, &dynamodb.UpdateItemInput{
+	var adopted renewResult
+	for range 2 {
+		err := l.sendRenew(wctx, known, exp)
+		if err == nil {
+			return renewResult{outcome: "ok", version: known + 1, expiresAt: exp}
+		}
+		if _, ok := conditionFailed(err); !ok {
+			return orAdopted(l.settleRenew(ctx, known, err), adopted)
+		}
+		cur, rerr := l.conditionFailedItem(wctx, err)
+		switch {
+		case rerr != nil:
+			return orAdopted(renewResult{outcome: "unknown", err: errors.Join(err, rerr)}, adopted)
+		case !l.ours(cur):
+			return renewResult{outcome: "lost", err: l.lost("renew found owner %q token %d released %t", cur.owner, cur.token, cur.released)}
+		case cur.version <= known:
+			return orAdopted(renewResult{outcome: "unknown", err: fmt.Errorf("lock: renew refused on version %d, ours: %w", cur.version, err)}, adopted)
+		}
+		adopted = renewResult{outcome: "settled", version: cur.version, expiresAt: cur.expiresAt}
+		if !cur.expiresAt.Before(exp) {
+			break // our own write, whose first answer was lost to the SDK's retry
+		}
+		known = cur.version
+	}
+	return adopted
+}
+
+// orAdopted is r, or adopted (when set) in place of an unknown outcome: a renew that found an
+// earlier renew of ours landed keeps what it learned when its second write's outcome is unknown.
+func orAdopted(r, adopted renewResult) renewResult {
+	if r.outcome == "unknown" && adopted.outcome != "" {
+		return adopted
+	}
+	return r
+}
+
+// sendRenew is the renew's write: the new expiry and version known+1, on the item as we know it.
+func (l *Lease) sendRenew(ctx context.Context, known int64, exp time.Time) error {
+	c := l.c
+	_, err := c.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(c.table),
 		Key:                                 key(l.pk, l.slot),
 		UpdateExpression:                    aws.String("SET #exp = :exp, #version = :version"),
-		ConditionExpression:                 aws.String(fencedCondition),
+		ConditionExpression:                 aws.String(fencedCondition + " AND #version = :known"),
 		ExpressionAttributeNames:            fencedNames(map[string]string{"#exp": attrExpiresAt, "#version": attrVersion}),
-		ExpressionAttributeValues:           l.fencedValues(map[string]types.AttributeValue{":exp": avT(exp), ":version": avN(version)}),
+		ExpressionAttributeValues:           l.fencedValues(map[string]types.AttributeValue{":exp": avT(exp), ":version": avN(known + 1), ":known": avN(known)}),
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
-	if err == nil {
-		return renewResult{outcome: "ok", version: version, expiresAt: exp}
+	return err
+}
+
+// conditionFailedItem is the item that failed a renew's condition: the one DynamoDB returned with
+// the failure, else (the item is gone, or the service left it out) a consistent re-read.
+func (l *Lease) conditionFailedItem(ctx context.Context, err error) (slotItem, error) {
+	cf, _ := conditionFailed(err)
+	if cur := decodeSlot(cf.Item); cur.exists {
+		return cur, nil
 	}
-	if cf, ok := conditionFailed(err); ok {
-		cur := decodeSlot(cf.Item)
-		return renewResult{outcome: "lost", err: l.lost("renew found owner %q token %d released %t", cur.owner, cur.token, cur.released)}
-	}
+	return l.c.readSlot(ctx, l.pk, l.slot)
+}
+
+// ours reports whether cur is still this lease's item (writes are fenced on owner and token, so
+// every version past the acquisition's on it is one of our renewals).
+func (l *Lease) ours(cur slotItem) bool {
+	return cur.exists && cur.owner == l.c.owner && cur.token == l.token && !cur.released
+}
+
+// settleRenew decides a renew whose outcome is unknown (timeout, transport) by a consistent
+// re-read: a version of ours past known means a renew of ours landed (this one or an earlier one
+// whose answer was lost), and the item's expiry is the one the lease now has.
+func (l *Lease) settleRenew(ctx context.Context, known int64, err error) renewResult {
 	if ctx.Err() != nil {
 		return renewResult{outcome: "aborted", err: err}
 	}
-	rctx, rcancel := context.WithTimeout(ctx, c.heartbeat)
+	rctx, rcancel := context.WithTimeout(ctx, l.c.heartbeat)
 	defer rcancel()
-	cur, rerr := c.readSlot(rctx, l.pk, l.slot)
+	cur, rerr := l.c.readSlot(rctx, l.pk, l.slot)
 	switch {
 	case rerr != nil:
 		return renewResult{outcome: "unknown", err: errors.Join(err, rerr)}
-	case cur.owner != c.owner || cur.token != l.token || cur.released:
+	case !l.ours(cur):
 		return renewResult{outcome: "lost", err: l.lost("renew failed (%v) and the item shows owner %q token %d released %t", err, cur.owner, cur.token, cur.released)}
-	case cur.version == version:
-		return renewResult{outcome: "settled", version: version, expiresAt: exp}
+	case cur.version > known:
+		return renewResult{outcome: "settled", version: cur.version, expiresAt: cur.expiresAt}
 	default:
 		return renewResult{outcome: "unknown", err: err}
 	}

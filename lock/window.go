@@ -178,8 +178,6 @@ func (c *Client) setCursor(pk string, k int) {
 // readRange reads slots lo..hi-1 with one consistent Query on the sort key (more only past 1 MB);
 // from lo = 0 it includes the meta item (sk -1).
 func (c *Client) readRange(ctx context.Context, pk string, lo, hi int) (map[int]slotItem, metaItem, error) {
-	slots := map[int]slotItem{}
-	var meta metaItem
 	from := lo
 	if from == 0 {
 		from = metaSK
@@ -193,24 +191,7 @@ func (c *Client) readRange(ctx context.Context, pk string, lo, hi int) (map[int]
 		},
 		ConsistentRead: aws.Bool(true),
 	}
-	for {
-		out, err := c.db.Query(ctx, in)
-		if err != nil {
-			return nil, meta, fmt.Errorf("lock: query %q %d..%d: %w", pk, lo, hi-1, c.readErr(err))
-		}
-		for _, it := range out.Items {
-			if getN(it, attrSK) == metaSK {
-				meta = decodeMeta(it)
-				continue
-			}
-			s := decodeSlot(it)
-			slots[s.sk] = s
-		}
-		if len(out.LastEvaluatedKey) == 0 {
-			return slots, meta, nil
-		}
-		in.ExclusiveStartKey = out.LastEvaluatedKey
-	}
+	return c.query(ctx, in, fmt.Sprintf("%q %d..%d", pk, lo, hi-1))
 }
 
 // readMeta reads the group's meta item with a consistent GetItem.

@@ -435,14 +435,7 @@ func (s *Scanner) describe(ctx context.Context) error {
 		return fmt.Errorf("scan: describe table %q: %w", s.cfg.Table, err)
 	}
 	t := out.Table
-	var keys []string
-	for _, k := range t.KeySchema {
-		if k.KeyType == types.KeyTypeHash {
-			keys = append([]string{aws.ToString(k.AttributeName)}, keys...)
-		} else {
-			keys = append(keys, aws.ToString(k.AttributeName))
-		}
-	}
+	keys := KeyAttributes(t.KeySchema)
 	if s.plan.Mode == ModeIndex && !slices.ContainsFunc(t.GlobalSecondaryIndexes, func(g types.GlobalSecondaryIndexDescription) bool {
 		return aws.ToString(g.IndexName) == s.cfg.IndexName
 	}) {
@@ -652,4 +645,18 @@ func (s *Scanner) pageAcked(p *pageState) {
 		s.cbVersion = v
 		s.cfg.OnCheckpoint(cp)
 	}
+}
+
+// KeyAttributes is a table's primary key attribute names: the partition key, then the sort key if
+// there is one.
+func KeyAttributes(schema []types.KeySchemaElement) []string {
+	var keys []string
+	for _, k := range schema {
+		if k.KeyType == types.KeyTypeHash {
+			keys = append([]string{aws.ToString(k.AttributeName)}, keys...)
+		} else {
+			keys = append(keys, aws.ToString(k.AttributeName))
+		}
+	}
+	return keys
 }

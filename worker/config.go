@@ -78,6 +78,14 @@ type Config struct {
 	Projection []string
 	// ReadRate limits this worker's scan to so many RCU per second. Defaults to 0 (unlimited).
 	ReadRate float64
+	// WriteRate limits this worker's ledger writes (claims, completions, retries, dead letters,
+	// releases, leaving the pending index; not lease heartbeats or checkpoints) to so many WCU per
+	// second, as DynamoDB reports them (ConsumedCapacity): each write waits for its estimated cost
+	// (1 WCU per KB of the update, twice in a transaction) and is settled on what it consumed
+	// (at least 1 WCU a write, 2 per item of a transaction). It
+	// adapts: a throttled write halves the allowed rate, which climbs back by WriteRate/10 each
+	// second without one (Stats.WriteThrottles, Stats.WriteRateAllowed). Defaults to 0 (unlimited).
+	WriteRate float64
 	// PageSize is the number of items a scan request evaluates. Smaller pages checkpoint more
 	// often (a successor rescans less), larger ones cost fewer requests. Defaults to 1000 (or the
 	// scan package's automatic size when ReadRate is set).
@@ -94,8 +102,13 @@ type Config struct {
 	// honoured), or dead-lettered on a Permanent error or at MaxAttempts. Item.Attempt is the
 	// recorded attempts + 1, and items already done or failed are skipped before their handler:
 	// the inline ledger reads both from the scanned item, the table ledger with one BatchGetItem
-	// per 100 items of a page. Defaults to false.
+	// per 100 items of a page. The completing write sets only the status and done_at (see
+	// CompleteOnlyAudit). Defaults to false.
 	CompleteOnly bool
+	// CompleteOnlyAudit makes complete-only completions also record who completed the item (owner,
+	// slot, lease token) and count the successful attempt in attempts, as a claim does, for audits:
+	// a longer write. Failed attempts are counted either way. Defaults to false.
+	CompleteOnlyAudit bool
 
 	// LeaseTTL is the slot lease's time to live; it must exceed 2 x Heartbeat. Defaults to 10s.
 	LeaseTTL time.Duration
@@ -146,7 +159,8 @@ type Config struct {
 	// WriteTimeout bounds each write that records an item's outcome (claim, complete, retry, dead
 	// letter, release). These writes are not cut short by shutdown, so a graceful stop never
 	// leaves an outcome unknown; WriteTimeout bounds how long a stop waits on an unreachable
-	// DynamoDB. Defaults to 30s.
+	// DynamoDB. They end with the slot's lease: none (nor the SDK's repeat of one) is sent once
+	// the lease is lost or expired by the worker's clock. Defaults to 30s.
 	WriteTimeout time.Duration
 	// LeaseWriteTimeout bounds each lease write that must outlive a shutdown: saving the
 	// checkpoint, marking the slot finished, releasing the lease. Defaults to 10s.
@@ -301,6 +315,8 @@ func (c *Config) validate() error {
 		return bad("Workers", "must be at least 1, got %d", c.Workers)
 	case !(c.ReadRate >= 0) || math.IsInf(c.ReadRate, 1): // NaN fails every comparison
 		return bad("ReadRate", "must be a finite number >= 0, got %g", c.ReadRate)
+	case !(c.WriteRate >= 0) || math.IsInf(c.WriteRate, 1):
+		return bad("WriteRate", "must be a finite number >= 0 (0: unlimited), got %g", c.WriteRate)
 	case c.PageSize < 0:
 		return bad("PageSize", "must not be negative, got %d", c.PageSize)
 	case c.SubSegments < 1 || c.SubSegments > maxSegments:

@@ -49,7 +49,8 @@
 // nil completes the item. A plain error is a failed attempt, retried with exponential backoff until
 // Config.MaxAttempts, then dead-lettered with the error text. [RetryAfter] sets the next attempt's
 // time; [Permanent] dead-letters at once. A panic is recovered and counts as a failed attempt.
-// Complete-only mode (Config.CompleteOnly) counts failed attempts the same way.
+// Complete-only mode (Config.CompleteOnly) counts failed attempts the same way; its completing
+// write sets only the status and done_at unless Config.CompleteOnlyAudit.
 //
 // # Handler contexts
 //
@@ -63,7 +64,12 @@
 //
 // Writes that record an outcome (claim, complete, retry, dead letter, release) are not cut short by
 // shutdown; Config.WriteTimeout bounds each of them, Config.LeaseWriteTimeout the lease writes made
-// while stopping (checkpoint, finish, release).
+// while stopping (checkpoint, finish, release). They end with the slot's lease, though: once the
+// lease is lost or has expired by the worker's clock, no ledger write made for the slot is sent,
+// not even the SDK's repeat of one sent before. A write so cut short has an unknown outcome, which
+// is settled by reads only (no claim is undone or released after the lease ended): the claim
+// stays until the slot's next holder reclaims it at once by its newer token, or it expires, and
+// the items the pass had not acknowledged are rescanned by the next holder.
 //
 // A group can be paused (lock.Client.PauseGroup, `dynapart pause`): a slot holder reads the flag
 // once per heartbeat and, while it is set, claims nothing new (batch claims whose handler has not

@@ -108,9 +108,12 @@ func claimDeadline(ttl time.Duration, until time.Time) time.Time {
 const maxClaimMargin = 5 * time.Second
 
 // giveBackLate releases a batched claim that waited too long: the attempt is not counted and the
-// item is handled again on the next pass.
+// item is handled again on the next pass. Once the lease has ended nothing is written.
 func (p *pass) giveBackLate(ctx context.Context, t task) {
 	cl := *t.claim
+	if p.leaseEnded() {
+		return // not acknowledged: the next holder rescans it
+	}
 	if err := p.e.ledger.Release(ctx, cl, p.w.cfg.Clock.Now()); err == nil {
 		p.w.stats.released.Add(1)
 		p.w.itemEvent(OutcomeReleased, t.key, cl.Slot, cl.Attempt, 0)

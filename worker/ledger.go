@@ -55,6 +55,10 @@ type ClaimRequest struct {
 	// group). A live claim is taken over at once only by a larger token of the same slot and the
 	// same scope; a claim of another scope (another group on the same table) waits for its expiry.
 	Scope string
+	// statusOnly makes CompleteOnly write only the status and done_at (and the table ledger's row
+	// identity): not Owner, Slot and Token, and no attempt counted. Run sets it unless
+	// Config.CompleteOnlyAudit; a request built elsewhere gets the full write.
+	statusOnly bool
 }
 
 // Claim is a claim held by the caller. Its fields fence every later write.
@@ -129,6 +133,8 @@ type Ledger interface {
 	Complete(ctx context.Context, c Claim, now time.Time) error
 	// CompleteOnly moves an item to done without a claim, in one conditional write, unless it is
 	// done already (then done = false). For handlers that are themselves one conditional write.
+	// The built-in ledgers record req's Owner, Slot and Token and count the attempt, except for
+	// Run's requests when Config.CompleteOnlyAudit is off: then only the status and done_at.
 	CompleteOnly(ctx context.Context, req ClaimRequest) (done bool, err error)
 	// Retry records a failed attempt: pending again at retryAt, with the error text.
 	Retry(ctx context.Context, c Claim, errText string, retryAt time.Time) error

@@ -62,8 +62,12 @@ func (l *ledgerCore) completeChunk(ctx context.Context, claims []Claim, now time
 			}
 			continue
 		case txFailed:
-			// Unknown outcome: each claim stays as it is on the server until its TTL.
-			setErrs(errs, pending, l.wrapErr("complete (transaction)", l.row.table, err))
+			// Unknown outcome: each claim stays as it is on the server until its TTL (a
+			// transaction the lease's end cut short is settled by reads, see settleCut).
+			werr := l.wrapErr("complete (transaction)", l.row.table, err)
+			for _, i := range pending {
+				errs[i] = l.settleCut(ctx, "complete", claims[i], werr)
+			}
 			return
 		}
 		var again []int

@@ -10,13 +10,7 @@ import (
 )
 
 func (l *ledgerCore) addWCU(c *types.ConsumedCapacity) {
-	if c == nil {
-		return
-	}
-	u := aws.ToFloat64(c.WriteCapacityUnits)
-	if u == 0 {
-		u = aws.ToFloat64(c.CapacityUnits)
-	}
+	u := wcuOf(c)
 	if u == 0 {
 		return
 	}
@@ -26,6 +20,26 @@ func (l *ledgerCore) addWCU(c *types.ConsumedCapacity) {
 			return
 		}
 	}
+}
+
+// wcuOf is the write capacity c reports (none: 0).
+func wcuOf(c *types.ConsumedCapacity) float64 {
+	if c == nil {
+		return 0
+	}
+	if u := aws.ToFloat64(c.WriteCapacityUnits); u != 0 {
+		return u
+	}
+	return aws.ToFloat64(c.CapacityUnits)
+}
+
+// sumWCU is the write capacity of one answer's ConsumedCapacity (one per table).
+func sumWCU(cs []types.ConsumedCapacity) float64 {
+	var u float64
+	for i := range cs {
+		u += wcuOf(&cs[i])
+	}
+	return u
 }
 
 func (l *ledgerCore) consumedWCU() float64 { return math.Float64frombits(l.wcuBits.Load()) }

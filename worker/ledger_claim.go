@@ -152,9 +152,10 @@ func (l *ledgerCore) claimReasons(ctx context.Context, reqs []ClaimRequest, rowK
 	return again, conflicted, nil
 }
 
-// unclaimSettled gives the claims of a transaction back (see unclaimAll), with a settle context.
+// unclaimSettled gives the claims of a transaction back (see unclaimAll) under a settling write's
+// context: nothing is written once ctx's fence (the lease) has ended.
 func (l *ledgerCore) unclaimSettled(ctx context.Context, reqs []ClaimRequest, rowKeys []Key, idxs []int) {
-	sctx, cancel := settleContext(ctx)
+	sctx, cancel := settleWriteContext(ctx)
 	defer cancel()
 	l.unclaimAll(sctx, reqs, rowKeys, idxs)
 }
@@ -190,13 +191,17 @@ func (l *ledgerCore) claimOne(ctx context.Context, r ClaimRequest, rowKey Key) (
 	return l.settleClaim(sctx, r, rowKey, werr)
 }
 
-// update runs one conditional UpdateItem. It counts capacity and condition failures, and tries
+// update runs one conditional UpdateItem; nothing is sent once ctx's fence (the lease the write is
+// made for) has ended. It counts capacity and condition failures, and tries
 // again (a few times, with backoff) when the item was locked by a transaction in flight: the
 // outcome of such a write is known (nothing was written), so trying again is safe.
 func (l *ledgerCore) update(ctx context.Context, in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+	if fenceEnded(ctx) {
+		return nil, fmt.Errorf("update: %w (%w)", errFenceEnded, context.Cause(fenceOf(ctx)))
+	}
 	in.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
 	for conflicts := 0; ; conflicts++ {
-		out, err := l.db.UpdateItem(ctx, in)
+		out, err := l.updateItem(ctx, in)
 		if err == nil {
 			l.addWCU(out.ConsumedCapacity)
 			return out, nil

@@ -18,7 +18,8 @@ import (
 // transitions), ledger_decode.go (reading state), ledger_scan.go (scans and counting),
 // ledger_capacity.go (capacity and errors), ledger_keys.go (key encoding), ledger_index.go (what
 // the worker reads and writes through the ledger: the prefilter's state, the scan projection and
-// leaving the pending index) and ledger_settle.go (settling writes of unknown outcome). The two
+// leaving the pending index), ledger_settle.go (settling writes of unknown outcome) and
+// ledger_wlimit.go (the write gate every write passes: throttles, Config.WriteRate). The two
 // ledgers differ only in where the state row lives (the item itself, or a row of the ledger
 // table) and in how they count and list items.
 
@@ -102,6 +103,7 @@ type ledgerExprs struct {
 	completeUpdate                         string
 	retryUpdate, deadUpdate, releaseUpdate string
 	completeOnlyCond, completeOnlyUpdate   string
+	completeOnlyLean                       string // the default complete-only write: status and done_at
 }
 
 // ledgerCore implements the transitions for both ledgers.
@@ -118,6 +120,7 @@ type ledgerCore struct {
 
 	wcuBits      atomic.Uint64 // float64 bits
 	condFailures atomic.Int64
+	gate         *writeGate // every write passes through it; set by the Worker (nil: none)
 }
 
 func newLedgerCore(db LedgerClient, name string, keyAttrs []string, attrs stateAttrs, row ledgerRow) (*ledgerCore, error) {
@@ -157,7 +160,16 @@ func newLedgerCore(db LedgerClient, name string, keyAttrs []string, attrs stateA
 		l.names[p] = a
 		rm += ", " + p
 	}
+	removeOnDone := ""
+	if rm != "" {
+		removeOnDone = " REMOVE " + rm[2:]
+	}
 	extra := row.claimSet
+	// The writes carry what exactly-once needs and no more (DynamoDB Local's cost grows with an
+	// update expression's size). claim_until means something only while claimed and retry_at only
+	// while in retry (decodeState reads them so, and every condition that reads them tests the
+	// status first), so no transition removes them: the next state overwrites or ignores them.
+	// A completion sets no owner (the claim it is fenced on wrote it).
 	l.x = ledgerExprs{
 		// Not done, not failed, and: no state, a retry that is due, or a claim that expired or
 		// was made under an older lease token of the caller's slot in the caller's scope (tokens
@@ -167,19 +179,21 @@ func newLedgerCore(db LedgerClient, name string, keyAttrs []string, attrs stateA
 			" OR (#status = :claimed AND (attribute_not_exists(#claimUntil) OR #claimUntil <= :now" +
 			" OR (#slot = :slot AND #token < :token AND #scope = :scope))))",
 		claimUpdate: "SET #status = :claimed, #owner = :owner, #slot = :slot, #token = :token, #scope = :scope, #claimUntil = :until" +
-			extra + " REMOVE #retryAt ADD #attempts :one",
-		fenceCond:        exists + "#status = :claimed AND #owner = :owner AND #slot = :slot AND #token = :token AND #attempts = :attempt",
-		completeUpdate:   "SET #status = :done, #doneAt = :now REMOVE #claimUntil, #retryAt" + rm,
-		retryUpdate:      "SET #status = :retry, #retryAt = :retryAt, #error = :error REMOVE #claimUntil",
-		deadUpdate:       "SET #status = :failed, #error = :error, #failedAt = :now REMOVE #claimUntil, #retryAt" + rm,
-		releaseUpdate:    "SET #status = :retry, #retryAt = :now REMOVE #claimUntil ADD #attempts :minusOne",
+			extra + " ADD #attempts :one",
+		// status = claimed implies the item exists: the inline ledger needs no exists test here.
+		fenceCond:        "#status = :claimed AND #owner = :owner AND #slot = :slot AND #token = :token AND #attempts = :attempt",
+		completeUpdate:   "SET #status = :done, #doneAt = :now" + removeOnDone,
+		retryUpdate:      "SET #status = :retry, #retryAt = :retryAt, #error = :error",
+		deadUpdate:       "SET #status = :failed, #error = :error, #failedAt = :now" + removeOnDone,
+		releaseUpdate:    "SET #status = :retry, #retryAt = :now ADD #attempts :minusOne",
 		completeOnlyCond: exists + "(attribute_not_exists(#status) OR NOT (#status IN (:done, :failed)))",
 		completeOnlyUpdate: "SET #status = :done, #owner = :owner, #slot = :slot, #token = :token, #doneAt = :now" +
-			extra + " REMOVE #claimUntil, #retryAt" + rm + " ADD #attempts :one",
+			extra + removeOnDone + " ADD #attempts :one",
+		completeOnlyLean: "SET #status = :done, #doneAt = :now" + extra + removeOnDone,
 	}
 	l.placeholders = map[string][]string{}
 	for _, e := range []string{l.x.claimCond, l.x.claimUpdate, l.x.fenceCond, l.x.completeUpdate, l.x.retryUpdate,
-		l.x.deadUpdate, l.x.releaseUpdate, l.x.completeOnlyCond, l.x.completeOnlyUpdate} {
+		l.x.deadUpdate, l.x.releaseUpdate, l.x.completeOnlyCond, l.x.completeOnlyUpdate, l.x.completeOnlyLean} {
 		l.placeholders[e] = ledgerPlaceholderRE.FindAllString(e, -1)
 	}
 	return l, nil

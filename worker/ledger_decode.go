@@ -26,9 +26,11 @@ func (l *ledgerCore) state(ctx context.Context, key Key) (ItemState, error) {
 	return l.decodeState(out.Item), nil
 }
 
+// decodeState reads a row's state. ClaimUntil is read only while the item is claimed and RetryAt
+// only while it waits for a retry: the transitions leave them behind rather than remove them.
 func (l *ledgerCore) decodeState(item map[string]types.AttributeValue) ItemState {
 	a := l.attrs
-	return ItemState{
+	st := ItemState{
 		Status:     Status(ledgerStr(item[a.status])),
 		Owner:      ledgerStr(item[a.owner]),
 		Slot:       int(ledgerNum(item[a.slot])),
@@ -40,6 +42,13 @@ func (l *ledgerCore) decodeState(item map[string]types.AttributeValue) ItemState
 		DoneAt:     ledgerTime(item[a.doneAt]),
 		Error:      ledgerStr(item[a.error]),
 	}
+	if st.Status != StatusClaimed {
+		st.ClaimUntil = time.Time{}
+	}
+	if st.Status != StatusRetry {
+		st.RetryAt = time.Time{}
+	}
+	return st
 }
 
 func ledgerStr(v types.AttributeValue) string {

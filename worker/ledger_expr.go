@@ -64,6 +64,21 @@ func (l *ledgerCore) claimRequestVals(r ClaimRequest) map[string]types.Attribute
 	return vals
 }
 
+// completeOnlyVals are the values of a complete-only write: the lean one (r.statusOnly) uses only
+// the statuses, the time and the table ledger's row identity.
+func (l *ledgerCore) completeOnlyVals(r ClaimRequest) map[string]types.AttributeValue {
+	if !r.statusOnly {
+		return l.claimRequestVals(r)
+	}
+	vals := map[string]types.AttributeValue{
+		":done": ledgerS(string(StatusDone)), ":failed": ledgerS(string(StatusFailed)), ":now": ledgerMillis(r.Now),
+	}
+	if l.row.claimVals != nil {
+		l.row.claimVals(r.Key, vals)
+	}
+	return vals
+}
+
 // truncateErrorText keeps the stored error under maxErrorText bytes of valid UTF-8.
 func truncateErrorText(s string) string {
 	s = strings.ToValidUTF8(s, "\uFFFD")

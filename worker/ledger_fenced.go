@@ -68,7 +68,7 @@ func (l *ledgerCore) fenced(ctx context.Context, op string, c Claim, update stri
 		// answer was lost and which landed (the row then shows exactly this write).
 		return l.settleFenced(ctx, op, c, ccf.Item)
 	}
-	return l.wrapErr(op, l.row.table, err)
+	return l.settleCut(ctx, op, c, l.wrapErr(op, l.row.table, err))
 }
 
 func (l *ledgerCore) completeOnly(ctx context.Context, r ClaimRequest) (bool, error) {
@@ -76,10 +76,14 @@ func (l *ledgerCore) completeOnly(ctx context.Context, r ClaimRequest) (bool, er
 	if err != nil {
 		return false, err
 	}
-	names, vals := l.exprInput(l.claimRequestVals(r), l.x.completeOnlyCond, l.x.completeOnlyUpdate)
+	update := l.x.completeOnlyUpdate
+	if r.statusOnly {
+		update = l.x.completeOnlyLean
+	}
+	names, vals := l.exprInput(l.completeOnlyVals(r), l.x.completeOnlyCond, update)
 	_, err = l.update(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(l.row.table), Key: rowKey,
-		ConditionExpression: aws.String(l.x.completeOnlyCond), UpdateExpression: aws.String(l.x.completeOnlyUpdate),
+		ConditionExpression: aws.String(l.x.completeOnlyCond), UpdateExpression: aws.String(update),
 		ExpressionAttributeNames: names, ExpressionAttributeValues: vals,
 	})
 	if err == nil {

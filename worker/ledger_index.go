@@ -38,7 +38,7 @@ func (l *ledgerCore) removeAttr(ctx context.Context, table string, key Key, attr
 		names[n] = k
 		cond.WriteString("attribute_exists(" + n + ")")
 	}
-	out, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	out, err := l.updateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(table), Key: key, UpdateExpression: aws.String("REMOVE #s"),
 		ConditionExpression: aws.String(cond.String()), ExpressionAttributeNames: names,
 		ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,

@@ -63,3 +63,7 @@ func (l ledgerOps) ConsumedWCU() float64 { return l.core.consumedWCU() }
 // ConditionFailures counts the ledger's writes whose condition failed (items taken or finished by
 // someone else, stale claims).
 func (l ledgerOps) ConditionFailures() int64 { return l.core.condFailures.Load() }
+
+// useWriteGate sends the ledger's writes through g (see writeGate); a Worker calls it before the
+// ledger's first write.
+func (l ledgerOps) useWriteGate(g *writeGate) { l.core.gate = g }

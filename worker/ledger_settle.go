@@ -63,11 +63,27 @@ func (l *ledgerCore) settleFenced(ctx context.Context, op string, c Claim, old m
 		ErrClaimLost, op, l.name, l.row.table, c.Owner, c.Slot, c.Token, c.Attempt)
 }
 
+// settleCut settles by a read a fenced write that failed with err (outcome unknown) because ctx's
+// fence (the lease) ended while it was in flight: nil when the row shows the write applied, else
+// err. It writes nothing; a write the fence kept from being sent is not read for.
+func (l *ledgerCore) settleCut(ctx context.Context, op string, c Claim, err error) error {
+	if !fenceEnded(ctx) || errors.Is(err, errFenceEnded) || refused(err) {
+		return err
+	}
+	rctx, cancel := settleContext(ctx)
+	defer cancel()
+	if l.settleFenced(rctx, op, c, nil) == nil {
+		return nil
+	}
+	return err
+}
+
 // settleClaim decides a claim whose write outcome is unknown (err). When a consistent read shows
 // the request's own claim, the item is claimed. When it shows anything else, the claim did not land
 // and err is returned: nothing was used up. When the read fails too, the claim is undone by a write
-// fenced by the request's exact claim (owner, slot, token and expiry), which gives the attempt back;
-// err is returned either way.
+// fenced by the request's exact claim (owner, slot, token and expiry), which gives the attempt back,
+// unless ctx's fence (the lease) has ended: then nothing is written (see settleWriteContext); err is
+// returned either way.
 func (l *ledgerCore) settleClaim(ctx context.Context, r ClaimRequest, rowKey Key, err error) (ClaimOutcome, error) {
 	out, gerr := l.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(l.row.table), Key: rowKey, ConsistentRead: aws.Bool(true)})
 	if gerr == nil {
@@ -77,7 +93,9 @@ func (l *ledgerCore) settleClaim(ctx context.Context, r ClaimRequest, rowKey Key
 		}
 		return ClaimOutcome{}, err
 	}
-	if uerr := l.unclaim(ctx, r, rowKey); uerr != nil {
+	wctx, cancel := settleWriteContext(ctx)
+	defer cancel()
+	if uerr := l.unclaim(wctx, r, rowKey); uerr != nil {
 		return ClaimOutcome{}, fmt.Errorf("%w (and undoing the claim failed: %w)", err, uerr)
 	}
 	return ClaimOutcome{}, err
@@ -85,8 +103,12 @@ func (l *ledgerCore) settleClaim(ctx context.Context, r ClaimRequest, rowKey Key
 
 // unclaim gives back a claim the caller made but never learned of: pending again at once, the
 // attempt not counted. It writes only when the row shows exactly the request's claim; a row that
-// shows anything else (the claim never landed, or was taken over) is left alone.
+// shows anything else (the claim never landed, or was taken over) is left alone. Once ctx's fence
+// has ended it writes nothing and returns an error wrapping errFenceEnded.
 func (l *ledgerCore) unclaim(ctx context.Context, r ClaimRequest, rowKey Key) error {
+	if fenceEnded(ctx) {
+		return fmt.Errorf("undo claim: %w (%w)", errFenceEnded, context.Cause(fenceOf(ctx)))
+	}
 	vals := l.claimRequestVals(r)
 	vals[":minusOne"] = ledgerN(-1)
 	cond := "#status = :claimed AND #owner = :owner AND #slot = :slot AND #token = :token AND #claimUntil = :until"
@@ -100,14 +122,18 @@ func (l *ledgerCore) unclaimAll(ctx context.Context, reqs []ClaimRequest, rowKey
 	}
 }
 
-// settleContext is the context a settling read or undo runs under: not cut short by the caller's
-// cancellation (a shutdown must not leave a claim of unknown outcome), but bounded.
+// settleContext is the context a settling read runs under: not cut short by the caller's
+// cancellation (a shutdown or the end of the lease: a read changes nothing), but bounded. A
+// settling write runs under settleWriteContext.
 func settleContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 }
 
 // settleTimeout bounds a settling read or undo.
 const settleTimeout = 10 * time.Second
+
+// errFenceEnded: a settling write was not sent because the lease it was made for has ended.
+var errFenceEnded = errors.New("dynapart: not written: the lease has ended")
 
 // refused reports an error that says the request itself was refused (invalid, or its table is
 // missing): no attempt of it was applied. Any other error (a network error, a timeout, a server
@@ -130,7 +156,9 @@ func (l *ledgerCore) outcomeOfRefused(ctx context.Context, r ClaimRequest, rowKe
 	out, err := l.db.GetItem(sctx, &dynamodb.GetItemInput{TableName: aws.String(l.row.table), Key: rowKey, ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		werr := l.wrapErr("read back a refused claim", l.row.table, err)
-		if uerr := l.unclaim(sctx, r, rowKey); uerr != nil {
+		uctx, ucancel := settleWriteContext(ctx)
+		defer ucancel()
+		if uerr := l.unclaim(uctx, r, rowKey); uerr != nil {
 			return ClaimOutcome{}, fmt.Errorf("%w (and undoing the claim failed: %w)", werr, uerr)
 		}
 		return ClaimOutcome{}, werr

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -20,10 +21,14 @@ const (
 	txFailed                      // any other error: the outcome may be unknown
 )
 
-// transact runs one transaction and counts its capacity. With txCancelled, reasons has one
+// transact runs one transaction (none once ctx's fence has ended: txFailed) and counts its
+// capacity. With txCancelled, reasons has one
 // cancellation reason per item, in the order of items; err is the error DynamoDB returned.
 func (l *ledgerCore) transact(ctx context.Context, items []types.TransactWriteItem) (a txAnswer, reasons []types.CancellationReason, err error) {
-	out, err := l.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
+	if fenceEnded(ctx) {
+		return txFailed, nil, fmt.Errorf("transaction: %w (%w)", errFenceEnded, context.Cause(fenceOf(ctx)))
+	}
+	out, err := l.transactItems(ctx, &dynamodb.TransactWriteItemsInput{
 		TransactItems: items, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
 	})
 	if err == nil {

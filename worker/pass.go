@@ -23,8 +23,8 @@ type pass struct {
 	cp     slotCheckpoint // where the pass started
 	stopAt time.Time      // the deadline margin, zero when none
 
-	ctx      context.Context // Run's context: outcome writes outlive it (context.WithoutCancel)
-	fetchCtx context.Context // stops claiming: shutdown, lease loss, or the deadline margin
+	ctx      context.Context // Run's context: outcome writes outlive it (see writeContext)
+	fetchCtx context.Context // stops claiming: shutdown, lease loss, or the deadline margin; fenced by the lease
 	workCtx  context.Context // cancels handlers: lease loss, or DrainTimeout after fetchCtx ends
 
 	sc          *scan.Scanner
@@ -120,7 +120,9 @@ func (p *pass) startContexts() (stop func()) {
 	fetchCtx, cancelFetch := p.w.untilStop(p.lease.Context(), p.stopAt)
 	stopFetchOnCtx := context.AfterFunc(p.ctx, cancelFetch)
 	workCtx, cancelWork := context.WithCancelCause(p.lease.Context())
-	p.fetchCtx, p.workCtx = fetchCtx, workCtx
+	// The claims dispatch makes under fetchCtx are fenced by the lease: a claim cut short by a
+	// shutdown is still settled, one cut short by the lease's end is not (see withFence).
+	p.fetchCtx, p.workCtx = withFence(fetchCtx, p.lease.Context()), workCtx
 	drainDone := make(chan struct{})
 	drainExited := goDone(func() { p.drainTimer(drainDone, cancelWork) })
 	return func() {
@@ -295,10 +297,20 @@ func (p *pass) again(due time.Time) {
 	p.mu.Unlock()
 }
 
-// writeContext is for writes that record an outcome: they must not be cut short by shutdown.
+// writeContext is for the ledger writes made for the slot (claim, complete, retry, dead letter,
+// release): not cut short by a shutdown (the lease outlives the drain: it is released only after
+// the pass has returned), bounded by WriteTimeout, and ended with the lease, so that neither the
+// write nor the SDK's repeats of it are sent once the lease has ended (lost, expired by the
+// holder's clock, or released). Such a write's outcome is unknown; it is settled by reads only,
+// never by a new write (see withFence).
 func (p *pass) writeContext() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(p.ctx), p.w.cfg.WriteTimeout)
+	lctx := p.lease.Context()
+	ctx, cancel := context.WithTimeout(lctx, p.w.cfg.WriteTimeout)
+	return withFence(ctx, lctx), cancel
 }
+
+// leaseEnded reports whether the slot's lease has ended: nothing more may be written for it.
+func (p *pass) leaseEnded() bool { return p.lease.Context().Err() != nil }
 
 // goDone runs f in a goroutine and returns a channel closed when f returns.
 func goDone(f func()) <-chan struct{} {

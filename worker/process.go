@@ -41,6 +41,10 @@ func (p *pass) process(t task) {
 		}
 	} else if claim = p.claimOne(wctx, t, now); claim == nil {
 		return
+	} else if p.workCtx.Err() != nil {
+		// Stopped, or the lease ended, while claiming: the handler does not start.
+		p.interrupted(wctx, t, *claim, 0)
+		return
 	}
 	if claim.Attempt > c.MaxAttempts {
 		// Earlier attempts ended without an outcome (their workers died): do not loop forever.
@@ -110,16 +114,26 @@ func (p *pass) handle(wctx context.Context, t task, claim Claim) {
 	case herr == nil:
 		p.completed(wctx, t, claim, p.e.ledger.Complete(wctx, claim, c.Clock.Now()), took)
 	case p.workCtx.Err() != nil && !expiring:
-		// Shutdown or lease loss interrupted the handler: give the item back, not counted.
-		if err := p.e.ledger.Release(wctx, claim, c.Clock.Now()); err == nil {
-			p.w.stats.released.Add(1)
-			p.w.itemEvent(OutcomeReleased, t.key, claim.Slot, claim.Attempt, took)
-		}
-		return // not acknowledged: the next holder rescans it
+		p.interrupted(wctx, t, claim, took)
+		return
 	default:
 		p.failed(wctx, claim, herr, took)
 	}
 	t.item.Ack()
+}
+
+// interrupted gives back a claim whose handler a shutdown or the lease's end interrupted (or kept
+// from starting): not counted, and not acknowledged, so the next holder rescans the item. Once the
+// lease has ended nothing is written: the claim stays, and the slot's next holder reclaims it at
+// once by its newer token (or it expires).
+func (p *pass) interrupted(wctx context.Context, t task, claim Claim, took time.Duration) {
+	if p.leaseEnded() {
+		return
+	}
+	if err := p.e.ledger.Release(wctx, claim, p.w.cfg.Clock.Now()); err == nil {
+		p.w.stats.released.Add(1)
+		p.w.itemEvent(OutcomeReleased, t.key, claim.Slot, claim.Attempt, took)
+	}
 }
 
 // completed records the outcome of a completion write.
@@ -219,7 +233,9 @@ func (p *pass) completeOnly(wctx context.Context, t task, now time.Time) {
 		t.item.Ack()
 		return
 	}
-	done, err := p.e.ledger.CompleteOnly(wctx, p.claimRequest(t.key, now, now))
+	req := p.claimRequest(t.key, now, now)
+	req.statusOnly = !c.CompleteOnlyAudit
+	done, err := p.e.ledger.CompleteOnly(wctx, req)
 	switch {
 	case err != nil:
 		c.Logger.Error("dynapart: complete", "slot", slot, "err", err)

@@ -54,6 +54,12 @@ type Stats struct {
 
 	RCU float64 `json:"rcu"` // read capacity consumed by the scans
 	WCU float64 `json:"wcu"` // write capacity consumed by the ledger
+	// WriteThrottles counts the ledger's write attempts DynamoDB throttled (those the SDK retried
+	// included, and transactions cancelled for throttling).
+	WriteThrottles int64 `json:"write_throttles"`
+	// WriteRateAllowed is the WCU per second Config.WriteRate allows now: WriteRate, or less for a
+	// while after throttling. 0 when unlimited.
+	WriteRateAllowed float64 `json:"write_rate_allowed"`
 }
 
 type wcuReporter interface{ ConsumedWCU() float64 }
@@ -70,6 +76,7 @@ func (w *Worker) Stats() Stats {
 		out.WCU = r.ConsumedWCU()
 	}
 	w.mu.Unlock()
+	out.WriteThrottles, out.WriteRateAllowed = w.gate.throttled(), w.gate.allowed()
 	out.Scanned, out.Claimed, out.Skipped = s.scanned.Load(), s.claimed.Load(), s.skipped.Load()
 	out.Completed, out.Retried, out.DeadLettered = s.completed.Load(), s.retried.Load(), s.deadLettered.Load()
 	out.Released, out.ClaimLost, out.Panics = s.released.Load(), s.claimLost.Load(), s.panics.Load()

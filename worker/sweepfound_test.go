@@ -117,16 +117,7 @@ func TestClaimRefusedWithoutOldImageSettled(t *testing.T) {
 			c := f.config(kind)
 			c.Client, c.Workers, c.Once, c.Concurrency, c.MaxAttempts = fc, 1, true, 1, 1
 			c.ClaimTTL, c.PollInterval = 2*time.Second, 50*time.Millisecond
-			w, err := New(c)
-			require.NoError(t, err)
-			hc := newHandlerCalls()
-			require.NoError(t, runOnceWithin(t, w, func(_ context.Context, it Item) error { hc.record(it); return nil }, time.Minute))
-			require.True(t, lose.used.Load())
-			for i := range n {
-				st := requireStatus(t, f, kind, itemKey(i), StatusDone)
-				require.Equal(t, 1, st.Attempts, "item %d: the claim never learned of used up no attempt", i)
-				require.Equal(t, 1, hc.calls[itemKey(i)], "item %d", i)
-			}
+			requireEachHandledOnce(t, f, c, n, &lose)
 		})
 	}
 }
@@ -156,16 +147,23 @@ func TestBatchClaimRefusedWithoutOldImageSettled(t *testing.T) {
 			c := f.config(kind)
 			c.Client, c.Workers, c.Once, c.Concurrency, c.MaxAttempts, c.BatchClaims = fc, 1, true, 4, 1, true
 			c.ClaimTTL, c.PollInterval = 5*time.Second, 50*time.Millisecond
-			w, err := New(c)
-			require.NoError(t, err)
-			hc := newHandlerCalls()
-			require.NoError(t, runOnceWithin(t, w, func(_ context.Context, it Item) error { hc.record(it); return nil }, time.Minute))
-			require.True(t, lose.used.Load(), "a claim transaction was sent")
-			for i := range n {
-				st := requireStatus(t, f, kind, itemKey(i), StatusDone)
-				require.Equal(t, 1, st.Attempts, "item %d: the claim never learned of used up no attempt", i)
-				require.Equal(t, 1, hc.calls[itemKey(i)], "item %d", i)
-			}
+			requireEachHandledOnce(t, f, c, n, &lose)
 		})
+	}
+}
+
+// requireEachHandledOnce runs a once-worker with c over the fixture's n items, after which the
+// fault (lose) must have fired, and every item be done, with one attempt and one handler call.
+func requireEachHandledOnce(t *testing.T, f *fixture, c Config, n int, lose *onceFlag) {
+	t.Helper()
+	w, err := New(c)
+	require.NoError(t, err)
+	hc := newHandlerCalls()
+	require.NoError(t, runOnceWithin(t, w, func(_ context.Context, it Item) error { hc.record(it); return nil }, time.Minute))
+	require.True(t, lose.used.Load(), "the fault fired")
+	for i := range n {
+		st := requireStatus(t, f, c.Ledger, itemKey(i), StatusDone)
+		require.Equal(t, 1, st.Attempts, "item %d: the claim never learned of used up no attempt", i)
+		require.Equal(t, 1, hc.calls[itemKey(i)], "item %d", i)
 	}
 }

@@ -31,7 +31,8 @@ type Worker struct {
 	scanner *scan.Scanner
 	rcuDone float64
 	ledger  Ledger
-	scope   string // ClaimRequest.Scope of every claim, see claimScope
+	scope   string     // ClaimRequest.Scope of every claim, see claimScope
+	gate    *writeGate // the ledger's writes pass through it (Config.WriteRate)
 }
 
 // New validates cfg, fills in its defaults and returns a Worker. It does no I/O: tables are
@@ -41,7 +42,7 @@ func New(cfg Config) (*Worker, error) {
 	if err := d.validate(); err != nil {
 		return nil, err
 	}
-	return &Worker{cfg: d, slot: -1, state: StateIdle, scope: claimScope(d), pause: newPauseState()}, nil
+	return &Worker{cfg: d, slot: -1, state: StateIdle, scope: claimScope(d), pause: newPauseState(), gate: newWriteGate(d.WriteRate)}, nil
 }
 
 // Config returns the configuration with its defaults filled in.
@@ -157,14 +158,7 @@ func (w *Worker) prepare(ctx context.Context) (*env, error) {
 		}
 		return nil, fmt.Errorf("dynapart: describe table %q: %w", c.Table, err)
 	}
-	var keyAttrs []string
-	for _, k := range out.Table.KeySchema {
-		if k.KeyType == types.KeyTypeHash {
-			keyAttrs = append([]string{aws.ToString(k.AttributeName)}, keyAttrs...)
-		} else {
-			keyAttrs = append(keyAttrs, aws.ToString(k.AttributeName))
-		}
-	}
+	keyAttrs := scan.KeyAttributes(out.Table.KeySchema)
 	if c.Mode == scan.ModeIndex {
 		found := false
 		for _, g := range out.Table.GlobalSecondaryIndexes {
@@ -208,6 +202,9 @@ func (w *Worker) prepare(ctx context.Context) (*env, error) {
 		lock.WithClock(c.Clock), lock.WithLogger(c.Logger))
 	if err != nil {
 		return nil, err
+	}
+	if g, ok := ledger.(interface{ useWriteGate(*writeGate) }); ok {
+		g.useWriteGate(w.gate)
 	}
 	w.mu.Lock()
 	w.ledger = ledger

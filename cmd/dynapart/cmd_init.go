@@ -2,7 +2,7 @@ package main
 
 import (
 	"fmt"
-	"os"
+	"io"
 
 	"github.com/spf13/cobra"
 
@@ -32,7 +32,7 @@ func newInitCmd(g *globals) *cobra.Command {
   dynapart init --table events --key pk:B --sort-key ts:N
   dynapart init --table their-own-table                 # any existing table, its key as it is
   dynapart init --table users --ledger-table dynapart-ledger`,
-		Args: cobra.NoArgs,
+		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if table == "" {
 				return usagef("--table is required")
@@ -45,31 +45,28 @@ func newInitCmd(g *globals) *cobra.Command {
 				return usagef("--lease-table and --ledger-table must differ from --table %q", table)
 			}
 			ctx := cmd.Context()
-			db, err := g.dynamoClient(ctx)
+			db, schema, created, err := g.ensureSource(ctx, src)
 			if err != nil {
 				return err
 			}
-			schema, created, err := ensureSourceTable(ctx, db, src)
-			if err != nil {
-				return err
-			}
-			report(created, "table", table)
-			fmt.Fprintf(os.Stderr, "table %q key: %s\n", table, schema)
+			stderr := cmd.ErrOrStderr()
+			report(stderr, created, "table", table)
+			fmt.Fprintf(stderr, "table %q key: %s\n", table, schema)
 			if err := lock.CreateTable(ctx, db, leaseTable); err != nil {
 				return err
 			}
-			fmt.Fprintf(os.Stderr, "lease table %q ready\n", leaseTable)
+			fmt.Fprintf(stderr, "lease table %q ready\n", leaseTable)
 			if ledgerTable != "" {
 				if err := worker.CreateLedgerTable(ctx, db, ledgerTable); err != nil {
 					return err
 				}
-				fmt.Fprintf(os.Stderr, "ledger table %q ready\n", ledgerTable)
+				fmt.Fprintf(stderr, "ledger table %q ready\n", ledgerTable)
 			}
 			if index {
 				if err := scan.CreatePendingIndex(ctx, db, table, indexName, shardAttr); err != nil {
 					return err
 				}
-				fmt.Fprintf(os.Stderr, "pending index %q (shard attribute %q) ready\n", indexName, shardAttr)
+				fmt.Fprintf(stderr, "pending index %q (shard attribute %q) ready\n", indexName, shardAttr)
 			}
 			return nil
 		},
@@ -85,10 +82,11 @@ func newInitCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
-func report(created bool, what, name string) {
+// report says on w whether a table was created or existed.
+func report(w io.Writer, created bool, what, name string) {
 	if created {
-		fmt.Fprintf(os.Stderr, "%s %q created\n", what, name)
+		fmt.Fprintf(w, "%s %q created\n", what, name)
 	} else {
-		fmt.Fprintf(os.Stderr, "%s %q exists\n", what, name)
+		fmt.Fprintf(w, "%s %q exists\n", what, name)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -25,20 +26,21 @@ same tables whatever credentials and region it uses.`,
 		Example: `  dynapart local                       # in-memory on :8000
   dynapart local --port 8001 --db-path ./ddb-data
   export DYNAPART_ENDPOINT=http://127.0.0.1:8000`,
-		Args: cobra.NoArgs,
+		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if port < 1 || port > 65535 {
 				return usagef("--port %d: want 1..65535", port)
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			fmt.Fprintln(os.Stderr, "dynapart: starting DynamoDB Local (installing it first if needed)...")
-			srv, err := localstack.Start(ctx, localstack.Options{Port: port, DBPath: dbPath, CacheDir: cacheDir, Output: os.Stderr})
+			stderr := cmd.ErrOrStderr()
+			fmt.Fprintln(stderr, "dynapart: starting DynamoDB Local (installing it first if needed)...")
+			srv, err := localstack.Start(ctx, localstack.Options{Port: port, DBPath: dbPath, CacheDir: cacheDir, Output: serverOutput(stderr)})
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(os.Stderr, "dynapart: DynamoDB Local is running at %s (Ctrl-C to stop)\n", srv.Endpoint())
-			fmt.Printf("export DYNAPART_ENDPOINT=%s\n", srv.Endpoint())
+			fmt.Fprintf(stderr, "dynapart: DynamoDB Local is running at %s (Ctrl-C to stop)\n", srv.Endpoint())
+			fmt.Fprintf(cmd.OutOrStdout(), "export DYNAPART_ENDPOINT=%s\n", srv.Endpoint())
 			select {
 			case <-ctx.Done():
 			case <-srv.Done():
@@ -51,4 +53,11 @@ same tables whatever credentials and region it uses.`,
 	cmd.Flags().StringVar(&dbPath, "db-path", "", "folder to persist tables in (default: in memory)")
 	cmd.Flags().StringVar(&cacheDir, "cache-dir", "", "where DynamoDB Local is installed (default: $DYNAPART_CACHE_DIR, the checkout's .cache, or ~/.cache/dynapart)")
 	return cmd
+}
+
+// serverOutput is where DynamoDB Local's own output goes: stderr when it is a file (the process's),
+// else nowhere.
+func serverOutput(stderr io.Writer) *os.File {
+	f, _ := stderr.(*os.File)
+	return f
 }

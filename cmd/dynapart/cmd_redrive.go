@@ -39,7 +39,7 @@ In index mode, a redriven item is not back in the pending index; a filter or seg
 		Example: `  dynapart redrive --table users
   dynapart redrive --table users --key user-17 --key user-42
   dynapart redrive --table users --ledger table --job campaign-42 --key '{"id":"user-17"}' --json`,
-		Args: cobra.NoArgs,
+		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			l, err := lf.open(ctx, g)
@@ -72,16 +72,9 @@ func (l *ledgerFlags) parseKeys(ctx context.Context, g *globals, raw []string) (
 	if len(raw) == 0 {
 		return nil, nil
 	}
-	db, err := g.dynamoClient(ctx)
+	_, t, err := g.describeSource(ctx, l.table)
 	if err != nil {
 		return nil, err
-	}
-	t, err := describe(ctx, db, l.table)
-	if err != nil {
-		return nil, err
-	}
-	if t == nil {
-		return nil, usagef("--table %q: table does not exist", l.table)
 	}
 	schema := tableSchema(t).specs()
 	out := make([]worker.Key, 0, len(raw))

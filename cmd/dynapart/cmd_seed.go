@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"os"
+	"io"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,7 +33,7 @@ has n (N), payload (S, --payload-bytes long) and grp (S, one of 10 groups).
 BatchWriteItem, 25 items a request, --parallel requests in flight; unprocessed items are retried.`,
 		Example: `  dynapart seed --table users --items 20000
   dynapart seed --table files --items 1000000 --key file_id:N --payload-bytes 400`,
-		Args: cobra.NoArgs,
+		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if table == "" {
 				return usagef("--table is required")
@@ -49,15 +49,12 @@ BatchWriteItem, 25 items a request, --parallel requests in flight; unprocessed i
 				return err
 			}
 			ctx := cmd.Context()
-			db, err := g.dynamoClient(ctx)
+			db, schema, _, err := g.ensureSource(ctx, src)
 			if err != nil {
 				return err
 			}
-			schema, _, err := ensureSourceTable(ctx, db, src)
-			if err != nil {
-				return err
-			}
-			return seed(ctx, db, table, schema, start, items, payload, parallel)
+			job := seedJob{db: db, table: table, schema: schema, start: start, items: items, payloadBytes: payload, parallel: parallel}
+			return job.run(ctx, cmd.ErrOrStderr())
 		},
 	}
 	f := cmd.Flags()
@@ -84,8 +81,18 @@ func demoKey(t types.ScalarAttributeType, i int) types.AttributeValue {
 	}
 }
 
-func seed(ctx context.Context, db *dynamodb.Client, table string, ks keySchema, start, items, payloadBytes, parallel int) error {
-	payload := strings.Repeat("x", payloadBytes)
+// seedJob writes items start..start+items-1 of demo data into a table.
+type seedJob struct {
+	db                                   *dynamodb.Client
+	table                                string
+	schema                               keySchema
+	start, items, payloadBytes, parallel int
+}
+
+// run writes the items, showing progress on stderr.
+func (j seedJob) run(ctx context.Context, stderr io.Writer) error {
+	db, table, ks, start, items, parallel := j.db, j.table, j.schema, j.start, j.items, j.parallel
+	payload := strings.Repeat("x", j.payloadBytes)
 	var written atomic.Int64
 	batches := make(chan []types.WriteRequest)
 	eg, ectx := errgroup.WithContext(ctx)
@@ -137,7 +144,7 @@ func seed(ctx context.Context, db *dynamodb.Client, table string, ks keySchema, 
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		showProgress(stop, "seed "+table, &written, int64(items))
+		showProgress(stderr, stop, "seed "+table, &written, int64(items))
 	}()
 	err := eg.Wait()
 	close(stop)
@@ -145,36 +152,30 @@ func seed(ctx context.Context, db *dynamodb.Client, table string, ks keySchema, 
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "seeded %d items into %q\n", written.Load(), table)
+	fmt.Fprintf(stderr, "seeded %d items into %q\n", written.Load(), table)
 	return nil
 }
 
 // showProgress draws a live bar on a terminal, or logs a line every 2s otherwise, until stop.
-func showProgress(stop <-chan struct{}, label string, n *atomic.Int64, total int64) {
-	tty := isTerminal(os.Stderr)
+func showProgress(w io.Writer, stop <-chan struct{}, label string, n *atomic.Int64, total int64) {
+	tty := isTerminal(w)
 	every := 2 * time.Second
 	if tty {
 		every = 200 * time.Millisecond
 	}
 	var m rateMeter
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			if tty {
-				clearLine(os.Stderr)
-			}
-			return
-		case now := <-t.C:
-			done := n.Load()
-			rate := m.update(now, done)
-			if tty {
-				clearLine(os.Stderr)
-				fmt.Fprintf(os.Stderr, "%s ▕%s▏ %d/%d %6.0f/s ETA %s", label, bar(done, total, 30), done, total, rate, eta(done, total, rate))
-			} else {
-				fmt.Fprintf(os.Stderr, "%s progress done=%d total=%d rate=%.0f/s\n", label, done, total, rate)
-			}
+	tick := func(now time.Time) {
+		done := n.Load()
+		rate := m.update(now, done)
+		if tty {
+			clearLine(w)
+			fmt.Fprintf(w, "%s ▕%s▏ %d/%d %6.0f/s ETA %s", label, bar(done, total, 30), done, total, rate, eta(done, total, rate))
+		} else {
+			fmt.Fprintf(w, "%s progress done=%d total=%d rate=%.0f/s\n", label, done, total, rate)
 		}
+	}
+	ticks(stop, every, tick)
+	if tty {
+		clearLine(w)
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,11 +11,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/dynapart/dynapart/lock"
 	"github.com/dynapart/dynapart/scan"
 	"github.com/dynapart/dynapart/worker"
 )
 
+// slotJSON is a slot as `status --json` prints it.
 type slotJSON struct {
 	Slot       int       `json:"slot"`
 	Owner      string    `json:"owner"`
@@ -60,7 +63,7 @@ document at /api/status; it runs until interrupted. The page's files are in the 
 		Example: `  dynapart status --group users/default
   dynapart status --group users/default --json | jq '.slots[] | select(.held)'
   dynapart status --group users/default --table users --serve 127.0.0.1:8080`,
-		Args: cobra.NoArgs,
+		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if group == "" {
 				return usagef("--group is required (the work command's --group, default TABLE/JOB)")
@@ -69,14 +72,7 @@ document at /api/status; it runs until interrupted. The page's files are in the 
 				return live.run(cmd, g, group, leaseTable)
 			}
 			ctx := cmd.Context()
-			db, err := g.dynamoClient(ctx)
-			if err != nil {
-				return err
-			}
-			if err := lock.CheckTable(ctx, db, leaseTable); err != nil {
-				return err
-			}
-			lc, err := lock.New(db, leaseTable)
+			lc, db, err := g.leaseClientAndDB(ctx, leaseTable)
 			if err != nil {
 				return err
 			}
@@ -86,8 +82,7 @@ document at /api/status; it runs until interrupted. The page's files are in the 
 			}
 			out := statusJSON{Group: group, Workers: st.N, Meta: st.Meta, Finished: st.N > 0, Paused: st.Paused}
 			for _, s := range st.Slots {
-				out.Slots = append(out.Slots, slotJSON{Slot: s.Slot, Owner: s.Owner, Token: s.Token, Version: s.Version,
-					Held: s.Held, ExpiresAt: s.ExpiresAt, Released: s.Released, Finished: s.Finished, Checkpoint: s.Checkpoint})
+				out.Slots = append(out.Slots, newSlotJSON(s))
 				out.Finished = out.Finished && s.Finished
 			}
 			if asJSON {
@@ -173,4 +168,29 @@ func positionSummary(cp string) string {
 		s += ", another pass needed"
 	}
 	return s
+}
+
+// newSlotJSON is the slot s of a lock group.
+func newSlotJSON(s lock.SlotStatus) slotJSON {
+	return slotJSON{Slot: s.Slot, Owner: s.Owner, Token: s.Token, Version: s.Version, Held: s.Held,
+		ExpiresAt: s.ExpiresAt, Released: s.Released, Finished: s.Finished, Checkpoint: s.Checkpoint}
+}
+
+// leaseClient makes the lock client of a lease table, which must exist.
+func (g *globals) leaseClient(ctx context.Context, leaseTable string) (*lock.Client, error) {
+	lc, _, err := g.leaseClientAndDB(ctx, leaseTable)
+	return lc, err
+}
+
+// leaseClientAndDB is leaseClient with the DynamoDB client it made, for reading other tables.
+func (g *globals) leaseClientAndDB(ctx context.Context, leaseTable string) (*lock.Client, *dynamodb.Client, error) {
+	db, err := g.dynamoClient(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := lock.CheckTable(ctx, db, leaseTable); err != nil {
+		return nil, nil, err
+	}
+	lc, err := lock.New(db, leaseTable)
+	return lc, db, err
 }

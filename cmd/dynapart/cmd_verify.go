@@ -4,11 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -28,6 +25,18 @@ func (l *ledgerFlags) add(f *pflag.FlagSet) {
 	f.StringVar(&l.prefix, "attr-prefix", worker.DefaultAttrPrefix, "inline ledger attribute prefix")
 }
 
+// runE is the RunE of a command that reads the ledger: run with the ledger open.
+func (l *ledgerFlags) runE(g *globals, run func(context.Context, *cobra.Command, worker.Ledger) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, _ []string) error {
+		led, err := l.open(cmd.Context(), g)
+		if err != nil {
+			return err
+		}
+		return run(cmd.Context(), cmd, led)
+	}
+}
+
+// open opens the ledger of the flags, checking that its tables exist.
 func (l *ledgerFlags) open(ctx context.Context, g *globals) (worker.Ledger, error) {
 	if l.table == "" {
 		return nil, usagef("--table is required")
@@ -35,25 +44,11 @@ func (l *ledgerFlags) open(ctx context.Context, g *globals) (worker.Ledger, erro
 	if l.kind != "inline" && l.kind != "table" {
 		return nil, usagef("--ledger %q: want inline or table", l.kind)
 	}
-	db, err := g.dynamoClient(ctx)
+	db, t, err := g.describeSource(ctx, l.table)
 	if err != nil {
 		return nil, err
 	}
-	t, err := describe(ctx, db, l.table)
-	if err != nil {
-		return nil, err
-	}
-	if t == nil {
-		return nil, usagef("--table %q: table does not exist", l.table)
-	}
-	var keys []string
-	for _, k := range t.KeySchema {
-		if k.KeyType == types.KeyTypeHash {
-			keys = append([]string{aws.ToString(k.AttributeName)}, keys...)
-		} else {
-			keys = append(keys, aws.ToString(k.AttributeName))
-		}
-	}
+	keys := tableSchema(t).names()
 	if l.kind == "table" {
 		lt, err := describe(ctx, db, l.ledgerTable)
 		if err != nil {
@@ -83,13 +78,8 @@ the source since are reported as orphaned (and in --json as "orphaned" when ther
 --json prints {"total":..,"done":..,"pending":..,"claimed":..,"failed":..}.`,
 		Example: `  dynapart verify --table users
   dynapart verify --table users --ledger table --job campaign-42 --json`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			l, err := lf.open(ctx, g)
-			if err != nil {
-				return err
-			}
+		Args: usageArgs(cobra.NoArgs),
+		RunE: lf.runE(g, func(ctx context.Context, cmd *cobra.Command, l worker.Ledger) error {
 			s, err := l.Summarize(ctx)
 			if err != nil {
 				return err
@@ -108,7 +98,7 @@ the source since are reported as orphaned (and in --json as "orphaned" when ther
 				return &exitError{code: exitRuntime, msg: fmt.Sprintf("%d of %d items are not done", s.Total-s.Done, s.Total)}
 			}
 			return nil
-		},
+		}),
 	}
 	lf.add(cmd.Flags())
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON for scripts")
@@ -125,16 +115,11 @@ func newFailedCmd(g *globals) *cobra.Command {
 error) with their key, the number of attempts and the last error.`,
 		Example: `  dynapart failed --table users
   dynapart failed --table users --ledger table --job campaign-42 --json`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			l, err := lf.open(ctx, g)
-			if err != nil {
-				return err
-			}
+		Args: usageArgs(cobra.NoArgs),
+		RunE: lf.runE(g, func(ctx context.Context, cmd *cobra.Command, l worker.Ledger) error {
 			n := 0
 			enc := json.NewEncoder(cmd.OutOrStdout())
-			err = l.DeadLetters(ctx, func(d worker.DeadLetter) error {
+			err := l.DeadLetters(ctx, func(d worker.DeadLetter) error {
 				n++
 				key, kerr := plainJSON(d.Key)
 				if kerr != nil {
@@ -150,10 +135,10 @@ error) with their key, the number of attempts and the last error.`,
 				return err
 			}
 			if !asJSON {
-				fmt.Fprintf(os.Stderr, "%d failed items\n", n)
+				fmt.Fprintf(cmd.ErrOrStderr(), "%d failed items\n", n)
 			}
 			return nil
-		},
+		}),
 	}
 	lf.add(cmd.Flags())
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per line")

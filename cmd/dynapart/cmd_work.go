@@ -2,20 +2,16 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
+	"io"
+	"log/slog"
 	"math"
-	"os"
-	"os/signal"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
-	"github.com/dynapart/dynapart/internal/progress"
 	"github.com/dynapart/dynapart/scan"
 	"github.com/dynapart/dynapart/worker"
 )
@@ -27,7 +23,8 @@ type workFlags struct {
 	leaseTTL, heartbeat, claimTTL, pollInterval, drainTimeout, execTimeout, standbyPoll, maxSkew time.Duration
 	retryBackoff                                                                                 time.Duration
 	once, completeOnly, batchClaims, consistent, dryRun                                          bool
-	readRate                                                                                     float64
+	readRate, writeRate                                                                          float64
+	writeRateSet                                                                                 bool
 }
 
 func newWorkCmd(g *globals) *cobra.Command {
@@ -49,6 +46,11 @@ with backoff up to --max-attempts, then dead-lettered (see 'dynapart failed').
 Without --exec the handler does nothing but complete the item (to try things out, benchmarks).
 --complete-only skips the claim and completes each item with one conditional write.
 
+--read-rate caps this worker's scan in RCU per second, --write-rate its ledger writes (claims,
+completions, retries, dead letters, releases; not lease heartbeats or checkpoints) in WCU per
+second, both settled on the capacity DynamoDB reports; --write-rate halves the rate allowed when
+DynamoDB throttles and climbs back by a tenth a second (throttles show in progress and metrics).
+
 --once processes the share one time and exits 0 when it is done (a standby exits 0 once every
 slot is finished); otherwise the worker rescans every --poll-interval until stopped.
 --dry-run reads each slot's share exactly as a run would (same plan, mode and partition function)
@@ -68,10 +70,15 @@ checkpoints.`,
   dynapart work --table receipts --workers 8 --mode filter --partition-attr message_id
   dynapart work --table users --workers 4 --dry-run
   DYNAPART_TABLE=users DYNAPART_WORKERS=4 dynapart work --metrics-addr :9090`,
-		Args: cobra.NoArgs,
+		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error { return runWork(cmd, g, &f) },
 	}
-	fl := cmd.Flags()
+	f.add(cmd.Flags())
+	return cmd
+}
+
+// add defines the flags of `work`.
+func (f *workFlags) add(fl *pflag.FlagSet) {
 	fl.StringVar(&f.table, "table", "", "source table (required)")
 	fl.StringVar(&f.group, "group", "", "lease group the workers share (default TABLE/JOB)")
 	fl.IntVar(&f.workers, "workers", 0, "number of slots N (required; extra workers stand by)")
@@ -98,6 +105,7 @@ checkpoints.`,
 	fl.BoolVar(&f.batchClaims, "batch-claims", false, "claim up to 25 items of a page in one transaction")
 	fl.BoolVar(&f.consistent, "consistent-read", false, "strongly consistent scans")
 	fl.Float64Var(&f.readRate, "read-rate", 0, "limit this worker's scan to so many RCU per second (0 = unlimited)")
+	fl.Float64Var(&f.writeRate, "write-rate", 0, "limit this worker's ledger writes (claims, completions, retries, dead letters, releases) to so many WCU per second, backing off when throttled (default unlimited; must be > 0 when given)")
 	fl.StringVar(&f.exec, "exec", "", "command to run per item (item JSON on stdin, DYNAPART_* in the environment)")
 	fl.DurationVar(&f.execTimeout, "exec-timeout", 0, "kill --exec after this long (default: the claim's time)")
 	fl.DurationVar(&f.drainTimeout, "drain-timeout", 10*time.Second, "on SIGTERM, how long handlers in flight may finish")
@@ -109,172 +117,174 @@ checkpoints.`,
 	fl.StringVar(&f.shardAttr, "shard-attr", "dp_shard", "index mode: the shard attribute")
 	fl.IntVar(&f.shards, "shards", 16, "index mode: number of shards (>= workers)")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "read each slot's share as a run would and print, per slot, the items to process, sample keys and estimated RCU/WCU; no lease, no writes")
-	return cmd
 }
 
-func runWork(cmd *cobra.Command, g *globals, f *workFlags) error {
-	if f.table == "" {
-		return usagef("--table is required")
-	}
-	if f.workers < 1 {
-		return usagef("--workers must be at least 1, got %d", f.workers)
-	}
-	mode, err := scan.ParseMode(f.mode)
-	if err != nil {
-		return usagef("--mode %q: want segment, filter or index", f.mode)
-	}
-	if f.ledger != "inline" && f.ledger != "table" {
-		return usagef("--ledger %q: want inline or table", f.ledger)
-	}
+// check is what only the CLI can tell about its flags; worker.New checks the settings themselves.
+func (f *workFlags) check() error {
 	switch f.progress {
 	case "auto", "bar", "log", "json", "none":
 	default:
 		return usagef("--progress %q: want auto, bar, log, json or none", f.progress)
 	}
-	if f.pageSize < 0 || f.pageSize > math.MaxInt32 { // worker.Config.PageSize is an int32
-		return usagef("--page-size must be in [0, %d], got %d", math.MaxInt32, f.pageSize)
+	if f.writeRateSet && !(f.writeRate > 0 && !math.IsInf(f.writeRate, 1)) {
+		return usagef("--write-rate must be a number > 0 (WCU per second; leave it out for no limit), got %v", f.writeRate)
+	}
+	if f.pageSize < math.MinInt32 || f.pageSize > math.MaxInt32 { // worker.Config.PageSize is an int32
+		return usagef("--page-size %d: out of range (worker.Config.PageSize is an int32)", f.pageSize)
+	}
+	return nil
+}
+
+// config is the worker.Config of the flags (without Logger and Hooks).
+func (f *workFlags) config(db *dynamodb.Client) worker.Config {
+	return worker.Config{
+		Client: db, Table: f.table, LeaseTable: f.leaseTable, Group: f.group, Workers: f.workers,
+		Mode: scan.Mode(f.mode), SubSegments: f.subSegments, PartitionAttr: f.partitionAttr,
+		IndexName: f.indexName, ShardAttr: f.shardAttr, Shards: f.shards,
+		ConsistentRead: f.consistent, ReadRate: f.readRate, WriteRate: f.writeRate, PageSize: int32(f.pageSize),
+		Concurrency: f.concurrency, BatchClaims: f.batchClaims, CompleteOnly: f.completeOnly,
+		LeaseTTL: f.leaseTTL, Heartbeat: f.heartbeat, StandbyPoll: f.standbyPoll, MaxClockSkew: f.maxSkew,
+		ClaimTTL: f.claimTTL, MaxAttempts: f.maxAttempts, RetryBackoff: f.retryBackoff, Once: f.once,
+		PollInterval: f.pollInterval, DrainTimeout: f.drainTimeout,
+		Job: f.job, Ledger: worker.LedgerKind(f.ledger), LedgerTable: f.ledgerTable, AttrPrefix: f.prefix,
+		Owner: f.owner,
+	}
+}
+
+// runWork checks the flags (worker.New validates the settings, before any DynamoDB call), then runs
+// the worker or, with --dry-run, the dry run.
+func runWork(cmd *cobra.Command, g *globals, f *workFlags) error {
+	f.writeRateSet = cmd.Flags().Changed("write-rate")
+	if err := f.check(); err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	db, err := g.dynamoClient(ctx)
+	if err != nil {
+		return err
 	}
 	if f.dryRun {
-		return runDryRun(cmd.Context(), g, f, mode, cmd.OutOrStdout())
+		w, err := worker.New(f.config(db))
+		if err != nil {
+			return explainSetting(err)
+		}
+		return runDryRun(ctx, g, f, w.Config().Mode, cmd.OutOrStdout())
 	}
 	log, line, err := g.logger()
 	if err != nil {
 		return err
 	}
-
-	// First signal: graceful shutdown. Second: exit at once.
-	ctx, cancel := context.WithCancelCause(cmd.Context())
-	defer cancel(nil)
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	defer func() {
-		signal.Stop(sigs)
-		close(sigs) // ends the goroutine below; after Stop no signal is sent on sigs
-	}()
-	go func() {
-		s, ok := <-sigs
-		if !ok {
-			return
-		}
-		log.Info("dynapart: signal received, shutting down gracefully (again to exit at once)", "signal", s.String())
-		cancel(errSignal)
-		if _, ok := <-sigs; ok {
-			fmt.Fprintln(os.Stderr, "dynapart: second signal, exiting at once")
-			os.Exit(exitRuntime)
-		}
-	}()
-
-	db, err := g.dynamoClient(ctx)
-	if err != nil {
+	r := &workRun{g: g, f: f, db: db, log: log, line: line, stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr()}
+	if err := r.newWorker(); err != nil {
 		return err
 	}
-	var rec *os.File
-	if f.record != "" {
-		rec, err = os.OpenFile(f.record, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-		if err != nil {
-			return usagef("--record %q: %v", f.record, err)
-		}
-		defer rec.Close()
-	}
-	var w *worker.Worker
+	defer r.rec.Close()
+	return r.run(ctx)
+}
+
+// workRun is one run of `dynapart work`: its flags, outputs, worker and what watches it.
+type workRun struct {
+	g              *globals
+	f              *workFlags
+	db             *dynamodb.Client
+	log            *slog.Logger
+	line           *statusLine
+	stdout, stderr io.Writer
+	w              *worker.Worker
+	metrics        *metrics      // nil without --metrics-addr
+	json           *jsonProgress // nil unless --progress json
+	rec            *recorder     // nil without --record
+}
+
+// newWorker makes the worker with the hooks of --metrics-addr, --progress json and --record.
+func (r *workRun) newWorker() error {
 	var hooks []worker.Hooks
-	var m *metrics
-	if f.metricsAddr != "" {
-		m = newMetrics(func() worker.Stats { return w.Stats() })
-		hooks = append(hooks, m.hooks())
+	if r.f.metricsAddr != "" {
+		r.metrics = newMetrics(func() worker.Stats { return r.w.Stats() })
+		hooks = append(hooks, r.metrics.hooks())
 	}
-	var firstAt time.Time
-	var recMu sync.Mutex
-	var tookOver, reported bool // guarded by recMu
-	hooks = append(hooks, worker.Hooks{OnItem: func(e worker.ItemEvent) {
-		if e.Outcome != worker.OutcomeCompleted {
-			return
-		}
-		recMu.Lock()
-		if firstAt.IsZero() {
-			firstAt = time.Now()
-		}
-		report := tookOver && !reported
-		reported = reported || tookOver
-		recMu.Unlock()
-		if report && f.progress == "json" {
-			printJSONProgress(w, "first-after-takeover", firstAt)
-		}
-		if rec != nil {
-			line, _ := plainJSON(e.Key)
-			recMu.Lock()
-			_, _ = rec.Write(append(line, '\n')) // unbuffered: survives SIGKILL of this process
-			recMu.Unlock()
-		}
-	}, OnLease: func(e worker.LeaseEvent) {
-		if e.Kind == worker.LeaseAcquired && e.TookOver {
-			recMu.Lock()
-			tookOver = true
-			recMu.Unlock()
-		}
-		if f.progress == "json" {
-			printJSONProgress(w, "lease-"+string(e.Kind), time.Time{})
-		}
-	}})
-
-	w, err = worker.New(worker.Config{
-		Client: db, Table: f.table, LeaseTable: f.leaseTable, Group: f.group, Workers: f.workers,
-		Mode: mode, SubSegments: f.subSegments, PartitionAttr: f.partitionAttr,
-		IndexName: f.indexName, ShardAttr: f.shardAttr, Shards: f.shards,
-		ConsistentRead: f.consistent, ReadRate: f.readRate, PageSize: int32(f.pageSize),
-		Concurrency: f.concurrency, BatchClaims: f.batchClaims, CompleteOnly: f.completeOnly,
-		LeaseTTL: f.leaseTTL, Heartbeat: f.heartbeat, StandbyPoll: f.standbyPoll, MaxClockSkew: f.maxSkew, ClaimTTL: f.claimTTL, MaxAttempts: f.maxAttempts,
-		RetryBackoff: f.retryBackoff, Once: f.once, PollInterval: f.pollInterval, DrainTimeout: f.drainTimeout,
-		Job: f.job, Ledger: worker.LedgerKind(f.ledger), LedgerTable: f.ledgerTable, AttrPrefix: f.prefix,
-		Owner: f.owner, Logger: log, Hooks: chainHooks(hooks...),
-	})
+	if r.f.progress == "json" {
+		r.json = &jsonProgress{out: r.stdout}
+		hooks = append(hooks, r.json.hooks())
+	}
+	if r.f.record != "" {
+		r.rec = &recorder{}
+		hooks = append(hooks, r.rec.hooks())
+	}
+	cfg := r.f.config(r.db)
+	cfg.Logger, cfg.Hooks = r.log, chainHooks(hooks...)
+	w, err := worker.New(cfg)
 	if err != nil {
-		return err
+		return explainSetting(err)
 	}
-	if m != nil {
-		page, err := workerStatusPage(g, f, w)
-		if err != nil {
-			return err
-		}
-		m.mount = page.mount
-		stopMetrics, err := m.serve(ctx, f.metricsAddr)
+	r.w = w
+	if r.json != nil {
+		r.json.w = w
+	}
+	if r.rec != nil {
+		return r.rec.open(r.f.record)
+	}
+	return nil
+}
+
+// run runs the worker until it is done or stopped by a signal, then logs its stats.
+func (r *workRun) run(parent context.Context) error {
+	ctx, stopSignals := onSignals(parent, r.log, r.stderr)
+	defer stopSignals()
+	if r.metrics != nil {
+		stopMetrics, err := r.serveMetrics(ctx)
 		if err != nil {
 			return err
 		}
 		defer stopMetrics()
 	}
 	handler := func(context.Context, worker.Item) error { return nil }
-	if f.exec != "" {
-		handler = execHandler(f.exec, f.execTimeout)
+	if r.f.exec != "" {
+		handler = execHandler(r.f.exec, r.f.execTimeout, r.stderr)
 	}
-
-	if !f.once {
-		warnReadBill(ctx, log, db, f.table, readBill{Mode: mode, Workers: f.workers, Consistent: f.consistent, PollInterval: w.Config().PollInterval})
+	if !r.f.once {
+		warnReadBill(ctx, r.log, r.db, r.f.table, readBill{Mode: r.w.Config().Mode, Workers: r.f.workers,
+			Consistent: r.f.consistent, PollInterval: r.w.Config().PollInterval})
 	}
-	total := estimateShare(ctx, db, f.table, f.workers)
-	stopProgress := startProgress(f.progress, w, total, log, line)
+	show := progressView{mode: r.f.progress, w: r.w, total: estimateShare(ctx, r.db, r.f.table, r.f.workers),
+		log: r.log, line: r.line, stderr: r.stderr, json: r.json}
+	stopProgress := show.start()
 	start := time.Now()
-	runErr := w.Run(ctx, handler)
+	runErr := r.w.Run(ctx, handler)
 	stopProgress()
-	st := w.Stats()
-	log.Info("dynapart: worker done", "owner", w.Config().Owner, "completed", st.Completed, "retried", st.Retried,
-		"dead_lettered", st.DeadLettered, "skipped", st.Skipped, "released", st.Released, "takeovers", st.Takeovers,
-		"unprocessable", st.Unprocessable, "abandoned", st.Abandoned, "rcu", st.RCU, "wcu", st.WCU, "seconds", time.Since(start).Seconds())
-	if f.progress == "json" {
-		printJSONProgress(w, "exit", firstAt)
+	r.logDone(time.Since(start))
+	if r.json != nil {
+		r.json.print("exit", true)
 	}
 	switch {
 	case runErr == nil:
 		return nil
 	case errors.Is(context.Cause(ctx), errSignal):
-		log.Info("dynapart: stopped by signal; claims and slot released")
+		r.log.Info("dynapart: stopped by signal; claims and slot released")
 		return nil
 	default:
-		return explainMismatch(runErr)
+		return explainSetting(runErr)
 	}
 }
 
-var errSignal = errors.New("signal")
+// serveMetrics serves --metrics-addr (metrics and the status page) until the returned function.
+func (r *workRun) serveMetrics(ctx context.Context) (func(), error) {
+	page, err := workerStatusPage(r.g, r.f, r.w)
+	if err != nil {
+		return nil, err
+	}
+	r.metrics.mount = page.mount
+	return r.metrics.serve(ctx, r.f.metricsAddr)
+}
+
+// logDone logs the worker's stats at the end of the run.
+func (r *workRun) logDone(took time.Duration) {
+	st := r.w.Stats()
+	r.log.Info("dynapart: worker done", "owner", r.w.Config().Owner, "completed", st.Completed, "retried", st.Retried,
+		"dead_lettered", st.DeadLettered, "skipped", st.Skipped, "released", st.Released, "takeovers", st.Takeovers,
+		"unprocessable", st.Unprocessable, "abandoned", st.Abandoned, "rcu", st.RCU, "wcu", st.WCU,
+		"write_throttles", st.WriteThrottles, "seconds", took.Seconds())
+}
 
 // estimateShare is the table's item count / N (DescribeTable's count, approximate on AWS), or 0.
 func estimateShare(ctx context.Context, db *dynamodb.Client, table string, n int) int64 {
@@ -287,70 +297,7 @@ func estimateShare(ctx context.Context, db *dynamodb.Client, table string, n int
 	return *t.ItemCount / int64(n)
 }
 
-// startProgress shows the worker's progress until the returned function is called.
-func startProgress(mode string, w *worker.Worker, total int64, log interface{ Info(string, ...any) }, line *statusLine) func() {
-	if mode == "none" {
-		return func() {}
-	}
-	if mode == "auto" {
-		mode = "log"
-		if isTerminal(os.Stderr) {
-			mode = "bar"
-		}
-	}
-	every := map[string]time.Duration{"bar": 200 * time.Millisecond, "log": 5 * time.Second, "json": 250 * time.Millisecond}[mode]
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		var m rateMeter
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				if mode == "bar" {
-					line.Clear()
-				}
-				return
-			case now := <-t.C:
-				s := w.Stats()
-				rate := m.update(now, s.Completed)
-				switch mode {
-				case "bar":
-					slot := "standby"
-					if s.Slot >= 0 {
-						slot = fmt.Sprintf("slot %d (token %d)", s.Slot, s.Token)
-					}
-					if s.Paused {
-						slot += " PAUSED"
-					}
-					line.Set(fmt.Sprintf("%-20s ▕%s▏ %d done %6.0f/s ETA %s  retried %d failed %d",
-						slot, bar(s.Completed, total, 24), s.Completed, rate, eta(s.Completed, total, rate), s.Retried, s.DeadLettered))
-				case "log":
-					log.Info("dynapart: progress", "slot", s.Slot, "state", s.State, "paused", s.Paused, "completed", s.Completed,
-						"rate", int(rate), "retried", s.Retried, "dead_lettered", s.DeadLettered, "scanned", s.Scanned)
-				case "json":
-					printJSONProgress(w, "progress", time.Time{})
-				}
-			}
-		}
-	}()
-	return func() { close(stop); <-done }
-}
-
-var stdoutMu sync.Mutex
-
-func printJSONProgress(w *worker.Worker, event string, first time.Time) {
-	s := w.Stats()
-	p := progress.Line{Event: event, Time: time.Now().UnixMilli(), Owner: w.Config().Owner, Slot: s.Slot, Token: s.Token,
-		State: string(s.State), Paused: s.Paused, Completed: s.Completed, Scanned: s.Scanned, Retried: s.Retried, Failed: s.DeadLettered,
-		Takeovers: s.Takeovers, RCU: s.RCU, WCU: s.WCU}
-	if !first.IsZero() {
-		p.FirstDone = first.UnixMilli()
-	}
-	b, _ := json.Marshal(p)
-	stdoutMu.Lock()
-	os.Stdout.Write(append(b, '\n'))
-	stdoutMu.Unlock()
+// ledgerFlags are the flags of the ledger the worker uses, for reading it.
+func (f *workFlags) ledgerFlags() ledgerFlags {
+	return ledgerFlags{table: f.table, job: f.job, kind: f.ledger, ledgerTable: f.ledgerTable, prefix: f.prefix}
 }

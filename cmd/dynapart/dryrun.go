@@ -48,23 +48,13 @@ type dryRun struct {
 }
 
 func runDryRun(ctx context.Context, g *globals, f *workFlags, mode scan.Mode, out io.Writer) error {
-	db, err := g.dynamoClient(ctx)
+	db, t, err := g.describeSource(ctx, f.table)
 	if err != nil {
 		return err
 	}
-	t, err := describe(ctx, db, f.table)
-	if err != nil {
-		return err
-	}
-	if t == nil {
-		return usagef("--table %q: table does not exist", f.table)
-	}
-	d := &dryRun{db: db, f: f, mode: mode}
-	for _, k := range tableSchema(t).specs() {
-		d.keyAttrs = append(d.keyAttrs, k.Name)
-	}
+	d := &dryRun{db: db, f: f, mode: mode, keyAttrs: tableSchema(t).names()}
 	if f.ledger == "table" {
-		lf := ledgerFlags{table: f.table, job: f.job, kind: f.ledger, ledgerTable: f.ledgerTable, prefix: f.prefix}
+		lf := f.ledgerFlags()
 		if d.ledger, err = lf.open(ctx, g); err != nil {
 			return err
 		}

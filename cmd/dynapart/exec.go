@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
@@ -81,8 +82,9 @@ func plainJSON(m map[string]types.AttributeValue) ([]byte, error) {
 // its key, slot, attempt and token into DYNAPART_* environment variables; the item never reaches a
 // shell command line. Exit 0 completes the item; any other exit is a failed attempt whose error is
 // the tail of the command's stderr. Exit code 75 (EX_TEMPFAIL) asks for a retry without backoff
-// changes; exit 65 (EX_DATAERR) dead-letters at once.
-func execHandler(command string, timeout time.Duration) worker.Handler {
+// changes; exit 65 (EX_DATAERR) dead-letters at once. The command's stdout goes to out, which
+// must be safe for concurrent writes (an *os.File is).
+func execHandler(command string, timeout time.Duration, out io.Writer) worker.Handler {
 	return func(ctx context.Context, it worker.Item) error {
 		body, err := plainJSON(it.Attrs)
 		if err != nil {
@@ -108,7 +110,7 @@ func execHandler(command string, timeout time.Duration) worker.Handler {
 			"DYNAPART_IDEMPOTENCY_KEY="+it.IdempotencyKey,
 		)
 		var stderr tailBuffer
-		cmd.Stdout = os.Stderr
+		cmd.Stdout = out
 		cmd.Stderr = &stderr
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }

@@ -97,7 +97,7 @@ type flagSetting struct {
 // worker.New) and before its first DynamoDB call, so the run ends there when all checks pass.
 func runWorkUntilListen(t *testing.T, settings ...flagSetting) (*cobra.Command, error) {
 	t.Helper()
-	root := newRoot()
+	root := newRoot(stdio{out: io.Discard, err: io.Discard, lookupEnv: os.LookupEnv})
 	work, _, err := root.Find([]string{"work"})
 	if err != nil {
 		t.Fatal(err)
@@ -256,7 +256,7 @@ func FuzzEnvConfig(f *testing.F) {
 
 // newWorkCmdForTest is a fresh `work` command with its inherited flags, for parsing values.
 func newWorkCmdForTest() *cobra.Command {
-	work, _, _ := newRoot().Find([]string{"work"})
+	work, _, _ := newRoot(osStdio()).Find([]string{"work"})
 	return work
 }
 

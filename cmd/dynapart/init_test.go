@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -50,20 +48,16 @@ func TestInitTakesAnExistingTablesKeySchema(t *testing.T) {
 	require.Contains(t, out, "total 41  done 41")
 }
 
-// workOnce runs n `work --once` processes for n slots side by side and waits for all of them.
+// workOnce runs n `work --once` for n slots side by side and waits for all of them.
 func (c *cli) workOnce(table, leases string, n int, extra ...string) {
 	c.t.Helper()
-	var procs []*exec.Cmd
-	var errs []*bytes.Buffer
+	var workers []func() (string, string, int)
 	for range n {
-		p := c.command(append([]string{"work", "--table", table, "--lease-table", leases, "--workers", strconv.Itoa(n),
-			"--once", "--exec", "cat >/dev/null", "--progress", "none"}, extra...)...)
-		var e bytes.Buffer
-		p.Stderr = &e
-		require.NoError(c.t, p.Start())
-		procs, errs = append(procs, p), append(errs, &e)
+		workers = append(workers, c.start(nil, append([]string{"work", "--table", table, "--lease-table", leases,
+			"--workers", strconv.Itoa(n), "--once", "--exec", "cat >/dev/null", "--progress", "none"}, extra...)...))
 	}
-	for i, p := range procs {
-		require.NoError(c.t, p.Wait(), "worker %d: %s", i, errs[i])
+	for i, wait := range workers {
+		_, stderr, code := wait()
+		require.Equal(c.t, 0, code, "worker %d: %s", i, stderr)
 	}
 }

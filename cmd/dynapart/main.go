@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/url"
@@ -40,36 +41,68 @@ func (e *usageError) Unwrap() error { return e.err }
 
 func usagef(format string, args ...any) error { return &usageError{fmt.Errorf(format, args...)} }
 
-// globals are the flags every command shares.
+// usageArgs types the error of a cobra Args validator (cobra.NoArgs...) as a usage error.
+func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := check(cmd, args); err != nil {
+			return &usageError{err}
+		}
+		return nil
+	}
+}
+
+// stdio is what a run of the CLI uses of its process: its stdout, stderr and environment, and the
+// HTTP client of its DynamoDB calls; os's in main, buffers, a map and the harness's client in tests.
+type stdio struct {
+	out, err  io.Writer
+	lookupEnv func(string) (string, bool)
+	http      aws.HTTPClient // nil: the AWS SDK's
+}
+
+func osStdio() stdio { return stdio{out: os.Stdout, err: os.Stderr, lookupEnv: os.LookupEnv} }
+
+func (s stdio) getenv(k string) string {
+	v, _ := s.lookupEnv(k)
+	return v
+}
+
+// globals are the flags every command shares, and the process's stdio.
 type globals struct {
 	endpoint  string
 	region    string
 	logLevel  string
 	logFormat string
+	io        stdio
 }
 
 // logger is the logger of --log-level and --log-format on stderr, and the status line it shares.
 func (g *globals) logger() (*slog.Logger, *statusLine, error) {
-	return newLogger(logSetup{Level: g.logLevel, Format: g.logFormat, W: os.Stderr, Terminal: isTerminal(os.Stderr)})
+	return newLogger(logSetup{Level: g.logLevel, Format: g.logFormat, W: g.io.err, Terminal: isTerminal(g.io.err)})
 }
 
-func main() { os.Exit(run(os.Args[1:])) }
+func main() { os.Exit(run(os.Args[1:], osStdio())) }
 
-func run(args []string) int {
-	root := newRoot()
+// run runs the command line args and returns the exit code.
+func run(args []string, sio stdio) int {
+	root := newRoot(sio)
 	root.SetArgs(args)
-	err := root.Execute()
+	cmd, err := root.ExecuteC()
 	if err == nil {
 		return exitOK
+	}
+	if cmd == root {
+		// The root runs nothing: its errors are about the command line (an unknown command, which
+		// cobra reports untyped).
+		err = &usageError{err}
 	}
 	var exit *exitError
 	if errors.As(err, &exit) {
 		if exit.msg != "" {
-			fmt.Fprintln(os.Stderr, "dynapart:", exit.msg)
+			fmt.Fprintln(sio.err, "dynapart:", exit.msg)
 		}
 		return exit.code
 	}
-	fmt.Fprintln(os.Stderr, "dynapart:", err)
+	fmt.Fprintln(sio.err, "dynapart:", err)
 	if isUsage(err) {
 		return exitUsage
 	}
@@ -84,19 +117,16 @@ type exitError struct {
 
 func (e *exitError) Error() string { return e.msg }
 
+// isUsage reports whether err is bad usage or invalid configuration (exit 2), by its type.
 func isUsage(err error) bool {
 	var ue *usageError
 	var ce *worker.ConfigError
 	var te *lock.TableError
-	return errors.As(err, &ue) || errors.As(err, &ce) || errors.As(err, &te) ||
-		errors.Is(err, lock.ErrGroupMismatch) || strings.HasPrefix(err.Error(), "unknown command") ||
-		strings.HasPrefix(err.Error(), "unknown flag") || strings.HasPrefix(err.Error(), "unknown shorthand flag") ||
-		strings.Contains(err.Error(), "flag needs an argument") || strings.HasPrefix(err.Error(), "invalid argument") ||
-		strings.HasPrefix(err.Error(), "required flag")
+	return errors.As(err, &ue) || errors.As(err, &ce) || errors.As(err, &te) || errors.Is(err, lock.ErrGroupMismatch)
 }
 
-func newRoot() *cobra.Command {
-	g := &globals{}
+func newRoot(sio stdio) *cobra.Command {
+	g := &globals{io: sio}
 	root := &cobra.Command{
 		Use:   "dynapart",
 		Short: "Share the processing of a DynamoDB table among N workers, exactly once",
@@ -126,12 +156,14 @@ Exit codes: 0 success, 1 runtime failure, 2 bad usage or invalid configuration (
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	root.PersistentFlags().StringVar(&g.logFormat, "log-format", "auto", "log format: auto (text on a terminal, JSON otherwise), text, json")
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
-		if err := bindEnv(cmd); err != nil {
+		if err := bindEnv(cmd, g.io.lookupEnv); err != nil {
 			return err
 		}
 		_, _, err := g.logger() // --log-level and --log-format are checked before any command runs
 		return err
 	}
+	root.SetOut(sio.out)
+	root.SetErr(sio.err)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
 	root.AddCommand(newLocalCmd(g), newInitCmd(g), newSeedCmd(g), newWorkCmd(g), newStatusCmd(g),
 		newVerifyCmd(g), newFailedCmd(g), newRedriveCmd(g), newPartitionCmd(g), newDemoCmd(g))
@@ -145,13 +177,13 @@ func envName(flag string) string {
 }
 
 // bindEnv sets every flag not given on the command line from DYNAPART_<FLAG>.
-func bindEnv(cmd *cobra.Command) error {
+func bindEnv(cmd *cobra.Command, lookupEnv func(string) (string, bool)) error {
 	var errs []error
 	set := func(f *pflag.Flag) {
 		if f.Changed || f.Name == "help" {
 			return
 		}
-		if v, ok := os.LookupEnv(envName(f.Name)); ok {
+		if v, ok := lookupEnv(envName(f.Name)); ok {
 			if err := f.Value.Set(v); err != nil {
 				errs = append(errs, usagef("%s=%q: %v", envName(f.Name), v, err))
 				return
@@ -180,13 +212,16 @@ func (g *globals) dynamoClient(ctx context.Context) (*dynamodb.Client, error) {
 		ip := net.ParseIP(host)
 		loopback = host == "localhost" || (ip != nil && ip.IsLoopback())
 	}
-	if loopback && os.Getenv("AWS_ACCESS_KEY_ID") == "" && os.Getenv("AWS_PROFILE") == "" {
+	if loopback && g.io.getenv("AWS_ACCESS_KEY_ID") == "" && g.io.getenv("AWS_PROFILE") == "" {
 		// DynamoDB Local accepts any credentials; do not require a profile for it.
 		opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("dynapart", "local", "")))
 	}
 	cfg, err := config.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("aws config: %w", err)
+	}
+	if g.io.http != nil {
+		cfg.HTTPClient = g.io.http // set after loading, which would wrap it for AWS_CA_BUNDLE
 	}
 	if cfg.Region == "" {
 		cfg.Region = "us-east-1"

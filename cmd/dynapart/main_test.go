@@ -7,10 +7,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -24,23 +26,35 @@ import (
 	"github.com/dynapart/dynapart/internal/progress"
 )
 
-var dynapartBin string
+func TestMain(m *testing.M) { ddbtest.Main(m) }
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "dynapart-cli-test-")
-	if err != nil {
-		panic(err)
-	}
-	dynapartBin = filepath.Join(dir, "dynapart")
-	if out, err := exec.Command("go", "build", "-race", "-o", dynapartBin, ".").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build dynapart: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	defer os.RemoveAll(dir)
-	ddbtest.Main(m)
+// The binary, for the few tests that need a process of their own (signals, SIGKILL, the demo):
+// built on first use.
+var (
+	buildOnce   sync.Once
+	dynapartBin string
+	buildErr    error
+)
+
+func builtBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "dynapart-cli-test-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		dynapartBin = filepath.Join(dir, "dynapart")
+		if out, err := exec.Command("go", "build", "-race", "-o", dynapartBin, ".").CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("build dynapart: %v\n%s", err, out)
+		}
+	})
+	require.NoError(t, buildErr)
+	return dynapartBin
 }
 
-// cli runs the binary against the test endpoint and returns stdout, stderr and the exit code.
+// cli runs dynapart against the test endpoint: in this process (run, mustRun), or as a process of
+// its own (command).
 type cli struct {
 	t        *testing.T
 	endpoint string
@@ -51,26 +65,66 @@ func newCLI(t *testing.T) *cli {
 	return &cli{t: t, endpoint: ddbtest.Endpoint(t), dir: t.TempDir()}
 }
 
+// command is dynapart args as a process of its own.
 func (c *cli) command(args ...string) *exec.Cmd {
-	cmd := exec.Command(dynapartBin, args...)
+	cmd := exec.Command(builtBinary(c.t), args...)
 	cmd.Dir = c.dir
 	cmd.Env = append(os.Environ(), "DYNAPART_ENDPOINT="+c.endpoint, "AWS_ACCESS_KEY_ID=", "AWS_PROFILE=")
 	return cmd
 }
 
+// run runs dynapart args in this process and returns stdout, stderr and the exit code.
 func (c *cli) run(args ...string) (stdout, stderr string, code int) {
 	c.t.Helper()
-	cmd := c.command(args...)
-	var o, e bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &o, &e
-	err := cmd.Run()
-	code = 0
-	if err != nil {
-		ee, ok := err.(*exec.ExitError)
-		require.True(c.t, ok, "run %v: %v", args, err)
-		code = ee.ExitCode()
+	return c.runEnv(nil, args...)
+}
+
+// runEnv is run with more environment variables.
+func (c *cli) runEnv(env map[string]string, args ...string) (stdout, stderr string, code int) {
+	return c.start(env, args...)()
+}
+
+// start starts dynapart args in this process, with more environment variables; wait waits for
+// its end and returns stdout, stderr and the exit code.
+func (c *cli) start(env map[string]string, args ...string) (wait func() (stdout, stderr string, code int)) {
+	var o, e lockedBuffer
+	done := make(chan int, 1)
+	go func() { done <- run(args, c.stdio(&o, &e, env)) }()
+	return func() (string, string, int) {
+		code := <-done
+		return o.String(), e.String(), code
 	}
-	return o.String(), e.String(), code
+}
+
+// stdio is the stdio of an in-process run: the environment of command, and more.
+func (c *cli) stdio(out, err io.Writer, more map[string]string) stdio {
+	env := map[string]string{"DYNAPART_ENDPOINT": c.endpoint, "AWS_ACCESS_KEY_ID": "", "AWS_PROFILE": ""}
+	maps.Copy(env, more)
+	lookup := func(k string) (string, bool) {
+		if v, ok := env[k]; ok {
+			return v, true
+		}
+		return os.LookupEnv(k)
+	}
+	return stdio{out: out, err: err, lookupEnv: lookup, http: ddbtest.HTTPClient}
+}
+
+// lockedBuffer is a bytes.Buffer safe for the concurrent writes of a run (log lines, --exec output).
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 func (c *cli) mustRun(args ...string) string {
@@ -126,14 +180,9 @@ func TestBadUsageExits2AndWritesNothing(t *testing.T) {
 		})
 	}
 	t.Run("env", func(t *testing.T) {
-		cmd := c.command("work", "--table", tbl)
-		cmd.Env = append(cmd.Env, "DYNAPART_WORKERS=many")
-		var e bytes.Buffer
-		cmd.Stderr = &e
-		err := cmd.Run()
-		require.Error(t, err)
-		require.Equal(t, 2, cmd.ProcessState.ExitCode())
-		require.Contains(t, e.String(), "DYNAPART_WORKERS")
+		_, stderr, code := c.runEnv(map[string]string{"DYNAPART_WORKERS": "many"}, "work", "--table", tbl)
+		require.Equal(t, 2, code)
+		require.Contains(t, stderr, "DYNAPART_WORKERS")
 	})
 	// Other packages' tests share this DynamoDB Local and make their own tables meanwhile, so look
 	// only at the tables these commands could have made: the named one and the default ones.
@@ -172,22 +221,21 @@ func TestEndToEnd(t *testing.T) {
 
 	log := filepath.Join(c.dir, "handled.log")
 	script := fmt.Sprintf(`printf '%%s %%s\n' "$DYNAPART_SLOT" "$(cat | head -c 200 | tr -d '\n' | cut -c1-30)" >> %s`, log)
-	var procs []*exec.Cmd
+	// Handlers run once per item only while no lease is lost, so the lease is long enough that a
+	// loaded machine's slow heartbeats do not lose one (a takeover is tested elsewhere).
+	var workers []func() (string, string, int)
 	for i := range 3 {
-		p := c.command("work", "--table", table, "--lease-table", leases, "--workers", "2", "--once",
-			"--exec", script, "--lease-ttl", "3s", "--owner", fmt.Sprintf("w%d", i), "--progress", "none")
-		var e bytes.Buffer
-		p.Stderr = &e
-		require.NoError(t, p.Start())
-		procs = append(procs, p)
+		workers = append(workers, c.start(nil, "work", "--table", table, "--lease-table", leases, "--workers", "2", "--once",
+			"--exec", script, "--lease-ttl", "15s", "--owner", fmt.Sprintf("w%d", i), "--progress", "none"))
+	}
+	for i, wait := range workers {
+		_, stderr, code := wait()
 		t.Cleanup(func() {
 			if t.Failed() {
-				t.Logf("worker %d stderr:\n%s", i, e.String())
+				t.Logf("worker %d stderr:\n%s", i, stderr)
 			}
 		})
-	}
-	for _, p := range procs {
-		require.NoError(t, p.Wait())
+		require.Equal(t, 0, code, "worker %d stderr:\n%s", i, stderr)
 	}
 	out := c.mustRun("verify", "--table", table, "--json")
 	var s map[string]int

@@ -2,11 +2,13 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/dynapart/dynapart/lock"
+	"github.com/dynapart/dynapart/worker"
 )
 
 // A worker refused by its group exits 2 with the flag named.
@@ -23,4 +25,21 @@ func TestGroupMismatchNamesTheFlag(t *testing.T) {
 		require.ErrorIs(t, err, lock.ErrGroupMismatch)
 		require.True(t, isUsage(err), "exit 2")
 	}
+}
+
+// Every worker setting named in workSettings is a flag of `work`, and a *worker.ConfigError on it
+// becomes a usage error (exit 2) naming that flag.
+func TestConfigErrorNamesTheFlag(t *testing.T) {
+	work := newWorkCmdForTest()
+	for _, s := range workSettings {
+		require.NotNil(t, work.Flags().Lookup(strings.TrimPrefix(s.flag, "--")), "%s: no flag %s", s.field, s.flag)
+		err := explainSetting(fmt.Errorf("dynapart: %w", &worker.ConfigError{Field: s.field, Reason: "bad"}))
+		var fe *configFlagError
+		require.ErrorAs(t, err, &fe)
+		require.Equal(t, s.flag, fe.Flag)
+		require.Contains(t, err.Error(), s.flag)
+		require.True(t, isUsage(err), "exit 2")
+	}
+	err := explainSetting(&worker.ConfigError{Field: "Clock", Reason: "bad"})
+	require.True(t, isUsage(err), "a field without a flag is still exit 2")
 }

@@ -3,15 +3,20 @@ package main
 import (
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/dynapart/dynapart/worker"
 	"golang.org/x/term"
 )
 
-// isTerminal reports whether f is a terminal (live bars) rather than a pipe or file (log lines).
-func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
+// isTerminal reports whether w is a terminal (live bars) rather than a pipe, file or buffer (log lines).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
 
 // bar renders a progress bar of width cells.
 func bar(done, total int64, width int) string {
@@ -53,3 +58,89 @@ func (r *rateMeter) update(now time.Time, n int64) float64 {
 }
 
 func clearLine(w io.Writer) { fmt.Fprint(w, "\r\033[K") }
+
+// progressView shows a worker's progress per --progress: a bar on stderr, a log line every 5s,
+// JSON lines on stdout, or nothing.
+type progressView struct {
+	mode   string // auto, bar, log, json or none
+	w      *worker.Worker
+	total  int64 // the items expected, or 0
+	log    *slog.Logger
+	line   *statusLine
+	stderr io.Writer
+	json   *jsonProgress // for mode json
+}
+
+// start shows the progress until the returned function is called.
+func (v progressView) start() func() {
+	if v.mode == "none" {
+		return func() {}
+	}
+	if v.mode == "auto" {
+		v.mode = "log"
+		if isTerminal(v.stderr) {
+			v.mode = "bar"
+		}
+	}
+	every := map[string]time.Duration{"bar": 200 * time.Millisecond, "log": 5 * time.Second, "json": 250 * time.Millisecond}[v.mode]
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var m rateMeter
+		ticks(stop, every, func(now time.Time) { v.show(now, &m) })
+		if v.mode == "bar" {
+			v.line.Clear()
+		}
+	}()
+	return func() { close(stop); <-done }
+}
+
+// ticks calls tick every interval until stop is closed.
+func ticks(stop <-chan struct{}, every time.Duration, tick func(time.Time)) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case now := <-t.C:
+			tick(now)
+		}
+	}
+}
+
+// show shows the progress once.
+func (v progressView) show(now time.Time, m *rateMeter) {
+	s := v.w.Stats()
+	rate := m.update(now, s.Completed)
+	switch v.mode {
+	case "bar":
+		slot := "standby"
+		if s.Slot >= 0 {
+			slot = fmt.Sprintf("slot %d (token %d)", s.Slot, s.Token)
+		}
+		if s.Paused {
+			slot += " PAUSED"
+		}
+		v.line.Set(fmt.Sprintf("%-20s ▕%s▏ %d done %6.0f/s ETA %s  retried %d failed %d%s",
+			slot, bar(s.Completed, v.total, 24), s.Completed, rate, eta(s.Completed, v.total, rate), s.Retried, s.DeadLettered, throttleNote(s)))
+	case "log":
+		v.log.Info("dynapart: progress", "slot", s.Slot, "state", s.State, "paused", s.Paused, "completed", s.Completed,
+			"rate", int(rate), "retried", s.Retried, "dead_lettered", s.DeadLettered, "scanned", s.Scanned,
+			"write_throttles", s.WriteThrottles, "write_rate_allowed", s.WriteRateAllowed)
+	case "json":
+		v.json.print("progress", false)
+	}
+}
+
+// throttleNote is the progress bar's note of throttled writes and the write rate allowed now.
+func throttleNote(s worker.Stats) string {
+	switch {
+	case s.WriteThrottles == 0:
+		return ""
+	case s.WriteRateAllowed > 0:
+		return fmt.Sprintf(" throttled %d (writes at %.0f WCU/s)", s.WriteThrottles, s.WriteRateAllowed)
+	}
+	return fmt.Sprintf(" throttled %d", s.WriteThrottles)
+}

@@ -51,14 +51,7 @@ func (s *statusLiveFlags) run(cmd *cobra.Command, g *globals, group, leaseTable 
 		return err
 	}
 	ctx := cmd.Context()
-	db, err := g.dynamoClient(ctx)
-	if err != nil {
-		return err
-	}
-	if err := lock.CheckTable(ctx, db, leaseTable); err != nil {
-		return err
-	}
-	lc, err := lock.New(db, leaseTable)
+	lc, db, err := g.leaseClientAndDB(ctx, leaseTable)
 	if err != nil {
 		return err
 	}
@@ -92,7 +85,7 @@ func workerStatusPage(g *globals, f *workFlags, w *worker.Worker) (*statusPage, 
 	if err != nil {
 		return nil, err
 	}
-	lf := ledgerFlags{table: f.table, job: f.job, kind: f.ledger, ledgerTable: f.ledgerTable, prefix: f.prefix}
+	lf := f.ledgerFlags()
 	r := &statusReader{locks: lc, group: cfg.Group, stats: w.Stats, owner: cfg.Owner, maxDead: statusMaxDeadLetters, tables: cfg.Client,
 		openLedger: func(ctx context.Context) (worker.Ledger, error) { return lf.open(ctx, g) }}
 	return newStatusPage(r, workerStatusEvery), nil

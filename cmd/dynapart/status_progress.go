@@ -157,7 +157,7 @@ func printProgressText(w io.Writer, slots []lock.SlotStatus, n int, items *int64
 	share := shareOf(items, n)
 	docs := make([]slotDoc, len(slots))
 	for i, s := range slots {
-		docs[i] = slotDoc{Slot: s.Slot, Finished: s.Finished}
+		docs[i] = slotDoc{slotJSON: slotJSON{Slot: s.Slot, Finished: s.Finished}}
 		docs[i].Progress, _ = slotProgressOf(s, share)
 	}
 	g := groupProgressOf(docs, items)

@@ -33,15 +33,7 @@ type statusDoc struct {
 
 // slotDoc is one slot. Progress is read from the slot's checkpoint; null before its first one.
 type slotDoc struct {
-	Slot       int       `json:"slot"`
-	Owner      string    `json:"owner"`
-	Token      int64     `json:"token"`
-	Version    int64     `json:"version"`
-	Held       bool      `json:"held"`
-	ExpiresAt  time.Time `json:"expires_at"`
-	Released   bool      `json:"released"`
-	Finished   bool      `json:"finished"`
-	Checkpoint string    `json:"checkpoint,omitempty"`
+	slotJSON // the lease, as `status --json` prints it
 	// State is one of working (lease held), finished, released, expired (held once, not renewed)
 	// or free (never acquired).
 	State string `json:"state"`
@@ -144,9 +136,7 @@ func (r *statusReader) read(ctx context.Context, now time.Time) (*statusDoc, err
 		doc.Worker = &workerDoc{Owner: r.owner, Stats: r.stats()}
 	}
 	for _, s := range st.Slots {
-		sd := slotDoc{Slot: s.Slot, Owner: s.Owner, Token: s.Token, Version: s.Version, Held: s.Held,
-			ExpiresAt: s.ExpiresAt, Released: s.Released, Finished: s.Finished, Checkpoint: s.Checkpoint,
-			State: slotState(s)}
+		sd := slotDoc{slotJSON: newSlotJSON(s), State: slotState(s)}
 		doc.Finished = doc.Finished && s.Finished
 		doc.Slots = append(doc.Slots, sd)
 	}

@@ -179,3 +179,38 @@ func deleteTable(ctx context.Context, db *dynamodb.Client, table string) error {
 	_, err := db.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(table)})
 	return err
 }
+
+// names are the key's attribute names, partition key first.
+func (s keySchema) names() []string {
+	var out []string
+	for _, k := range s.specs() {
+		out = append(out, k.Name)
+	}
+	return out
+}
+
+// describeSource makes the client and describes the source table, which must exist.
+func (g *globals) describeSource(ctx context.Context, table string) (*dynamodb.Client, *types.TableDescription, error) {
+	db, err := g.dynamoClient(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	t, err := describe(ctx, db, table)
+	if err != nil {
+		return nil, nil, err
+	}
+	if t == nil {
+		return nil, nil, usagef("--table %q: table does not exist", table)
+	}
+	return db, t, nil
+}
+
+// ensureSource makes the client and ensures the source table (ensureSourceTable).
+func (g *globals) ensureSource(ctx context.Context, src sourceTable) (*dynamodb.Client, keySchema, bool, error) {
+	db, err := g.dynamoClient(ctx)
+	if err != nil {
+		return nil, keySchema{}, false, err
+	}
+	schema, created, err := ensureSourceTable(ctx, db, src)
+	return db, schema, created, err
+}

@@ -97,18 +97,31 @@ type audit struct {
 	ledger     map[string]ledgerRow
 	records    map[string]map[string]int // owner -> key -> completions it recorded
 	sideEffect map[string]int            // key -> handler runs (nil: no side-effect log)
+	permanent  map[string]bool           // keys whose handler always fails permanently
 	leases     LeaseReport
 }
 
 // apply fills r's counts and invariant results.
 func (a *audit) apply(r *Result) {
 	r.Items = a.items
-	for _, row := range a.ledger {
-		if row.status == "done" {
+	r.PermanentItems = len(a.permanent)
+	for k, row := range a.ledger {
+		switch {
+		case row.status == "done" && a.permanent[k]:
+			r.fail("%s is done, but its handler always fails", k)
+		case row.status == "done":
 			r.Done++
+		case row.status == "failed" && a.permanent[k]:
+			r.Failed++
+		case row.status == "failed":
+			r.Failed++
+			r.fail("%s was dead-lettered, but its handler never failed permanently", k)
 		}
 	}
-	r.Missing = a.items - r.Done
+	r.Missing = a.items - r.Done - r.Failed
+	if r.Failed != len(a.permanent) {
+		r.fail("%d items dead-lettered, %d fail permanently", r.Failed, len(a.permanent))
+	}
 	if len(a.ledger) != a.items {
 		r.fail("the table holds %d items, %d were seeded", len(a.ledger), a.items)
 	}

@@ -76,6 +76,9 @@ func check(t *testing.T, r *Result) {
 	for _, v := range r.Violations {
 		t.Errorf("seed %d: %s", r.Seed, v)
 	}
+	if r.PermanentItems > 0 && r.TransientFailures == 0 {
+		t.Errorf("seed %d: no handler run failed transiently: the retry path did not run", r.Seed)
+	}
 	if r.CompletedTwice != 0 || r.Missing != 0 {
 		t.Errorf("seed %d: completed twice %d, missing %d (both must be 0)", r.Seed, r.CompletedTwice, r.Missing)
 	}
@@ -86,7 +89,8 @@ func check(t *testing.T, r *Result) {
 
 func TestChaosSIGKILL(t *testing.T) {
 	t.Parallel()
-	check(t, Kill(context.Background(), testEnv(t), Params{Seed: seed(t), Items: 2000, Kills: 3}))
+	// Handlers fail 10% of items once and 2% for good: retries and dead letters under kills.
+	check(t, Kill(context.Background(), testEnv(t), Params{Seed: seed(t), Items: 2000, Kills: 3, Transient: 0.1, Permanent: 0.02}))
 }
 
 func TestChaosSIGSTOP(t *testing.T) {
@@ -96,7 +100,18 @@ func TestChaosSIGSTOP(t *testing.T) {
 
 func TestChaosFaultProxy(t *testing.T) {
 	t.Parallel()
-	check(t, Faults(context.Background(), testEnv(t), Params{Seed: seed(t), Items: 1000}))
+	// Handlers fail 10% of items once and 2% for good: retries and dead letters under faults.
+	check(t, Faults(context.Background(), testEnv(t), Params{Seed: seed(t), Items: 1000, Transient: 0.1, Permanent: 0.02}))
+}
+
+func TestChaosPartition(t *testing.T) {
+	t.Parallel()
+	check(t, Partition(context.Background(), testEnv(t), Params{Seed: seed(t), Items: 500}))
+}
+
+func TestChaosTwoGroups(t *testing.T) {
+	t.Parallel()
+	check(t, TwoGroups(context.Background(), testEnv(t), Params{Seed: seed(t), Items: 200}))
 }
 
 func TestChaosDynamoDBRestart(t *testing.T) {

@@ -176,8 +176,8 @@ func (w *LeaseWatcher) poll() {
 		if b, ok := it["released"].(*types.AttributeValueMemberBOOL); ok {
 			v.released = b.Value
 		}
-		if v.token == 0 {
-			continue
+		if v.token == 0 || v.owner == "" {
+			continue // not a lease, or a ResetGroup (owner removed, token kept)
 		}
 		prev := w.slots[slot]
 		if o, ok := w.owners[[2]int64{int64(slot), v.token}]; ok && o != v.owner {
@@ -220,6 +220,7 @@ type LeaseReport struct {
 	Reads, ReadErrors, Acquisitions, Takeovers, Skipped int
 	StreamRecords, StreamErrors                         int
 	Releases, Retakes                                   int // from the stream: releases; released slots taken again by the same owner
+	Resets                                              int // from the stream: ResetGroup writes (owner removed, token kept)
 	Violations                                          []string
 	Owners                                              map[[2]int64]string // (slot, token) -> owner
 }
@@ -247,7 +248,7 @@ func (w *LeaseWatcher) Report() LeaseReport {
 	}
 	r.Source = "stream"
 	r.StreamRecords, r.StreamErrors = w.hist.records, w.stream.errors
-	r.Releases, r.Retakes = w.hist.releases, w.hist.retakes
+	r.Releases, r.Retakes, r.Resets = w.hist.releases, w.hist.retakes, w.hist.resets
 	r.Acquisitions, r.Takeovers = w.hist.acquires, w.hist.takeovers
 	r.Violations = append([]string(nil), w.hist.violations...)
 	for k, v := range w.hist.owners {

@@ -50,6 +50,11 @@ type FaultProxy struct {
 	upstream string
 	rates    Rates
 	enabled  atomic.Bool
+	observe  atomic.Pointer[func(Exchange)]
+
+	cutMu  sync.Mutex
+	cut    bool
+	healed chan struct{} // closed when the cut ends (see Cut)
 
 	mu     sync.Mutex
 	rng    *rand.Rand
@@ -92,6 +97,66 @@ func StartProxy(upstream string, seed uint64, rates Rates) (*FaultProxy, error) 
 		_ = p.srv.Serve(ln)
 	}()
 	return p, nil
+}
+
+// Exchange is one forwarded request and its answer, for Observe.
+type Exchange struct {
+	Op string
+	// Attempt is the SDK's attempt number of the request (its amz-sdk-request header): above 1,
+	// a retry of a request whose earlier attempt failed, perhaps while the client was cut off.
+	Attempt string
+	Req     []byte
+	Status  int
+	Resp    []byte
+}
+
+// Observe calls fn (from the request's goroutine) for every request forwarded without a fault,
+// with the answer DynamoDB gave; nil stops observing.
+func (p *FaultProxy) Observe(fn func(Exchange)) {
+	if fn == nil {
+		p.observe.Store(nil)
+		return
+	}
+	p.observe.Store(&fn)
+}
+
+// Cut cuts the clients off DynamoDB (on) or reconnects them (off). While cut, every request is
+// held, never forwarded, and its connection reset when the cut ends or the client gives up: a
+// network partition, as the client sees one. Such requests count as "cut <operation>".
+func (p *FaultProxy) Cut(on bool) {
+	p.cutMu.Lock()
+	defer p.cutMu.Unlock()
+	if on == p.cut {
+		return
+	}
+	p.cut = on
+	if on {
+		p.healed = make(chan struct{})
+	} else {
+		close(p.healed)
+	}
+}
+
+// whileCut holds a request that arrives during a cut until the cut ends; it reports whether the
+// request was held (and must not be forwarded).
+func (p *FaultProxy) whileCut(r *http.Request, op string) bool {
+	p.cutMu.Lock()
+	cut, healed := p.cut, p.healed
+	if cut {
+		p.mu.Lock()
+		p.counts["cut "+op]++
+		p.mu.Unlock()
+	}
+	p.cutMu.Unlock()
+	if !cut {
+		return false
+	}
+	select {
+	case <-healed:
+	case <-r.Context().Done():
+	case <-p.stop:
+	}
+	return true
 }
 
 // URL is the proxy's endpoint for clients.
@@ -166,6 +231,10 @@ func operation(r *http.Request) string {
 
 func (p *FaultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	op := operation(r)
+	if p.whileCut(r, op) {
+		resetConn(w)
+		return
+	}
 	f := p.pick(op)
 	switch f {
 	case FaultProvisioned:
@@ -219,11 +288,24 @@ func (p *FaultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if fn := p.observe.Load(); fn != nil && f == "" {
+		(*fn)(Exchange{Op: op, Attempt: sdkAttempt(r), Req: body, Status: resp.StatusCode, Resp: respBody})
+	}
 	for k, v := range resp.Header {
 		w.Header()[k] = v
 	}
 	w.WriteHeader(resp.StatusCode)
 	_, _ = w.Write(respBody)
+}
+
+// sdkAttempt reads "attempt=N" from the amz-sdk-request header ("" without one).
+func sdkAttempt(r *http.Request) string {
+	for _, part := range strings.Split(r.Header.Get("Amz-Sdk-Request"), ";") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(part), "attempt="); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 func writeError(w http.ResponseWriter, status int, typ, msg string) {

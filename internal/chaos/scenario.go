@@ -70,6 +70,10 @@ type Params struct {
 	Timeout     time.Duration // the whole run. Defaults to 3m.
 	// FaultRate is the share of requests given each fault (fault scenario). Defaults to 0.02.
 	FaultRate float64
+	// Transient is the share of items whose handler fails its first run (exit 75), Permanent the
+	// share whose handler always fails permanently (exit 65: dead-lettered at once). Both 0 by
+	// default: every handler succeeds. See flaky.go.
+	Transient, Permanent float64
 }
 
 func (p *Params) defaults() {
@@ -104,8 +108,11 @@ type Result struct {
 
 	Items                int
 	Done                 int
+	Failed               int // dead-lettered: must be exactly the permanently failing items
+	PermanentItems       int // items whose handler always fails (Params.Permanent)
+	TransientFailures    int // handler runs that failed transiently (Params.Transient), each retried
 	CompletedTwice       int // must be 0
-	Missing              int // must be 0
+	Missing              int // must be 0: items neither done nor (permanently failing and) failed
 	SideEffectDuplicates int // handler runs beyond the first, per item
 	SideEffectBound      int // the most the scenario allows: items in flight at its kills, freezes and faults
 	Unrecorded           int // done items no worker's record file lists (a kill between completion and record)
@@ -152,11 +159,13 @@ type fixture struct {
 	leases   string
 	dir      string
 	effects  string
+	flaky    *flaky // nil: every handler succeeds
 	notify   chan struct{}
 	procs    []*Proc
 	watcher  *LeaseWatcher
 	res      *Result
-	n        int // workers started
+	n        int                         // workers started
+	audits   []func(r *Result, a *audit) // scenario checks run at the end of finish
 }
 
 func newFixture(ctx context.Context, env Env, name string, p Params, direct string) (*fixture, error) {
@@ -179,6 +188,12 @@ func newFixture(ctx context.Context, env Env, name string, p Params, direct stri
 	}
 	if err := f.cli(ctx, "seed", "--table", f.table, "--items", fmt.Sprint(p.Items)); err != nil {
 		return nil, err
+	}
+	if p.Transient > 0 || p.Permanent > 0 {
+		var err error
+		if f.flaky, err = newFlaky(f.dir, p, f.rng); err != nil {
+			return nil, err
+		}
 	}
 	return f, nil
 }
@@ -221,9 +236,18 @@ func (f *fixture) workArgs(extra ...string) []string {
 		"--workers", fmt.Sprint(f.p.Slots), "--once", "--lease-ttl", "2s", "--heartbeat", "400ms",
 		"--standby-poll", "200ms", "--max-clock-skew", "250ms", "--page-size", "100",
 		"--concurrency", fmt.Sprint(f.p.Concurrency), "--claim-ttl", "10s", "--poll-interval", "1s",
-		"--retry-backoff", "200ms", "--log-level", "info",
-		"--exec", fmt.Sprintf(`printf '%%s\n' "$DYNAPART_KEY" >> '%s'`, f.effects)}
+		"--retry-backoff", "200ms", "--log-level", "info", "--exec", f.handler()}
 	return append(args, extra...)
+}
+
+// handler is the --exec command: it appends the key to the side-effect log, after the flaky
+// failures when the scenario has them.
+func (f *fixture) handler() string {
+	effect := fmt.Sprintf(`printf '%%s\n' "$DYNAPART_KEY" >> '%s'`, f.effects)
+	if f.flaky == nil {
+		return effect
+	}
+	return f.flaky.script() + effect
 }
 
 // start starts one more worker.
@@ -241,8 +265,17 @@ func (f *fixture) start(extra ...string) (*Proc, error) {
 // startFleet starts Slots workers one by one (each waits for its lease, so slot holders and
 // standbys are known), then the standbys.
 func (f *fixture) startFleet(ctx context.Context, extra ...string) error {
-	for range f.p.Slots {
-		p, err := f.start(extra...)
+	return f.startFleetWith(ctx, nil, extra...)
+}
+
+// startFleetWith is startFleet whose first worker (a slot holder) gets first's flags too.
+func (f *fixture) startFleetWith(ctx context.Context, first []string, extra ...string) error {
+	for i := range f.p.Slots {
+		args := extra
+		if i == 0 {
+			args = append(append([]string(nil), extra...), first...)
+		}
+		p, err := f.start(args...)
 		if err != nil {
 			return err
 		}
@@ -346,6 +379,14 @@ func (f *fixture) finish(ctx context.Context, start time.Time) *Result {
 		f.watcher.Stop()
 	}
 	a := &audit{items: f.p.Items, records: map[string]map[string]int{}, sideEffect: map[string]int{}}
+	if f.flaky != nil {
+		a.permanent = f.flaky.permanent
+		n, err := f.flaky.transientFailures()
+		if err != nil {
+			r.fail("%v", err)
+		}
+		r.TransientFailures = n
+	}
 	if f.watcher != nil {
 		a.leases = f.watcher.Report()
 	}
@@ -370,6 +411,13 @@ func (f *fixture) finish(ctx context.Context, start time.Time) *Result {
 		r.fail("%v", err)
 	}
 	a.apply(r)
+	for _, check := range f.audits {
+		check(r, a)
+	}
+	if f.flaky != nil {
+		r.event("dead-lettered %d items (%d fail permanently); %d handler runs failed transiently and were retried",
+			r.Failed, r.PermanentItems, r.TransientFailures)
+	}
 	return r
 }
 
@@ -407,6 +455,9 @@ func lastLines(s string, n int) string {
 // run wraps a scenario body with its timeout, a fixture and cleanup.
 func run(ctx context.Context, env Env, name string, p Params, direct string, body func(ctx context.Context, f *fixture) error) *Result {
 	p.defaults()
+	if p.Transient > 0 || p.Permanent > 0 {
+		name += "-flaky"
+	}
 	ctx, cancel := context.WithTimeout(ctx, p.Timeout)
 	defer cancel()
 	f, err := newFixture(ctx, env, name, p, direct)
@@ -416,6 +467,10 @@ func run(ctx context.Context, env Env, name string, p Params, direct string, bod
 		return r
 	}
 	env.logf("chaos: %s seed %d: %d items, %d slots + %d standby, table %s", name, p.Seed, p.Items, p.Slots, p.Standbys, f.table)
+	if f.flaky != nil {
+		f.res.event("handlers: %d items fail their first run (exit 75, retried), %d fail permanently (exit 65, dead-lettered)",
+			len(f.flaky.transient), len(f.flaky.permanent))
+	}
 	start := time.Now()
 	berr := body(ctx, f)
 	if berr != nil {

@@ -188,6 +188,7 @@ type streamHistory struct {
 	acquires   int
 	takeovers  int
 	releases   int // a holder set released on its lease
+	resets     int // ResetGroup's owner removals (same token, owner, finished and checkpoint removed)
 	retakes    int // a slot released and taken again by the same owner (polls used to misread this)
 	violations []string
 	owners     map[[2]int64]string // (slot, token) -> owner
@@ -275,6 +276,10 @@ func (h *streamHistory) apply(pk string, rec stypes.Record) bool {
 	if !cur.exists || cur.token == 0 {
 		return true // deleted (ResetGroup) or not a lease
 	}
+	if isReset(old, cur) {
+		h.resets++ // the token keeps its owner in the history: the reset fences it, it does not hand it on
+		return true
+	}
 	key := [2]int64{slot, cur.token}
 	if o, ok := h.owners[key]; ok && o != cur.owner {
 		h.fail("slot %d token %d held by %s and by %s", slot, cur.token, o, cur.owner)
@@ -309,6 +314,14 @@ func (h *streamHistory) apply(pk string, rec stypes.Record) bool {
 		h.fail("slot %d token %d of %s was un-released without a new token", slot, cur.token, cur.owner)
 	}
 	return true
+}
+
+// isReset reports whether a write is lock.ResetGroup's: it removes the owner, the finished mark and
+// the checkpoint of a slot and keeps its token, so the token's next write must be a new
+// acquisition. This is the one write that takes an owner from a token without a new token.
+func isReset(old, cur streamImage) bool {
+	return old.exists && cur.exists && old.token > 0 && cur.token == old.token &&
+		old.owner != "" && cur.owner == "" && !cur.finished && cur.cp == ""
 }
 
 func (h *streamHistory) fail(format string, args ...any) {

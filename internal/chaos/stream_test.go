@@ -16,6 +16,7 @@ type img struct {
 	owner             string
 	token, exp, acq   int64
 	released, missing bool
+	cp                string // checkpoint, "" for none
 }
 
 func (i img) attrs() map[string]stypes.AttributeValue {
@@ -25,11 +26,18 @@ func (i img) attrs() map[string]stypes.AttributeValue {
 	n := func(v int64) stypes.AttributeValue {
 		return &stypes.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
 	}
-	return map[string]stypes.AttributeValue{
+	m := map[string]stypes.AttributeValue{
 		"pk": &stypes.AttributeValueMemberS{Value: "group#g"}, "sk": n(1),
-		"owner": &stypes.AttributeValueMemberS{Value: i.owner}, "token": n(i.token), "expires_at": n(i.exp),
+		"token": n(i.token), "expires_at": n(i.exp),
 		"acquired_at": n(i.acq), "released": &stypes.AttributeValueMemberBOOL{Value: i.released},
 	}
+	if i.owner != "" { // ResetGroup removes the attribute
+		m["owner"] = &stypes.AttributeValueMemberS{Value: i.owner}
+	}
+	if i.cp != "" {
+		m["checkpoint"] = &stypes.AttributeValueMemberS{Value: i.cp}
+	}
+	return m
 }
 
 func rec(old, cur img) stypes.Record {
@@ -85,6 +93,31 @@ func TestStreamHistoryChecks(t *testing.T) {
 	other.Dynamodb.Keys["pk"] = &stypes.AttributeValueMemberS{Value: "group#other"}
 	assert.False(t, h.apply("group#g", other), "another group's item is not ours")
 	assert.Zero(t, h.records)
+}
+
+// TestStreamHistoryToleratesResetGroup: ResetGroup removes the owner (and finished, checkpoint) of
+// a slot and keeps its token; the next holder takes a new token. That one transition is not "a
+// token with two owners", and the token keeps its first owner for the ledger audit. An owner
+// removal that keeps the checkpoint is not a reset and is still flagged.
+func TestStreamHistoryToleratesResetGroup(t *testing.T) {
+	w0t1 := img{owner: "w0", token: 1, acq: 1000, exp: 3000, cp: "c1"}
+	reset := img{token: 1, acq: 1000, exp: 3000}
+	h := streamHistory{owners: map[[2]int64]string{}}
+	h.apply("group#g", rec(img{missing: true}, w0t1))
+	h.apply("group#g", rec(w0t1, reset))
+	h.apply("group#g", rec(reset, img{owner: "w1", token: 2, acq: 4000, exp: 6000}))
+	assert.Empty(t, h.violations)
+	assert.Empty(t, h.gap)
+	assert.Equal(t, 1, h.resets)
+	assert.Equal(t, 2, h.acquires)
+	assert.Equal(t, "w0", h.owners[[2]int64{1, 1}], "the reset does not take token 1 from w0 in the history")
+
+	h = streamHistory{owners: map[[2]int64]string{}}
+	h.apply("group#g", rec(img{missing: true}, w0t1))
+	h.apply("group#g", rec(w0t1, img{token: 1, acq: 1000, exp: 3000, cp: "c1"}))
+	require.Len(t, h.violations, 2, "%v", h.violations)
+	assert.Contains(t, h.violations[0], "held by w0 and by ")
+	assert.Zero(t, h.resets)
 }
 
 func TestStreamHistoryNoticesAMissingWrite(t *testing.T) {

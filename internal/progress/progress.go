@@ -19,5 +19,9 @@ type Line struct {
 	Takeovers int64   `json:"takeovers"`
 	RCU       float64 `json:"rcu"`
 	WCU       float64 `json:"wcu"`
-	FirstDone int64   `json:"first_done_ms,omitempty"` // first completion after a takeover, Unix ms
+	// WriteThrottles counts the ledger writes DynamoDB throttled; WriteRateAllowed is the WCU/s
+	// --write-rate allows now (less than asked for a while after throttling; 0: unlimited).
+	WriteThrottles   int64   `json:"write_throttles"`
+	WriteRateAllowed float64 `json:"write_rate_allowed,omitempty"`
+	FirstDone        int64   `json:"first_done_ms,omitempty"` // first completion after a takeover, Unix ms
 }

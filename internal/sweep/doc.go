@@ -16,6 +16,8 @@
 // Replay one with `go test -run 'TestSweep/<name>' ./internal/sweep/` or
 // `go run ./internal/sweep/run -case <name>`.
 //
-// TestSweep runs a small, seeded sample (make test); the runner and make chaos run the full
-// cross product or a stride of it.
+// TestSweep runs a small, seeded sample (make test). make chaos runs every combination with its
+// baseline and a seeded sample of faulted runs per combination (Plan.PerCombo, see Sampled: the
+// kinds in rotation, k spread over the run), about 10 minutes on 2 cores; the runner
+// (./run -stride N) runs the exhaustive sweep, every kind at every stride-th k.
 package sweep

@@ -21,6 +21,31 @@ func EveryK(c Combo, kind ddbfault.Kind, calls int64, stride, offset int) []Case
 	return out
 }
 
+// Sampled returns n faulted cases of combination ci (its index in the plan), whose baseline made
+// calls calls: k is drawn (seeded) from each of n equal bands of 1..calls, so the faults spread
+// over the whole run, and the kinds rotate through kinds from a seeded start, continuing where
+// combination ci-1 left off, so every kind is used equally often over the combinations and
+// consecutive combinations meet different kinds.
+func Sampled(c Combo, ci int, kinds []ddbfault.Kind, calls int64, n int, seed uint64) []Case {
+	if n <= 0 || calls <= 0 || len(kinds) == 0 {
+		return nil
+	}
+	r := rand.New(rand.NewPCG(seed, uint64(ci)))
+	start := int(seed % uint64(len(kinds)))
+	out := make([]Case, 0, n)
+	for j := range n {
+		lo := 1 + calls*int64(j)/int64(n)
+		hi := calls * int64(j+1) / int64(n) // inclusive; a band may be empty when n > calls
+		k := lo
+		if hi > lo {
+			k += r.Int64N(hi - lo + 1)
+		}
+		kind := kinds[(start+ci*n+j)%len(kinds)]
+		out = append(out, Case{Combo: c, Fault: ddbfault.Fault{Kind: kind, At: k}})
+	}
+	return out
+}
+
 // SmallCombos are the combinations the small sweep walks at every k: the claim path of each
 // ledger and claim mode, under the outcomes that exercise retries and dead letters.
 func SmallCombos() []Combo {

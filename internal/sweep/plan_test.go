@@ -43,3 +43,33 @@ func TestNormalizeGroupsLikeViolations(t *testing.T) {
 	require.Equal(t, normalize(`it0003: Run returned nil, item is "retry" (attempts 1, handler calls 1)`),
 		normalize(`it0011: Run returned nil, item is "retry" (attempts 2, handler calls 3)`))
 }
+
+// TestSampledSpreadsKindsAndK: a sampled plan gives each combination n cases, k in each of n
+// bands of 1..calls, the kinds in rotation over the combinations (every kind equally often), and
+// the same seed the same cases.
+func TestSampledSpreadsKindsAndK(t *testing.T) {
+	kinds := ddbfault.Kinds()
+	combos := Combos()
+	const n, calls = 4, 40
+	perKind := map[ddbfault.Kind]int{}
+	for ci, c := range combos {
+		cs := Sampled(c, ci, kinds, calls, n, 42)
+		require.Len(t, cs, n)
+		for j, x := range cs {
+			require.Equal(t, c, x.Combo)
+			require.GreaterOrEqual(t, x.Fault.At, int64(1+calls*j/n), "case %d of combination %d", j, ci)
+			require.LessOrEqual(t, x.Fault.At, int64(calls*(j+1)/n), "case %d of combination %d", j, ci)
+			perKind[x.Fault.Kind]++
+		}
+		require.Equal(t, cs, Sampled(c, ci, kinds, calls, n, 42), "seeded")
+	}
+	require.Len(t, perKind, len(kinds))
+	for k, m := range perKind {
+		require.InDelta(t, len(combos)*n/len(kinds), m, 1, "kind %s", k)
+	}
+	require.NotEqual(t, Sampled(combos[0], 0, kinds, calls, n, 42), Sampled(combos[0], 0, kinds, calls, n, 43))
+	require.Len(t, Sampled(combos[0], 0, kinds, 2, n, 1), n, "more cases than calls: k repeats, no case is lost")
+	for _, x := range Sampled(combos[0], 0, kinds, 2, n, 1) {
+		require.True(t, x.Fault.At >= 1 && x.Fault.At <= 2, "k=%d", x.Fault.At)
+	}
+}

@@ -3,6 +3,7 @@
 // with its seed, whether the invariants held, the bad-input catalogue and the longer fuzz runs.
 //
 //	go run ./internal/chaos/run -out RELIABILITY.md [-seed N] [-reps 3] [-items 10000] [-fuzztime 60s]
+//	    [-sweep-per-combo 6 | -sweep-per-combo 0 -sweep-stride 7]
 package main
 
 import (
@@ -36,15 +37,16 @@ func main() {
 	fuzztime := flag.Duration("fuzztime", 60*time.Second, "time per fuzz target (0 skips fuzzing)")
 	endpoint := flag.String("endpoint", os.Getenv("DYNAPART_TEST_ENDPOINT"), "DynamoDB Local to use (default: start one)")
 	only := flag.String("only", "", "run only the scenarios whose name contains this")
-	sweepStride := flag.Int("sweep-stride", 7, "the fault sweep runs each fault kind at every stride-th k (7, the number of kinds: every k meets one kind; 1: every kind at every k)")
+	sweepPer := flag.Int("sweep-per-combo", 6, "the fault sweep: every combination's baseline and a seeded sample (the run's seed) of so many faulted runs per combination, about 10 minutes on 2 cores; 0: the stride sweep (-sweep-stride)")
+	sweepStride := flag.Int("sweep-stride", 7, "with -sweep-per-combo 0, the exhaustive sweep runs each fault kind at every stride-th k (7, the number of kinds: every k meets one kind, about 90 minutes; 1: every kind at every k)")
 	flag.Parse()
-	if err := run(*out, *seed, *reps, *items, *fuzztime, *endpoint, *only, *sweepStride); err != nil {
+	if err := run(*out, *seed, *reps, *items, *fuzztime, *endpoint, *only, sweep.Plan{Stride: *sweepStride, PerCombo: *sweepPer}); err != nil {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
 		os.Exit(1)
 	}
 }
 
-func run(out string, seed uint64, reps, items int, fuzztime time.Duration, endpoint, only string, sweepStride int) error {
+func run(out string, seed uint64, reps, items int, fuzztime time.Duration, endpoint, only string, sweepPlan sweep.Plan) error {
 	ctx := context.Background()
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
@@ -78,12 +80,16 @@ func run(out string, seed uint64, reps, items int, fuzztime time.Duration, endpo
 	}
 	big := time.Duration(items/1000+3) * time.Minute
 	scenarios := []scenario{
-		{"sigkill", "SIGKILL of slot holders", "`dynapart work --once --batch-claims --exec` processes, 3 slots + 2 standbys; 5 slot holders are killed with SIGKILL at random moments (seeded), a new standby joins after each. Side effects are the --exec log.",
-			chaos.Kill, chaos.Params{Items: items, Slots: 3, Standbys: 2, Kills: 5, Timeout: big}},
+		{"sigkill", "SIGKILL of slot holders", "`dynapart work --once --batch-claims --exec` processes, 3 slots + 2 standbys; 5 slot holders are killed with SIGKILL at random moments (seeded), a new standby joins after each. Side effects are the --exec log. The handler fails the first run of 10% of the items (exit 75, retried) and every run of 2% (exit 65, dead-lettered): those must end failed, every other item done.",
+			chaos.Kill, chaos.Params{Items: items, Slots: 3, Standbys: 2, Kills: 5, Timeout: big, Transient: 0.1, Permanent: 0.02}},
 		{"sigstop", "SIGSTOP past the lease and claim TTL", "A random slot holder (filter mode, claim TTL 3s, lease TTL 2s) is frozen with SIGSTOP until a standby has taken its slot and its claims have expired, then resumed with SIGCONT. It must report its lease lost and complete nothing another worker claimed since (the ledger audit).",
 			chaos.Freeze, chaos.Params{Items: items, Timeout: big}},
-		{"faults", "Fault-injecting proxy", "Every worker request goes through a reverse proxy that answers 2% each with ProvisionedThroughputExceededException, ThrottlingException, HTTP 500, a connection reset, a lost response (forwarded, then the connection reset) and 0.5% with a response held 2.5s.",
-			chaos.Faults, chaos.Params{Items: items / 2, Timeout: big}},
+		{"faults", "Fault-injecting proxy", "Every worker request goes through a reverse proxy that answers 2% each with ProvisionedThroughputExceededException, ThrottlingException, HTTP 500, a connection reset, a lost response (forwarded, then the connection reset) and 0.5% with a response held 2.5s. The handler fails the first run of 10% of the items (exit 75, retried) and every run of 2% (exit 65, dead-lettered): those must end failed, every other item done.",
+			chaos.Faults, chaos.Params{Items: items / 2, Timeout: big, Transient: 0.1, Permanent: 0.02}},
+		{"partition", "A slot holder cut off DynamoDB past its lease, then reconnected", "One slot holder talks to DynamoDB through its own proxy; at a random moment the proxy cuts it off (requests held, then their connections reset) until a standby has taken its slot over and 0.5-2s more, then reconnects it. Every write it sends after the reconnect that is fenced by its lost lease (lease writes with its token, claim writes with its owner, slot and token) must be refused; the details list them by kind, a landed one is a violation.",
+			chaos.Partition, chaos.Params{Items: items / 2, Timeout: big}},
+		{"two-groups", "Two groups on one table at once", "Two groups (different group names, the same job, inline ledger and lease table), 2 slots + 1 standby each, process the same table at the same time, so each meets the other's claims. The handler marks its item in flight (an atomic mkdir) for 50ms: two handlers of one item at once across the groups is a stolen claim (a violation); inside a group it may follow a takeover (bounded like the side effects). Each group's lease history is checked on its own.",
+			chaos.TwoGroups, chaos.Params{Items: items / 4, Timeout: big}},
 		{"restart", "DynamoDB Local stopped and restarted", "The workers' own DynamoDB Local (-dbPath) is stopped at a random moment and started again on the same port and folder 0.5-3s later.",
 			chaos.Restart, chaos.Params{Items: items / 2, Timeout: big}},
 		{"skew", "Clock skew within MaxClockSkew", "In-process workers whose clocks are offset by up to ±250ms (MaxClockSkew 500ms); 3 random slot holders are crashed (every DynamoDB call fails from then on) and standbys take over by their own clocks.",
@@ -97,11 +103,13 @@ handler side-effect log and the lease history: every write to the lease table's 
 DynamoDB stream (new and old images), so no state is missed however briefly it lasted:
 
 - **completed twice** (must be 0): a key in two completion records, or a record that the ledger contradicts;
-- **missing** (must be 0): items not done when every worker has exited;
+- **missing** (must be 0): items neither done nor, for a handler that always fails permanently, dead-lettered
+  when every worker has exited; an item dead-lettered whose handler never failed permanently, or done whose handler
+  always fails, is a violation;
 - **side-effect duplicates**: handler runs beyond the first per item; allowed only for items in flight at a kill,
   freeze or fault. The bound: 2 x concurrency + 25 per SIGKILL (handlers running, and handled items waiting for a
-  batched completion), the concurrency per freeze or in-process crash, the concurrency of every worker per
-  DynamoDB restart, one per injected fault;
+  batched completion), the concurrency per freeze, partition or in-process crash, the concurrency of every worker
+  per DynamoDB restart, one per injected fault, the concurrency per takeover or retake inside a group (two groups);
 - **unrecorded**: done items no record lists (a SIGKILL between the completion and its record line, or a
   completion whose response was lost);
 - the lease history: a slot's token never decreases, a token never has two owners, and a new token is taken only
@@ -127,7 +135,8 @@ DynamoDB stream (new and old images), so no state is missed however briefly it l
 		chaos.WriteMarkdown(&md, s.title, s.what, runs)
 	}
 	if only == "" || strings.Contains("sweep", only) {
-		s := runSweep(ctx, env, sweepStride)
+		sweepPlan.Seed = seed
+		s := runSweep(ctx, env, sweepPlan)
 		sweep.WriteMarkdown(&md, s)
 		if s.Broken > 0 || s.Runs == 0 {
 			failed++
@@ -208,16 +217,16 @@ func execLine(s string) string {
 }
 
 // runSweep runs the deterministic fault sweep (package sweep) over every combination.
-func runSweep(ctx context.Context, env chaos.Env, stride int) *sweep.Summary {
+func runSweep(ctx context.Context, env chaos.Env, p sweep.Plan) *sweep.Summary {
 	cfg := env.AWS.Copy()
 	cfg.BaseEndpoint = aws.String(env.Endpoint)
 	f, err := sweep.NewFixture(ctx, dynamodb.NewFromConfig(cfg))
 	if err != nil {
 		env.Logf("sweep: %v", err)
-		return &sweep.Summary{Plan: sweep.Plan{Stride: stride}}
+		return &sweep.Summary{Plan: p}
 	}
 	defer func() { _ = f.Close(ctx) }()
-	s := f.Sweep(ctx, sweep.Plan{Stride: stride}, func(r *sweep.Result) {
+	s := f.Sweep(ctx, p, func(r *sweep.Result) {
 		if !r.OK() {
 			env.Logf("sweep: %s", r)
 		}

@@ -1,6 +1,6 @@
 // Command run is the full deterministic fault sweep (see package sweep), or one case of it.
 //
-//	go run ./internal/sweep/run [-endpoint URL] [-only SUBSTR] [-kinds a,b] [-stride N] [-out FILE]
+//	go run ./internal/sweep/run [-endpoint URL] [-only SUBSTR] [-kinds a,b] [-stride N | -per-combo N -seed S] [-out FILE]
 //	go run ./internal/sweep/run -case inline.single.segment.succeed.w1/lost-answer/k17
 //
 // It prints every run with a violation, then the counts (runs, faults injected, violations);
@@ -29,6 +29,8 @@ func main() {
 	only := flag.String("only", "", "run only the combinations whose name contains this")
 	kinds := flag.String("kinds", "", "comma-separated fault kinds (default: all)")
 	stride := flag.Int("stride", 1, "each kind runs every stride-th k, kind i from k = 1+i")
+	perCombo := flag.Int("per-combo", 0, "instead of the stride: a seeded sample of this many faulted runs per combination (see sweep.Sampled)")
+	seed := flag.Uint64("seed", 1, "seed of the -per-combo sample")
 	limit := flag.Duration("limit", 0, "stop starting runs after this long (0: no limit)")
 	out := flag.String("out", "", "write the RELIABILITY.md section here")
 	verbose := flag.Bool("v", false, "print every run")
@@ -38,6 +40,7 @@ func main() {
 		os.Exit(2)
 	}
 	p, err := plan(*only, *kinds, *stride)
+	p.PerCombo, p.Seed = *perCombo, *seed
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "sweep:", err)
 		os.Exit(2)

@@ -1,0 +1,47 @@
+package capacity
+
+import "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+// ItemSize approximates DynamoDB's item size: attribute names plus values.
+func ItemSize(item map[string]types.AttributeValue) int {
+	n := 0
+	for k, v := range item {
+		n += len(k) + valueSize(v)
+	}
+	return n
+}
+
+func valueSize(v types.AttributeValue) int {
+	switch v := v.(type) {
+	case *types.AttributeValueMemberS:
+		return len(v.Value)
+	case *types.AttributeValueMemberN:
+		return len(v.Value)/2 + 1
+	case *types.AttributeValueMemberB:
+		return len(v.Value)
+	case *types.AttributeValueMemberSS:
+		return sumOf(v.Value, func(s string) int { return len(s) })
+	case *types.AttributeValueMemberNS:
+		return sumOf(v.Value, func(s string) int { return len(s)/2 + 1 })
+	case *types.AttributeValueMemberBS:
+		return sumOf(v.Value, func(b []byte) int { return len(b) })
+	case *types.AttributeValueMemberM:
+		return 3 + ItemSize(v.Value)
+	case *types.AttributeValueMemberL:
+		n := 3
+		for _, e := range v.Value {
+			n += 1 + valueSize(e)
+		}
+		return n
+	}
+	return 1 // BOOL, NULL
+}
+
+// sumOf adds size(x) over xs.
+func sumOf[T any](xs []T, size func(T) int) int {
+	n := 0
+	for _, x := range xs {
+		n += size(x)
+	}
+	return n
+}
