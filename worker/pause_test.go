@@ -125,6 +125,10 @@ func testPauseResume(t *testing.T, kind LedgerKind, batch bool) {
 	require.NoError(t, err)
 	require.True(t, changed)
 	pausedAt := time.Now()
+	// The handlers in flight finish once both workers have read the flag: released earlier, a
+	// fast machine processes the whole share before the next heartbeat reads it.
+	require.Eventually(t, func() bool { return ws[0].pause.flagged() && ws[1].pause.flagged() },
+		20*time.Second, 5*time.Millisecond, "every worker reads the pause flag")
 	close(unblock) // handlers in flight finish
 	heartbeat := ws[0].Config().Heartbeat
 	require.Eventually(t, func() bool { return ws[0].Stats().Paused && ws[1].Stats().Paused },

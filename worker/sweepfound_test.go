@@ -42,10 +42,7 @@ func TestCompleteOnlyTellsTheAttempt(t *testing.T) {
 		t.Run(string(kind), func(t *testing.T) {
 			const n = 3
 			f := newFixture(t, n)
-			c := f.config(kind)
-			c.Workers, c.Once, c.CompleteOnly, c.MaxAttempts = 1, true, true, 3
-			c.RetryBackoff, c.MaxRetryBackoff, c.PollInterval = 10*time.Millisecond, 20*time.Millisecond, 50*time.Millisecond
-			w, err := New(c)
+			w, err := New(completeOnlyOnce(f, kind))
 			require.NoError(t, err)
 			hc := newHandlerCalls()
 			require.NoError(t, runOnceWithin(t, w, func(_ context.Context, it Item) error {
@@ -71,10 +68,7 @@ func TestCompleteOnlyHandlesADoneItemNoMore(t *testing.T) {
 		t.Run(string(kind), func(t *testing.T) {
 			const n = 4
 			f := newFixture(t, n)
-			c := f.config(kind)
-			c.Workers, c.Once, c.CompleteOnly, c.MaxAttempts = 1, true, true, 3
-			c.RetryBackoff, c.MaxRetryBackoff, c.PollInterval = 10*time.Millisecond, 20*time.Millisecond, 50*time.Millisecond
-			w, err := New(c)
+			w, err := New(completeOnlyOnce(f, kind))
 			require.NoError(t, err)
 			hc := newHandlerCalls()
 			require.NoError(t, runOnceWithin(t, w, func(_ context.Context, it Item) error {
@@ -166,4 +160,12 @@ func requireEachHandledOnce(t *testing.T, f *fixture, c Config, n int, lose *onc
 		require.Equal(t, 1, st.Attempts, "item %d: the claim never learned of used up no attempt", i)
 		require.Equal(t, 1, hc.calls[itemKey(i)], "item %d", i)
 	}
+}
+
+// completeOnlyOnce is a once-run of one complete-only worker with quick retries.
+func completeOnlyOnce(f *fixture, kind LedgerKind) Config {
+	c := f.config(kind)
+	c.Workers, c.Once, c.CompleteOnly, c.MaxAttempts = 1, true, true, 3
+	c.RetryBackoff, c.MaxRetryBackoff, c.PollInterval = 10*time.Millisecond, 20*time.Millisecond, 50*time.Millisecond
+	return c
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -63,6 +64,19 @@ type cli struct {
 
 func newCLI(t *testing.T) *cli {
 	return &cli{t: t, endpoint: ddbtest.Endpoint(t), dir: t.TempDir()}
+}
+
+// seededTables makes a source table (key id:S) with items demo items and a lease table; both are
+// deleted after the test.
+func (c *cli) seededTables(t *testing.T, items int) (table, leases string) {
+	t.Helper()
+	db := ddbtest.Client(t)
+	table, leases = ddbtest.TableName(t, ""), ddbtest.TableName(t, "lease")
+	ddbtest.DeleteOnCleanup(t, db, table)
+	ddbtest.DeleteOnCleanup(t, db, leases)
+	c.mustRun("init", "--table", table, "--key", "id:S", "--lease-table", leases)
+	c.mustRun("seed", "--table", table, "--items", strconv.Itoa(items))
+	return table, leases
 }
 
 // command is dynapart args as a process of its own.
@@ -207,14 +221,8 @@ func TestPartitionCommand(t *testing.T) {
 // TestEndToEnd: init, seed, three `work --once --exec` processes for two slots, verify.
 func TestEndToEnd(t *testing.T) {
 	c := newCLI(t)
-	db := ddbtest.Client(t)
-	table := ddbtest.TableName(t, "")
-	leases := ddbtest.TableName(t, "lease")
-	ddbtest.DeleteOnCleanup(t, db, table)
-	ddbtest.DeleteOnCleanup(t, db, leases)
-	c.mustRun("init", "--table", table, "--key", "id:S", "--lease-table", leases)
+	table, leases := c.seededTables(t, 300)
 	c.mustRun("init", "--table", table, "--key", "id:S", "--lease-table", leases) // idempotent
-	c.mustRun("seed", "--table", table, "--items", "300")
 
 	_, _, code := c.run("verify", "--table", table)
 	require.Equal(t, 1, code, "nothing is done yet")
@@ -296,12 +304,7 @@ func (p *progressReader) waitFor(t *testing.T, timeout time.Duration, match func
 // finishes with every item done once.
 func TestSIGKILLMidRun(t *testing.T) {
 	c := newCLI(t)
-	db := ddbtest.Client(t)
-	table, leases := ddbtest.TableName(t, ""), ddbtest.TableName(t, "lease")
-	ddbtest.DeleteOnCleanup(t, db, table)
-	ddbtest.DeleteOnCleanup(t, db, leases)
-	c.mustRun("init", "--table", table, "--lease-table", leases)
-	c.mustRun("seed", "--table", table, "--items", "3000")
+	table, leases := c.seededTables(t, 3000)
 
 	type proc struct {
 		cmd    *exec.Cmd
@@ -360,12 +363,7 @@ func TestSIGKILLMidRun(t *testing.T) {
 // waiting for the lease to expire.
 func TestSIGTERMReleasesSlot(t *testing.T) {
 	c := newCLI(t)
-	db := ddbtest.Client(t)
-	table, leases := ddbtest.TableName(t, ""), ddbtest.TableName(t, "lease")
-	ddbtest.DeleteOnCleanup(t, db, table)
-	ddbtest.DeleteOnCleanup(t, db, leases)
-	c.mustRun("init", "--table", table, "--lease-table", leases)
-	c.mustRun("seed", "--table", table, "--items", "10")
+	table, leases := c.seededTables(t, 10)
 	start := func(owner string) (*exec.Cmd, *progressReader) {
 		p := c.command("work", "--table", table, "--lease-table", leases, "--workers", "1", "--lease-ttl", "60s",
 			"--standby-poll", "100ms", "--poll-interval", "1h", "--owner", owner, "--progress", "json")

@@ -47,13 +47,7 @@ func TestPauseUnknownGroupExits2(t *testing.T) {
 func TestPauseResumeCLI(t *testing.T) {
 	const items = 120
 	c := newCLI(t)
-	db := ddbtest.Client(t)
-	table := ddbtest.TableName(t, "")
-	leases := ddbtest.TableName(t, "lease")
-	ddbtest.DeleteOnCleanup(t, db, table)
-	ddbtest.DeleteOnCleanup(t, db, leases)
-	c.mustRun("init", "--table", table, "--key", "id:S", "--lease-table", leases)
-	c.mustRun("seed", "--table", table, "--items", fmt.Sprint(items))
+	table, leases := c.seededTables(t, items)
 	group := table + "/default"
 	gate := filepath.Join(c.dir, "GO")
 	// Every handler waits for the gate file: nothing is done before the pause.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"net"
 	"os/signal"
 	"syscall"
 	"time"
@@ -50,6 +51,14 @@ func (s *statusLiveFlags) run(cmd *cobra.Command, g *globals, group, leaseTable 
 	if err := s.validate(cmd); err != nil {
 		return err
 	}
+	var l net.Listener
+	if s.serve != "" {
+		var err error
+		if l, err = listenStatus(s.serve); err != nil {
+			return err
+		}
+		defer l.Close()
+	}
 	ctx := cmd.Context()
 	lc, db, err := g.leaseClientAndDB(ctx, leaseTable)
 	if err != nil {
@@ -71,7 +80,7 @@ func (s *statusLiveFlags) run(cmd *cobra.Command, g *globals, group, leaseTable 
 	}
 	sctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	return serveStatusPage(sctx, page, s.serve, cmd.OutOrStdout())
+	return serveStatusPage(sctx, page, l, cmd.OutOrStdout())
 }
 
 // workerStatusEvery is the least time between two reads of the worker's status page.

@@ -138,12 +138,17 @@ func (p *statusPage) mount(mux *http.ServeMux) {
 	})
 }
 
-// serveStatusPage serves the page on addr until ctx ends, after printing its URL to out.
-func serveStatusPage(ctx context.Context, p *statusPage, addr string, out io.Writer) error {
+// listenStatus opens the --serve address, before anything is read (a bad address is bad usage).
+func listenStatus(addr string) (net.Listener, error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
-		return usagef("--serve %q: %v", addr, err)
+		return nil, usagef("--serve %q: %v", addr, err)
 	}
+	return l, nil
+}
+
+// serveStatusPage serves the page on l until ctx ends, after printing its URL to out; it closes l.
+func serveStatusPage(ctx context.Context, p *statusPage, l net.Listener, out io.Writer) error {
 	mux := http.NewServeMux()
 	p.mount(mux)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/dynapart/dynapart/internal/ddbtest"
 	"github.com/dynapart/dynapart/internal/progress"
 )
 
@@ -31,12 +30,7 @@ func lastProgress(t *testing.T, stdout string) progress.Line {
 // --help describes it.
 func TestWriteRateFlag(t *testing.T) {
 	c := newCLI(t)
-	db := ddbtest.Client(t)
-	table, leases := ddbtest.TableName(t, ""), ddbtest.TableName(t, "lease")
-	ddbtest.DeleteOnCleanup(t, db, table)
-	ddbtest.DeleteOnCleanup(t, db, leases)
-	c.mustRun("init", "--table", table, "--key", "id:S", "--lease-table", leases)
-	c.mustRun("seed", "--table", table, "--items", "30")
+	table, leases := c.seededTables(t, 30)
 	work := []string{"work", "--table", table, "--lease-table", leases, "--workers", "1", "--once", "--progress", "json"}
 
 	for _, v := range []string{"0", "-5", "NaN", "+Inf"} {
