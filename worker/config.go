@@ -129,8 +129,10 @@ type Config struct {
 	RetryBackoff    time.Duration
 	MaxRetryBackoff time.Duration
 
-	// Once processes the slot's share one time and returns (after retries have settled); otherwise
-	// the worker rescans every PollInterval until ctx ends. Defaults to false (continuous).
+	// Once processes the slot's share one time (after retries have settled), then takes any other
+	// free, unfinished slot of the group the same way, and returns once every slot is finished or
+	// held by a live worker; otherwise the worker rescans every PollInterval until ctx ends.
+	// Defaults to false (continuous).
 	Once bool
 	// PollInterval is the pause between passes in continuous mode, and the longest wait between
 	// passes of a once job that has retries pending. Defaults to 30s (continuous) / 5s (once).

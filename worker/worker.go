@@ -58,8 +58,9 @@ type env struct {
 }
 
 // Run takes a slot (waiting as a hot standby while all are held), processes the slot's share and,
-// with Once, returns nil when the share is done (or at once when every slot of the group is
-// finished). Without Once it processes continuously until ctx ends. It returns ctx.Err() when
+// with Once, goes on with any other free, unfinished slot (without waiting for one), returning nil
+// when no slot is left that is neither finished nor held by a live worker (or at once when every
+// slot of the group is finished). Without Once it processes continuously until ctx ends. It returns ctx.Err() when
 // stopped by ctx (after draining handlers, releasing unfinished claims, saving the checkpoint and
 // releasing the lease), and only after every goroutine it started has returned.
 func (w *Worker) Run(ctx context.Context, h Handler) error {
@@ -80,16 +81,23 @@ func (w *Worker) Run(ctx context.Context, h Handler) error {
 		stopAt = dl.Add(-w.cfg.DeadlineMargin)
 	}
 	log := w.cfg.Logger
+	// helping: a once-worker that finished a slot takes any free, unfinished slot before it
+	// exits, without waiting as a standby (see acquire).
+	helping := false
 	for {
 		w.setState(-1, 0, StateStandby)
 		acquireCtx, cancel := w.untilStop(ctx, stopAt)
-		lease, err := e.locks.AcquireSlot(acquireCtx, w.cfg.Group, w.cfg.Workers, lock.WithGroupMeta(e.meta), lock.WithGroupMetaDefaults(groupMetaDefaults()))
+		lease, err := w.acquire(acquireCtx, e, helping)
 		stopped := acquireCtx.Err() != nil
 		cancel()
 		switch {
 		case errors.Is(err, lock.ErrGroupFinished):
 			w.setState(-1, 0, StateFinished)
 			log.Info("dynapart: every slot of the group is finished", "group", w.cfg.Group)
+			return nil
+		case helping && errors.Is(err, lock.ErrNoFreeSlot):
+			w.setState(-1, 0, StateFinished)
+			log.Info("dynapart: no free unfinished slot left: every slot is finished or held by a live worker", "group", w.cfg.Group)
 			return nil
 		case err != nil && ctx.Err() != nil:
 			return ctx.Err()
@@ -111,8 +119,8 @@ func (w *Worker) Run(ctx context.Context, h Handler) error {
 			return err
 		}
 		if finished && w.cfg.Once {
-			w.setState(-1, 0, StateFinished)
-			return nil
+			helping = true // look for another slot to finish before exiting
+			continue
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -122,6 +130,16 @@ func (w *Worker) Run(ctx context.Context, h Handler) error {
 		}
 		// The lease was lost: back to standby.
 	}
+}
+
+// acquire waits as a hot standby for a slot, or, when helping (a once-worker whose slot is
+// finished), makes one round over every slot and returns lock.ErrNoFreeSlot when none is free.
+func (w *Worker) acquire(ctx context.Context, e *env, helping bool) (*lock.Lease, error) {
+	opts := []lock.AcquireOption{lock.WithGroupMeta(e.meta), lock.WithGroupMetaDefaults(groupMetaDefaults())}
+	if helping {
+		return e.locks.TryAcquireSlot(ctx, w.cfg.Group, w.cfg.Workers, opts...)
+	}
+	return e.locks.AcquireSlot(ctx, w.cfg.Group, w.cfg.Workers, opts...)
 }
 
 // untilStop derives a context that also ends at stopAt (when set), by the worker's clock.

@@ -51,8 +51,10 @@ completions, retries, dead letters, releases; not lease heartbeats or checkpoint
 second, both settled on the capacity DynamoDB reports; --write-rate halves the rate allowed when
 DynamoDB throttles and climbs back by a tenth a second (throttles show in progress and metrics).
 
---once processes the share one time and exits 0 when it is done (a standby exits 0 once every
-slot is finished); otherwise the worker rescans every --poll-interval until stopped.
+--once processes the share one time, then takes any other free, unfinished slot the same way, and
+exits 0 once every slot is finished or held by a live worker (so one --once process can do the
+whole table; a standby exits 0 once every slot is finished); otherwise the worker rescans every
+--poll-interval until stopped.
 --dry-run reads each slot's share exactly as a run would (same plan, mode and partition function)
 and prints, per slot, how many items a run would process (those not done or failed per the
 ledger), a few sample keys, the RCU the reads consumed and the WCU processing would cost; it takes
