@@ -27,7 +27,7 @@ func TestInstantReclaimIsScopedToTheGroup(t *testing.T) {
 			old, err := lock.New(f.db, f.leaseTable, lock.WithOwner("b-before"))
 			require.NoError(t, err)
 			bd := b.withDefaults()
-			l, err := old.AcquireSlot(ctx, bd.Group, 1, lock.WithGroupMeta(groupMeta(bd)))
+			l, err := old.AcquireSlot(ctx, bd.Group, 1, lock.WithGroupMeta(testGroupMeta(bd)))
 			require.NoError(t, err)
 			require.NoError(t, l.Release(ctx))
 

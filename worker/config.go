@@ -42,8 +42,8 @@ const (
 	DefaultLedgerTable = "dynapart-ledger"
 )
 
-// Config configures a Worker. Only Client, Table and Workers are required; every other field says
-// its default.
+// Config configures a Worker. Only Client and Table are required; every other field says its
+// default.
 type Config struct {
 	// Client talks to DynamoDB. Required.
 	Client DynamoDBClient
@@ -53,15 +53,24 @@ type Config struct {
 	LeaseTable string
 	// Group names the set of slots the workers share. Defaults to Table + "/" + Job.
 	Group string
-	// Workers is N, the number of slots (workers beyond N wait as hot standbys). Required, >= 1.
+	// Workers is N, the number of slots (workers beyond N wait as hot standbys). 0 joins the group
+	// at its current N (the group must exist: a worker with Workers set created it); a Workers that
+	// disagrees with an existing group is refused with a *lock.GroupMismatchError (Field "n"): a
+	// running group changes size only through lock.Client.ResizeGroup (Resize, `dynapart scale`).
 	Workers int
+	// Segments is the group's fixed number of parallel-scan segments in segment and filter mode,
+	// recorded when the group is created: the group can be scaled up to that many slots, and a
+	// resize moves whole segments with their cursors. 0 takes the group's count when it exists,
+	// and scan.DefaultTotal(Workers, SubSegments) (at least 64) for a new group. Ignored in index
+	// mode, whose units are the Shards.
+	Segments int
 
 	// Mode is how a slot finds its share: scan.ModeSegment (parallel scan segments), scan.ModeFilter
 	// (scan and keep items whose partition attribute maps to the slot) or scan.ModeIndex (query a
 	// sparse pending index). Defaults to scan.ModeSegment.
 	Mode scan.Mode
-	// SubSegments is the number of scan segments per slot, read in parallel. Defaults to 4. At most
-	// 1,000,000, and outside index mode Workers x SubSegments too (DynamoDB's TotalSegments limit).
+	// SubSegments is the number of scan requests a slot has in flight (its segments, or in index
+	// mode its shards, are read that many at a time). Defaults to 4. At most 1,000,000.
 	SubSegments int
 	// PartitionAttr is the attribute filter mode partitions by. Defaults to the table's partition key.
 	PartitionAttr string
@@ -313,8 +322,8 @@ func (c *Config) validate() error {
 		return bad("Client", "required")
 	case c.Table == "":
 		return bad("Table", "required")
-	case c.Workers < 1:
-		return bad("Workers", "must be at least 1, got %d", c.Workers)
+	case c.Workers < 0:
+		return bad("Workers", "must be at least 1 (or 0: join the group at its current size), got %d", c.Workers)
 	case !(c.ReadRate >= 0) || math.IsInf(c.ReadRate, 1): // NaN fails every comparison
 		return bad("ReadRate", "must be a finite number >= 0, got %g", c.ReadRate)
 	case !(c.WriteRate >= 0) || math.IsInf(c.WriteRate, 1):
@@ -389,7 +398,14 @@ func (c *Config) validatePlan() error {
 		case c.ConsistentRead:
 			return bad("ConsistentRead", "not available in index mode (global secondary indexes are eventually consistent)")
 		}
-	} else if c.Workers > maxSegments/c.SubSegments {
+		return nil
+	}
+	switch {
+	case c.Segments < 0 || c.Segments > maxSegments:
+		return bad("Segments", "must be in [1, %d] (0: the group's, or the default), got %d", maxSegments, c.Segments)
+	case c.Segments > 0 && c.Mode == scan.ModeSegment && c.Segments < c.Workers:
+		return bad("Segments", "must be at least Workers (%d) in segment mode (a slot without a segment has nothing to read), got %d", c.Workers, c.Segments)
+	case c.Segments == 0 && c.Workers > maxSegments/c.SubSegments:
 		return bad("SubSegments", "Workers (%d) x SubSegments (%d) must be at most %d", c.Workers, c.SubSegments, maxSegments)
 	}
 	return nil

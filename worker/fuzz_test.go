@@ -31,6 +31,10 @@ func FuzzDecodeSlotCheckpoint(f *testing.F) {
 	f.Add("dp2|1|0|1.2.3|x")
 	f.Add("dp2|1|0|1.2.3.99999999999999999|x")
 	f.Add("dp1|1")
+	f.Add(slotCheckpoint{epoch: 3, n: 5, pass: 1, scan: "x"}.encode())
+	f.Add("dp3|-2.1|1|0|0.0.0.0|x")
+	f.Add("dp3|2|1|0|0.0.0.0|x")
+	f.Add("dp3|99999999999999999999.3|1|0|0.0.0.0|x")
 	f.Add("\xff\x00|\n")
 	f.Fuzz(func(t *testing.T, v string) {
 		cp, err := decodeSlotCheckpoint(v)

@@ -11,6 +11,7 @@ import (
 // group on one is refused with a *lock.GroupMismatchError whose Field is "meta." + the key:
 //
 //	mode, sub_segments, job, ledger, table   always
+//	segments                                 segment and filter mode (the fixed segment count)
 //	complete_only                            always ("true" / "false")
 //	attr_prefix                              inline ledger
 //	ledger_table                             table ledger
@@ -19,7 +20,7 @@ import (
 //
 // A key a mode or ledger does not use is not recorded. A group whose meta lacks a key (set up by
 // an older version) is taken to have used that setting's default (groupMetaDefaults).
-func groupMeta(c Config) map[string]string {
+func groupMeta(c Config, segments int) map[string]string {
 	meta := map[string]string{
 		"mode":          string(c.Mode),
 		"sub_segments":  strconv.Itoa(c.SubSegments),
@@ -33,6 +34,9 @@ func groupMeta(c Config) map[string]string {
 		meta["ledger_table"] = c.LedgerTable
 	default:
 		meta["attr_prefix"] = c.AttrPrefix
+	}
+	if c.Mode != scan.ModeIndex {
+		meta["segments"] = strconv.Itoa(segments)
 	}
 	switch c.Mode {
 	case scan.ModeFilter:

@@ -19,6 +19,7 @@ import (
 	"github.com/dynapart/dynapart/internal/clock"
 	"github.com/dynapart/dynapart/internal/ddbtest"
 	"github.com/dynapart/dynapart/lock"
+	"github.com/dynapart/dynapart/scan"
 )
 
 // fixture is a source table with n items, a lease table and a ledger table.
@@ -197,3 +198,8 @@ func (c *crashable) TransactWriteItems(ctx context.Context, in *dynamodb.Transac
 }
 
 func newTestClock() *clock.Fake { return clock.NewFake(time.Now()) }
+
+// testGroupMeta is the meta a new group of c records (its default segment count).
+func testGroupMeta(c Config) map[string]string {
+	return groupMeta(c, scan.DefaultTotal(c.Workers, c.SubSegments))
+}

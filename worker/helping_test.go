@@ -47,7 +47,7 @@ func TestOnceWorkerLeavesHeldSlots(t *testing.T) {
 	locks, err := lock.New(f.db, f.leaseTable, lock.WithLeaseTTL(c.LeaseTTL), lock.WithHeartbeat(c.Heartbeat))
 	require.NoError(t, err)
 	ctx := context.Background()
-	held, err := locks.AcquireSlot(ctx, w.Config().Group, 3, lock.WithGroupMeta(groupMeta(w.Config())))
+	held, err := locks.AcquireSlot(ctx, w.Config().Group, 3, lock.WithGroupMeta(testGroupMeta(w.Config())))
 	require.NoError(t, err)
 	defer held.Release(ctx)
 

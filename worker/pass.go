@@ -20,6 +20,7 @@ type pass struct {
 	e      *env
 	lease  *lock.Lease
 	h      Handler
+	plan   scan.Plan      // the group's plan the lease was taken under
 	cp     slotCheckpoint // where the pass started
 	stopAt time.Time      // the deadline margin, zero when none
 
@@ -71,9 +72,9 @@ type task struct {
 const minNextDue = 100 * time.Millisecond
 
 // runPass scans the slot's share once (resuming from cp) and handles every item it yields.
-func (w *Worker) runPass(ctx context.Context, e *env, lease *lock.Lease, h Handler, cp slotCheckpoint, stopAt time.Time) (passResult, error) {
+func (w *Worker) runPass(ctx context.Context, e *env, lease *lock.Lease, h Handler, plan scan.Plan, cp slotCheckpoint, stopAt time.Time) (passResult, error) {
 	now := w.cfg.Clock.Now()
-	p := &pass{w: w, e: e, lease: lease, h: h, cp: cp, stopAt: stopAt, ctx: ctx, startedAt: now, pausedAtStart: w.pause.pausedTime(now)}
+	p := &pass{w: w, e: e, lease: lease, h: h, plan: plan, cp: cp, stopAt: stopAt, ctx: ctx, startedAt: now, pausedAtStart: w.pause.pausedTime(now)}
 	p.dirty.Store(cp.dirty)
 	if w.cfg.BatchClaims {
 		p.gate = newClaimGate(w.cfg.Concurrency, w.cfg.ClaimTTL)
@@ -156,7 +157,7 @@ func (p *pass) openScanner() error {
 	c := p.w.cfg
 	scfg := scan.Config{
 		Client: c.Client, Table: c.Table, Slot: p.lease.Slot(),
-		Plan:          scan.Plan{Mode: c.Mode, Slots: c.Workers, SubSegments: c.SubSegments},
+		Plan:          p.plan,
 		PartitionAttr: c.PartitionAttr, IndexName: c.IndexName, ShardAttr: c.ShardAttr, Shards: c.Shards,
 		ConsistentRead: c.ConsistentRead, Projection: p.projection(), ReadRate: c.ReadRate,
 		PageLimit: c.PageSize, Resume: p.cp.scan,
@@ -255,7 +256,7 @@ func (p *pass) handlerLoop() {
 
 // current is the checkpoint the pass has reached.
 func (p *pass) current() slotCheckpoint {
-	out := slotCheckpoint{pass: p.cp.pass, scan: p.cp.scan, counts: p.cp.counts}
+	out := slotCheckpoint{epoch: p.cp.epoch, n: p.cp.n, pass: p.cp.pass, scan: p.cp.scan, counts: p.cp.counts}
 	if v := p.latest.Load(); v != nil {
 		out.scan = *v
 	}

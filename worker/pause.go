@@ -107,12 +107,20 @@ func (p *pauseState) pausedTime(now time.Time) time.Duration {
 	return p.total
 }
 
-// watchPause reads the group's pause flag now, then once per heartbeat while the lease is held, so
-// a holder learns of a pause or resume within one heartbeat at the cost of one consistent GetItem
-// of the meta item per heartbeat, whatever the group's size. stop ends the watch, waits for it,
-// and clears the flag (a worker without a slot has nothing to pause).
-func (w *Worker) watchPause(e *env, lease *lock.Lease) (stop func()) {
-	w.readPause(e, lease)
+// watchGroup reads the group's meta item (lock.GroupState) now, then once per heartbeat while the
+// lease is held, so a holder learns of a pause, a resume or a resize within one heartbeat at the
+// cost of one consistent GetItem per heartbeat, whatever the group's size. replan is called (at
+// most once) when the group's plan epoch differs from the lease's: the group was resized. stop
+// ends the watch, waits for it, and clears the pause flag (a worker without a slot has nothing to
+// pause).
+func (w *Worker) watchGroup(e *env, lease *lock.Lease, replan func()) (stop func()) {
+	var once sync.Once
+	read := func() {
+		if w.readGroup(e, lease) {
+			once.Do(replan)
+		}
+	}
+	read()
 	done := make(chan struct{})
 	exited := goDone(func() {
 		for {
@@ -123,7 +131,7 @@ func (w *Worker) watchPause(e *env, lease *lock.Lease) (stop func()) {
 				return
 			case <-w.cfg.Clock.After(w.cfg.Heartbeat):
 			}
-			w.readPause(e, lease)
+			read()
 		}
 	})
 	return func() {
@@ -133,25 +141,27 @@ func (w *Worker) watchPause(e *env, lease *lock.Lease) (stop func()) {
 	}
 }
 
-// readPause reads the flag once; a failed read keeps the last value (logged). A slow read is
-// given LeaseWriteTimeout rather than cut at one heartbeat, so an overloaded table still answers.
-func (w *Worker) readPause(e *env, lease *lock.Lease) {
+// readGroup reads the meta item once and applies the pause flag; it reports whether the plan
+// epoch moved past the lease's. A failed read keeps the last value (logged). A slow read is given
+// LeaseWriteTimeout rather than cut at one heartbeat, so an overloaded table still answers.
+func (w *Worker) readGroup(e *env, lease *lock.Lease) (resized bool) {
 	ctx, cancel := context.WithTimeout(lease.Context(), w.cfg.LeaseWriteTimeout)
 	defer cancel()
-	paused, err := e.locks.GroupPaused(ctx, w.cfg.Group)
+	st, err := e.locks.GroupState(ctx, w.cfg.Group)
 	if err != nil {
 		if !errors.Is(err, context.Canceled) || lease.Context().Err() == nil {
-			w.cfg.Logger.Warn("dynapart: read the group's pause flag", "slot", lease.Slot(), "err", err)
+			w.cfg.Logger.Warn("dynapart: read the group's meta item", "slot", lease.Slot(), "err", err)
 		}
-		return
+		return false
 	}
-	if w.pause.set(paused, w.cfg.Clock.Now()) {
-		if paused {
+	if w.pause.set(st.Paused, w.cfg.Clock.Now()) {
+		if st.Paused {
 			w.cfg.Logger.Info("dynapart: group paused: no new claims, items in flight finish, the slot is kept", "slot", lease.Slot())
 		} else {
 			w.cfg.Logger.Info("dynapart: group resumed: claiming again from the checkpoint", "slot", lease.Slot())
 		}
 	}
+	return st.Exists && st.Epoch != lease.Epoch()
 }
 
 // waitResumed blocks while the group is paused; false when ctx ends, the lease is lost or stopAt

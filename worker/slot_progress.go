@@ -9,6 +9,7 @@ import (
 // SlotProgress is a slot's checkpoint read back for people (dynapart status): which pass the slot
 // is in, how far its scan got, and the counts saved with it.
 type SlotProgress struct {
+	Epoch    int64         // the group's plan epoch the checkpoint was made under (0 before any resize)
 	Pass     int           // passes over the share completed before this one
 	Dirty    bool          // this pass met items that need another pass (retries, claims elsewhere)
 	Position scan.Position // the scan position; no Cursors before the first checkpoint
@@ -45,7 +46,7 @@ func (p SlotProgress) Rate() float64 {
 // checkpointed yet). The counts are kept when only the scan position cannot be read.
 func ParseSlotProgress(checkpoint string) (SlotProgress, error) {
 	cp, err := decodeSlotCheckpoint(checkpoint)
-	out := SlotProgress{Pass: cp.pass, Dirty: cp.dirty, Done: cp.counts.done, Failed: cp.counts.failed,
+	out := SlotProgress{Epoch: cp.epoch, Pass: cp.pass, Dirty: cp.dirty, Done: cp.counts.done, Failed: cp.counts.failed,
 		Scanned: cp.counts.scanned, Elapsed: cp.counts.elapsed}
 	if err != nil || cp.scan == "" {
 		return out, err

@@ -8,10 +8,12 @@ import (
 	"time"
 )
 
-// slotCheckpoint is what the lease's checkpoint holds: the pass number, whether the pass met items
-// that still need another pass (retries, items claimed elsewhere), the slot's counts and the scan
-// position.
+// slotCheckpoint is what the lease's checkpoint holds: the plan epoch it was made under (see
+// replan.go), the pass number, whether the pass met items that still need another pass (retries,
+// items claimed elsewhere), the slot's counts and the scan position.
 type slotCheckpoint struct {
+	epoch  int64
+	n      int // the group's n at epoch (0 in checkpoints made before plan epochs)
 	pass   int
 	dirty  bool
 	counts slotCounts
@@ -28,11 +30,13 @@ type slotCounts struct {
 	elapsed               time.Duration // kept in whole milliseconds
 }
 
-// The checkpoint encodings: dp1|pass|dirty|scan (before counts; decodes with zero counts) and
-// dp2|pass|dirty|done.failed.scanned.ms|scan.
+// The checkpoint encodings: dp1|pass|dirty|scan (before counts; decodes with zero counts),
+// dp2|pass|dirty|done.failed.scanned.ms|scan (before plan epochs; decodes with epoch 0) and
+// dp3|epoch.n|pass|dirty|done.failed.scanned.ms|scan.
 const (
 	checkpointPrefixV1 = "dp1"
-	checkpointPrefix   = "dp2"
+	checkpointPrefixV2 = "dp2"
+	checkpointPrefix   = "dp3"
 )
 
 func (s slotCheckpoint) encode() string {
@@ -43,13 +47,13 @@ func (s slotCheckpoint) encode() string {
 	c := s.counts
 	counts := strconv.FormatInt(c.done, 10) + "." + strconv.FormatInt(c.failed, 10) + "." +
 		strconv.FormatInt(c.scanned, 10) + "." + strconv.FormatInt(c.elapsed.Milliseconds(), 10)
-	return checkpointPrefix + "|" + strconv.Itoa(s.pass) + "|" + d + "|" + counts + "|" + s.scan
+	return checkpointPrefix + "|" + strconv.FormatInt(s.epoch, 10) + "." + strconv.Itoa(s.n) + "|" + strconv.Itoa(s.pass) + "|" + d + "|" + counts + "|" + s.scan
 }
 
 // next is the checkpoint a new pass starts from: the next pass number, the slot's done and failed
 // counts carried over, the pass's own counts and position empty.
 func (s slotCheckpoint) next() slotCheckpoint {
-	return slotCheckpoint{pass: s.pass + 1, counts: slotCounts{done: s.counts.done, failed: s.counts.failed}}
+	return slotCheckpoint{epoch: s.epoch, n: s.n, pass: s.pass + 1, counts: slotCounts{done: s.counts.done, failed: s.counts.failed}}
 }
 
 // withoutElapsed is s without its working time: the checkpoint saver compares it, so time alone
@@ -63,21 +67,44 @@ func decodeSlotCheckpoint(v string) (slotCheckpoint, error) {
 	if v == "" {
 		return slotCheckpoint{}, nil
 	}
-	fields := 5
-	if strings.HasPrefix(v, checkpointPrefixV1+"|") {
-		fields = 4
+	// The fields after the prefix: [epoch.n|]pass|dirty[|counts]|scan.
+	withEpoch, withCounts := false, true
+	switch {
+	case strings.HasPrefix(v, checkpointPrefix+"|"):
+		withEpoch = true
+	case strings.HasPrefix(v, checkpointPrefixV2+"|"):
+	case strings.HasPrefix(v, checkpointPrefixV1+"|"):
+		withCounts = false
+	default:
+		return slotCheckpoint{}, fmt.Errorf("dynapart: malformed slot checkpoint (want %s|epoch.n|pass|dirty|counts|scan)", checkpointPrefix)
+	}
+	fields := 4
+	if withEpoch {
+		fields++
+	}
+	if withCounts {
+		fields++
 	}
 	parts := strings.SplitN(v, "|", fields)
-	if len(parts) != fields || (parts[0] != checkpointPrefix && parts[0] != checkpointPrefixV1) {
-		return slotCheckpoint{}, fmt.Errorf("dynapart: malformed slot checkpoint (want %s|pass|dirty|counts|scan)", checkpointPrefix)
+	if len(parts) != fields {
+		return slotCheckpoint{}, fmt.Errorf("dynapart: malformed slot checkpoint (want %s|epoch.n|pass|dirty|counts|scan)", checkpointPrefix)
 	}
-	pass, err := strconv.Atoi(parts[1])
-	if err != nil || pass < 0 || (parts[2] != "0" && parts[2] != "1") {
-		return slotCheckpoint{}, fmt.Errorf("dynapart: malformed slot checkpoint header %q", parts[0]+"|"+parts[1]+"|"+parts[2])
+	var cp slotCheckpoint
+	parts = parts[1:]
+	if withEpoch {
+		e, n, ok := decodePlan(parts[0])
+		if !ok {
+			return slotCheckpoint{}, fmt.Errorf("dynapart: malformed slot checkpoint plan %q (want epoch.n)", parts[0])
+		}
+		cp.epoch, cp.n, parts = e, n, parts[1:]
 	}
-	cp := slotCheckpoint{pass: pass, dirty: parts[2] == "1", scan: parts[fields-1]}
-	if fields == 5 {
-		if cp.counts, err = decodeCounts(parts[3]); err != nil {
+	pass, err := strconv.Atoi(parts[0])
+	if err != nil || pass < 0 || (parts[1] != "0" && parts[1] != "1") {
+		return slotCheckpoint{}, fmt.Errorf("dynapart: malformed slot checkpoint header %q", parts[0]+"|"+parts[1])
+	}
+	cp.pass, cp.dirty, cp.scan = pass, parts[1] == "1", parts[len(parts)-1]
+	if withCounts {
+		if cp.counts, err = decodeCounts(parts[2]); err != nil {
 			return slotCheckpoint{}, err
 		}
 	}
@@ -98,4 +125,15 @@ func decodeCounts(v string) (slotCounts, error) {
 		n[i] = x
 	}
 	return slotCounts{done: n[0], failed: n[1], scanned: n[2], elapsed: time.Duration(n[3]) * time.Millisecond}, nil
+}
+
+// decodePlan decodes the epoch.n field of a dp3 checkpoint.
+func decodePlan(v string) (epoch int64, n int, ok bool) {
+	es, ns, found := strings.Cut(v, ".")
+	e, err1 := strconv.ParseInt(es, 10, 64)
+	n, err2 := strconv.Atoi(ns)
+	if !found || err1 != nil || err2 != nil || e < 0 || n < 0 {
+		return 0, 0, false
+	}
+	return e, n, true
 }

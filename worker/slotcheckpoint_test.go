@@ -15,13 +15,18 @@ func TestSlotCheckpointCounts(t *testing.T) {
 	require.Equal(t, slotCheckpoint{pass: 3, dirty: true, scan: "some|scan"}, old)
 
 	cp := slotCheckpoint{pass: 1, counts: slotCounts{done: 7, failed: 2, scanned: 12, elapsed: 2500 * time.Millisecond}, scan: "x|y"}
-	require.Equal(t, "dp2|1|0|7.2.12.2500|x|y", cp.encode())
+	require.Equal(t, "dp3|0.0|1|0|7.2.12.2500|x|y", cp.encode())
+	v2, err := decodeSlotCheckpoint("dp2|1|0|7.2.12.2500|x|y")
+	require.NoError(t, err, "a checkpoint made before plan epochs decodes with epoch 0")
+	require.Equal(t, cp, v2)
+	cp.epoch, cp.n = 4, 6
+	require.Equal(t, "dp3|4.6|1|0|7.2.12.2500|x|y", cp.encode())
 	back, err := decodeSlotCheckpoint(cp.encode())
 	require.NoError(t, err)
 	require.Equal(t, cp, back)
-	require.Equal(t, slotCheckpoint{pass: 2, counts: slotCounts{done: 7, failed: 2}}, cp.next())
+	require.Equal(t, slotCheckpoint{epoch: 4, n: 6, pass: 2, counts: slotCounts{done: 7, failed: 2}}, cp.next())
 
-	for _, bad := range []string{"dp2|1|0|7.2.12|x", "dp2|1|0|a.b.c.d|x", "dp2|1|0|-1.0.0.0|x", "dp2|1|0"} {
+	for _, bad := range []string{"dp2|1|0|7.2.12|x", "dp2|1|0|a.b.c.d|x", "dp2|1|0|-1.0.0.0|x", "dp2|1|0", "dp3|-1.2|1|0|0.0.0.0|x", "dp3|e.2|1|0|0.0.0.0|x", "dp3|1|1|0|0.0.0.0|x", "dp3|1.-2|1|0|0.0.0.0|x", "dp3|1.2|1|0|0.0.0.0"} {
 		_, err := decodeSlotCheckpoint(bad)
 		require.Error(t, err, bad)
 	}

@@ -54,7 +54,13 @@ type env struct {
 	locks    *lock.Client
 	ledger   Ledger
 	inline   *InlineLedger // the ledger when it is the inline one, whose state a prefilter reads
-	meta     map[string]string
+	// meta and metaDefaults are the group settings every acquisition records or compares (see
+	// groupMeta); total is the group's segment count; joined says the group exists, so
+	// acquisitions join it at its current n (see joinGroup).
+	meta, metaDefaults map[string]string
+	total              int
+	joined             bool
+	n                  int // the group's n when Run started (Workers for a new group)
 }
 
 // Run takes a slot (waiting as a hot standby while all are held), processes the slot's share and,
@@ -114,11 +120,16 @@ func (w *Worker) Run(ctx context.Context, h Handler) error {
 		log.Info("dynapart: slot acquired", "group", w.cfg.Group, "slot", lease.Slot(), "token", lease.Token(),
 			"took_over", lease.TookOver(), "resuming", lease.Checkpoint() != "")
 
-		finished, err := w.runSlot(ctx, e, lease, h, stopAt)
+		end, err := w.runSlot(ctx, e, lease, h, stopAt)
 		if err != nil {
 			return err
 		}
-		if finished && w.cfg.Once {
+		e.joined = true // the group exists: later acquisitions join it at its current n
+		switch {
+		case end.replan:
+			helping = false
+			continue
+		case end.finished && w.cfg.Once:
 			helping = true // look for another slot to finish before exiting
 			continue
 		}
@@ -135,11 +146,17 @@ func (w *Worker) Run(ctx context.Context, h Handler) error {
 // acquire waits as a hot standby for a slot, or, when helping (a once-worker whose slot is
 // finished), makes one round over every slot and returns lock.ErrNoFreeSlot when none is free.
 func (w *Worker) acquire(ctx context.Context, e *env, helping bool) (*lock.Lease, error) {
-	opts := []lock.AcquireOption{lock.WithGroupMeta(e.meta), lock.WithGroupMetaDefaults(groupMetaDefaults())}
-	if helping {
-		return e.locks.TryAcquireSlot(ctx, w.cfg.Group, w.cfg.Workers, opts...)
+	opts := []lock.AcquireOption{lock.WithGroupMeta(e.meta), lock.WithGroupMetaDefaults(e.metaDefaults)}
+	// A group that exists is joined at its current n (re-read every round, so a standby follows a
+	// resize); prepare has refused a Workers that disagrees with it.
+	n := w.cfg.Workers
+	if e.joined {
+		n = 0
 	}
-	return e.locks.AcquireSlot(ctx, w.cfg.Group, w.cfg.Workers, opts...)
+	if helping {
+		return e.locks.TryAcquireSlot(ctx, w.cfg.Group, n, opts...)
+	}
+	return e.locks.AcquireSlot(ctx, w.cfg.Group, n, opts...)
 }
 
 // untilStop derives a context that also ends at stopAt (when set), by the worker's clock.
@@ -214,10 +231,7 @@ func (w *Worker) prepare(ctx context.Context) (*env, error) {
 	if err != nil {
 		return nil, err
 	}
-	locks, err := lock.New(c.Client, c.LeaseTable,
-		lock.WithOwner(c.Owner), lock.WithLeaseTTL(c.LeaseTTL), lock.WithHeartbeat(c.Heartbeat),
-		lock.WithMaxClockSkew(c.MaxClockSkew), lock.WithPollInterval(c.StandbyPoll),
-		lock.WithClock(c.Clock), lock.WithLogger(c.Logger))
+	locks, err := w.lockClient()
 	if err != nil {
 		return nil, err
 	}
@@ -228,7 +242,20 @@ func (w *Worker) prepare(ctx context.Context) (*env, error) {
 	w.ledger = ledger
 	w.mu.Unlock()
 	inline, _ := ledger.(*InlineLedger)
-	return &env{keyAttrs: keyAttrs, locks: locks, ledger: ledger, inline: inline, meta: groupMeta(c)}, nil
+	e := &env{keyAttrs: keyAttrs, locks: locks, ledger: ledger, inline: inline}
+	if err := w.joinGroup(ctx, e); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// lockClient is the worker's client of the lease table.
+func (w *Worker) lockClient() (*lock.Client, error) {
+	c := w.cfg
+	return lock.New(c.Client, c.LeaseTable,
+		lock.WithOwner(c.Owner), lock.WithLeaseTTL(c.LeaseTTL), lock.WithHeartbeat(c.Heartbeat),
+		lock.WithMaxClockSkew(c.MaxClockSkew), lock.WithPollInterval(c.StandbyPoll),
+		lock.WithClock(c.Clock), lock.WithLogger(c.Logger))
 }
 
 // describeOnly lets lock.CheckTable read a table's description through the worker's client; a
@@ -252,20 +279,71 @@ func describeTable(ctx context.Context, db DynamoDBClient, table, field string) 
 	return out.Table, nil
 }
 
+// slotEnd is how a slot's run ended: finished (the slot was marked finished) or replan (the group
+// was resized: take a slot again under the new plan).
+type slotEnd struct{ finished, replan bool }
+
 // runSlot works on one held lease until the slot's share is finished (once), ctx ends, the
-// deadline nears, or the lease is lost. It always releases the lease (if still held) before it
-// returns; finished reports that the slot was marked finished.
-func (w *Worker) runSlot(ctx context.Context, e *env, lease *lock.Lease, h Handler, stopAt time.Time) (finished bool, err error) {
+// deadline nears, the lease is lost or the group is resized. It always releases the lease (if
+// still held) before it returns.
+func (w *Worker) runSlot(ctx context.Context, e *env, lease *lock.Lease, h Handler, stopAt time.Time) (slotEnd, error) {
 	log := w.cfg.Logger.With("slot", lease.Slot(), "token", lease.Token())
 	w.setState(lease.Slot(), lease.Token(), StateWorking)
 	defer w.release(ctx, lease, log)
-	stopWatch := w.watchPause(e, lease)
+	// A resize stops the slot's work as a shutdown would (see replan.go).
+	sctx, replan := context.WithCancelCause(ctx)
+	defer replan(nil)
+	stopWatch := w.watchGroup(e, lease, func() {
+		log.Info("dynapart: the group was resized: no new claims, saving the checkpoint, taking a slot under the new plan")
+		replan(errReplan)
+	})
 	defer stopWatch()
+	finished, err := w.workSlot(sctx, e, lease, h, stopAt, log)
+	end := slotEnd{finished: finished, replan: ctx.Err() == nil && errors.Is(context.Cause(sctx), errReplan)}
+	if errors.Is(err, errReplan) {
+		end.replan, err = true, nil
+	}
+	return end, err
+}
 
+// startSlot reads the lease's plan and the checkpoint the slot resumes from: its own, or, when
+// the lease is of a newer plan than that checkpoint, one composed from the group's once the old
+// plan has stopped (see replan.go). A read that fails is retried by taking a slot again
+// (errReplan) after a pause.
+func (w *Worker) startSlot(ctx context.Context, e *env, lease *lock.Lease, stopAt time.Time, log *slog.Logger) (scan.Plan, slotCheckpoint, error) {
 	cp, derr := decodeSlotCheckpoint(lease.Checkpoint())
 	if derr != nil {
 		log.Warn("dynapart: ignoring the slot's checkpoint, rescanning the share", "err", derr)
 		cp = slotCheckpoint{}
+	}
+	plan, err := w.leasePlan(ctx, e, lease)
+	if err == nil && cp.epoch < lease.Epoch() {
+		if err = w.waitOldPlan(ctx, e, lease); err == nil {
+			if cp, err = w.adoptPlan(ctx, e, lease, plan, cp); err == nil {
+				err = w.saveCheckpoint(ctx, lease, cp.encode())
+			}
+		}
+		if err == nil {
+			log.Info("dynapart: slot taken under the group's new plan", "epoch", cp.epoch, "slots", cp.n, "pass", cp.pass)
+		}
+	}
+	if err != nil && !errors.Is(err, errReplan) && ctx.Err() == nil && lease.Context().Err() == nil {
+		log.Warn("dynapart: reading the group's plan failed; taking a slot again", "err", err)
+		w.wait(ctx, lease, stopAt, failedPassBackoff)
+		err = errReplan
+	}
+	cp.epoch, cp.n = lease.Epoch(), plan.Slots
+	return plan, cp, err
+}
+
+// workSlot is runSlot's loop of passes.
+func (w *Worker) workSlot(ctx context.Context, e *env, lease *lock.Lease, h Handler, stopAt time.Time, log *slog.Logger) (finished bool, err error) {
+	plan, cp, err := w.startSlot(ctx, e, lease, stopAt, log)
+	if err != nil {
+		if ctx.Err() != nil || lease.Context().Err() != nil {
+			return false, nil
+		}
+		return false, err
 	}
 	var out outage
 	for {
@@ -273,7 +351,7 @@ func (w *Worker) runSlot(ctx context.Context, e *env, lease *lock.Lease, h Handl
 		if !w.waitResumed(ctx, lease, stopAt) {
 			return false, nil
 		}
-		res, err := w.runPass(ctx, e, lease, h, cp, stopAt)
+		res, err := w.runPass(ctx, e, lease, h, plan, cp, stopAt)
 		cp = res.cp
 		switch {
 		case ctx.Err() != nil, lease.Context().Err() != nil, res.deadline:

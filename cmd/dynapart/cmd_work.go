@@ -19,7 +19,7 @@ import (
 type workFlags struct {
 	table, group, mode, partitionAttr, job, ledger, ledgerTable, leaseTable, prefix              string
 	exec, metricsAddr, owner, progress, record, indexName, shardAttr                             string
-	workers, subSegments, concurrency, maxAttempts, shards, pageSize                             int
+	workers, segments, subSegments, concurrency, maxAttempts, shards, pageSize                   int
 	leaseTTL, heartbeat, claimTTL, pollInterval, drainTimeout, execTimeout, standbyPoll, maxSkew time.Duration
 	retryBackoff                                                                                 time.Duration
 	once, completeOnly, batchClaims, consistent, dryRun                                          bool
@@ -36,6 +36,14 @@ func newWorkCmd(g *globals) *cobra.Command {
 until one is released or expires), reads the slot's share of --table, claims every item with a
 conditional write, runs the handler, and completes the item with a write fenced on the claim.
 Start as many processes as you like: the first N get slots, the rest stand by.
+
+--workers sets N when the group is created. Leave it out to join an existing group at its current N
+(exit 2 if the group does not exist yet); a --workers that differs from the group's N is refused
+(exit 2: a typo must not resize a fleet). 'dynapart scale --group G --workers M' changes N while the
+group runs: within one heartbeat the workers stop claiming, save their positions and go on under the
+new plan (workers beyond the new N stand by). In segment mode the group's --segments scan segments
+(fixed at creation, default at least 64) are shared out in contiguous blocks, so a resize moves
+segments with their cursors and reads nothing again; the group can grow to that many slots.
 
 The handler: with --exec CMD, CMD runs once per claimed item (through /bin/sh -c; CMD is yours,
 item data never reaches the command line). The item is on stdin as a JSON object; the
@@ -71,6 +79,7 @@ checkpoints.`,
   dynapart work --table users --workers 4 --once --exec 'python3 send.py'
   dynapart work --table receipts --workers 8 --mode filter --partition-attr message_id
   dynapart work --table users --workers 4 --dry-run
+  dynapart work --table users --once      # join the running group users/default at its N
   DYNAPART_TABLE=users DYNAPART_WORKERS=4 dynapart work --metrics-addr :9090`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error { return runWork(cmd, g, &f) },
@@ -83,10 +92,11 @@ checkpoints.`,
 func (f *workFlags) add(fl *pflag.FlagSet) {
 	fl.StringVar(&f.table, "table", "", "source table (required)")
 	fl.StringVar(&f.group, "group", "", "lease group the workers share (default TABLE/JOB)")
-	fl.IntVar(&f.workers, "workers", 0, "number of slots N (required; extra workers stand by)")
+	fl.IntVar(&f.workers, "workers", 0, "number of slots N of a new group (extra workers stand by); leave it out to join an existing group at its current N")
 	fl.StringVar(&f.mode, "mode", "segment", "how a slot finds its share: segment (parallel scan), filter (partition function), index (pending index)")
 	fl.StringVar(&f.partitionAttr, "partition-attr", "", "filter mode: attribute to partition by (default the table's partition key)")
-	fl.IntVar(&f.subSegments, "sub-segments", 4, "scan segments per slot, read in parallel")
+	fl.IntVar(&f.subSegments, "sub-segments", 4, "scan requests a slot has in flight (its segments are read that many at a time)")
+	fl.IntVar(&f.segments, "segments", 0, "segment and filter mode: the group's fixed number of scan segments, set when the group is created; the group can be scaled up to that many slots (default: the group's, for a new group the smallest multiple of workers x sub-segments >= 64)")
 	fl.IntVar(&f.pageSize, "page-size", 1000, "items per scan request; smaller pages checkpoint more often")
 	fl.IntVar(&f.concurrency, "concurrency", 16, "handlers in flight")
 	fl.DurationVar(&f.leaseTTL, "lease-ttl", 10*time.Second, "slot lease time to live; a dead worker's slot is taken over after it")
@@ -141,7 +151,7 @@ func (f *workFlags) check() error {
 func (f *workFlags) config(db *dynamodb.Client) worker.Config {
 	return worker.Config{
 		Client: db, Table: f.table, LeaseTable: f.leaseTable, Group: f.group, Workers: f.workers,
-		Mode: scan.Mode(f.mode), SubSegments: f.subSegments, PartitionAttr: f.partitionAttr,
+		Segments: f.segments, Mode: scan.Mode(f.mode), SubSegments: f.subSegments, PartitionAttr: f.partitionAttr,
 		IndexName: f.indexName, ShardAttr: f.shardAttr, Shards: f.shards,
 		ConsistentRead: f.consistent, ReadRate: f.readRate, WriteRate: f.writeRate, PageSize: int32(f.pageSize),
 		Concurrency: f.concurrency, BatchClaims: f.batchClaims, CompleteOnly: f.completeOnly,
@@ -170,7 +180,11 @@ func runWork(cmd *cobra.Command, g *globals, f *workFlags) error {
 		if err != nil {
 			return explainSetting(err)
 		}
-		return runDryRun(ctx, g, f, w.Config().Mode, cmd.OutOrStdout())
+		plan, err := w.Plan(ctx)
+		if err != nil {
+			return explainSetting(err)
+		}
+		return runDryRun(ctx, g, f, plan, cmd.OutOrStdout())
 	}
 	log, line, err := g.logger()
 	if err != nil {
@@ -181,6 +195,9 @@ func runWork(cmd *cobra.Command, g *globals, f *workFlags) error {
 		return err
 	}
 	defer r.rec.Close()
+	if r.plan, err = r.w.Plan(ctx); err != nil {
+		return explainSetting(err)
+	}
 	return r.run(ctx)
 }
 
@@ -193,6 +210,7 @@ type workRun struct {
 	line           *statusLine
 	stdout, stderr io.Writer
 	w              *worker.Worker
+	plan           scan.Plan     // the group's plan when the worker starts (for estimates)
 	metrics        *metrics      // nil without --metrics-addr
 	json           *jsonProgress // nil unless --progress json
 	rec            *recorder     // nil without --record
@@ -245,10 +263,10 @@ func (r *workRun) run(parent context.Context) error {
 		handler = execHandler(r.f.exec, r.f.execTimeout, r.stderr)
 	}
 	if !r.f.once {
-		warnReadBill(ctx, r.log, r.db, r.f.table, readBill{Mode: r.w.Config().Mode, Workers: r.f.workers,
+		warnReadBill(ctx, r.log, r.db, r.f.table, readBill{Mode: r.w.Config().Mode, Workers: r.plan.Slots,
 			Consistent: r.f.consistent, PollInterval: r.w.Config().PollInterval})
 	}
-	show := progressView{mode: r.f.progress, w: r.w, total: estimateShare(ctx, r.db, r.f.table, r.f.workers),
+	show := progressView{mode: r.f.progress, w: r.w, total: estimateShare(ctx, r.db, r.f.table, r.plan.Slots),
 		log: r.log, line: r.line, stderr: r.stderr, json: r.json}
 	stopProgress := show.start()
 	start := time.Now()

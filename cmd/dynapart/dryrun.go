@@ -42,17 +42,17 @@ type slotDryRun struct {
 type dryRun struct {
 	db       *dynamodb.Client
 	f        *workFlags
-	mode     scan.Mode
+	plan     scan.Plan
 	keyAttrs []string
 	ledger   worker.Ledger // nil for the inline ledger: its state is on the scanned items
 }
 
-func runDryRun(ctx context.Context, g *globals, f *workFlags, mode scan.Mode, out io.Writer) error {
+func runDryRun(ctx context.Context, g *globals, f *workFlags, plan scan.Plan, out io.Writer) error {
 	db, t, err := g.describeSource(ctx, f.table)
 	if err != nil {
 		return err
 	}
-	d := &dryRun{db: db, f: f, mode: mode, keyAttrs: tableSchema(t).names()}
+	d := &dryRun{db: db, f: f, plan: plan, keyAttrs: tableSchema(t).names()}
 	if f.ledger == "table" {
 		lf := f.ledgerFlags()
 		if d.ledger, err = lf.open(ctx, g); err != nil {
@@ -60,7 +60,7 @@ func runDryRun(ctx context.Context, g *globals, f *workFlags, mode scan.Mode, ou
 		}
 	}
 	var slots []slotDryRun
-	for slot := range f.workers {
+	for slot := range plan.Slots {
 		s, err := d.slot(ctx, slot)
 		if err != nil {
 			return fmt.Errorf("dry run of slot %d: %w", slot, err)
@@ -75,7 +75,7 @@ func (d *dryRun) slot(ctx context.Context, slot int) (slotDryRun, error) {
 	f := d.f
 	sc, err := scan.New(scan.Config{
 		Client: d.db, Table: f.table, Slot: slot,
-		Plan:          scan.Plan{Mode: d.mode, Slots: f.workers, SubSegments: f.subSegments},
+		Plan:          d.plan,
 		PartitionAttr: f.partitionAttr, IndexName: f.indexName, ShardAttr: f.shardAttr, Shards: f.shards,
 		ConsistentRead: f.consistent, ReadRate: f.readRate, PageLimit: int32(f.pageSize),
 	})
@@ -205,7 +205,7 @@ func sumLen(ss []string) int {
 
 func (d *dryRun) print(out io.Writer, slots []slotDryRun) error {
 	fmt.Fprintf(out, "dry run of %s: %d slots, mode %s, ledger %s (no lease taken, nothing written)\n",
-		d.f.table, d.f.workers, d.mode, d.f.ledger)
+		d.f.table, d.plan.Slots, d.plan.Mode, d.f.ledger)
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SLOT\tTO PROCESS\tREAD\tDONE\tFAILED\tRCU\tEST. WCU\tSAMPLE KEYS")
 	var total slotDryRun

@@ -16,6 +16,7 @@ var workSettings = []struct{ field, meta, flag string }{
 	{"Workers", "n", "--workers"},
 	{"Mode", "meta.mode", "--mode"},
 	{"SubSegments", "meta.sub_segments", "--sub-segments"},
+	{"Segments", "meta.segments", "--segments"},
 	{"PartitionAttr", "meta.partition_attr", "--partition-attr"},
 	{"IndexName", "meta.index_name", "--index-name"},
 	{"ShardAttr", "meta.shard_attr", "--shard-attr"},
@@ -90,6 +91,11 @@ type groupMismatchError struct {
 }
 
 func (e *groupMismatchError) Error() string {
+	if e.err.Field == "n" {
+		return fmt.Sprintf("%s %s differs from group %q, which has %s slots: leave --workers out to join the group "+
+			"at its size, or change the size with 'dynapart scale --group %s --workers %s'", e.Flag, e.err.Want,
+			e.err.Group, e.err.Have, e.err.Group, e.err.Want)
+	}
 	return fmt.Sprintf("%s %q differs from group %q, which was set up with %q: every worker of a group must "+
 		"agree on it (use a new --group to change it)", e.Flag, e.err.Want, e.err.Group, e.err.Have)
 }

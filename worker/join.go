@@ -1,0 +1,73 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/dynapart/dynapart/lock"
+	"github.com/dynapart/dynapart/scan"
+)
+
+// joinGroup reads the group's meta item before the first acquisition and settles what the Config
+// leaves to the group: with Workers 0 the worker joins at the group's n (which must exist), with
+// Segments 0 it takes the group's segment count (a group recorded before segment counts used
+// n x SubSegments; a new group gets scan.DefaultTotal). A Workers that disagrees with an existing
+// group is a *lock.GroupMismatchError on "n": resizing is ResizeGroup's job, never a typo's.
+func (w *Worker) joinGroup(ctx context.Context, e *env) error {
+	c := w.cfg
+	st, err := e.locks.GroupState(ctx, c.Group)
+	if err != nil {
+		return err
+	}
+	switch {
+	case !st.Exists && c.Workers == 0:
+		return &ConfigError{Pkg: "dynapart", Field: "Workers", Reason: fmt.Sprintf("group %q does not exist in %q yet: the first workers of a group set its size (Workers)", c.Group, c.LeaseTable)}
+	case st.Exists && c.Workers != 0 && c.Workers != st.N:
+		return &lock.GroupMismatchError{Group: c.Group, Field: "n", Have: strconv.Itoa(st.N), Want: strconv.Itoa(c.Workers)}
+	}
+	e.joined = st.Exists
+	n := c.Workers
+	if st.Exists {
+		n = st.N
+	}
+	e.n = n
+	e.total = c.Segments
+	e.metaDefaults = groupMetaDefaults()
+	if c.Mode != scan.ModeIndex {
+		// A group recorded before segment counts were has n x SubSegments segments.
+		e.metaDefaults["segments"] = strconv.Itoa(max(st.N, 1) * c.SubSegments)
+		if e.total == 0 {
+			e.total = w.groupSegments(st, n)
+		}
+	}
+	e.meta = groupMeta(c, e.total)
+	return nil
+}
+
+// groupSegments is the segment count of a group that Config.Segments leaves open: the group's
+// own, or the default for a new group of n slots.
+func (w *Worker) groupSegments(st lock.GroupState, n int) int {
+	if !st.Exists {
+		return scan.DefaultTotal(n, w.cfg.SubSegments)
+	}
+	if v, err := strconv.Atoi(st.Meta["segments"]); err == nil && v > 0 {
+		return v
+	}
+	return st.N * w.cfg.SubSegments
+}
+
+// Plan returns the scan plan a Run would start with now: the group's n (Workers for a group that
+// does not exist yet) and segment count. It reads the group's meta item; a Workers that disagrees
+// with the group, or Workers 0 for a group that does not exist, is an error as in Run.
+func (w *Worker) Plan(ctx context.Context) (scan.Plan, error) {
+	locks, err := w.lockClient()
+	if err != nil {
+		return scan.Plan{}, err
+	}
+	e := &env{locks: locks}
+	if err := w.joinGroup(ctx, e); err != nil {
+		return scan.Plan{}, err
+	}
+	return w.scanPlan(e, e.n), nil
+}

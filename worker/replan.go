@@ -1,0 +1,175 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/dynapart/dynapart/lock"
+	"github.com/dynapart/dynapart/scan"
+)
+
+// A group's plan is its slot count n, its plan epoch (moved on by every resize, see
+// lock.Client.ResizeGroup) and its scan units: the parallel-scan segments (segment and filter mode,
+// a count fixed when the group is created) or the index shards (index mode). Under n, slot k owns
+// the units scan.Plan assigns it (segment mode: a contiguous block of segments; index mode: the
+// shards s with s % n == k; filter mode: every segment, keeping the items that map to k).
+//
+// Changing plans. A holder reads the meta item once per heartbeat (watchGroup); when the epoch has
+// moved past its lease's, it stops claiming as on a shutdown (handlers in flight finish, batch
+// claims not started are given back), saves its checkpoint, releases the slot and takes a slot
+// again at the group's current n. A holder whose lease is of a newer epoch than its checkpoint
+// first waits until no slot is held under an older epoch (waitOldPlan: old holders stop within a
+// heartbeat; a frozen one is waited out like any expired lease), so the old and the new plan never
+// read the same unit at once. It then composes its position (adoptPlan): for each unit it owns,
+// the cursor of the latest checkpoint made by that unit's owner (the checkpoint records the epoch
+// and n it was made under), so segment and index mode read nothing again beyond the pages that
+// were not acknowledged. Filter mode's split of the items depends on n, so a new plan rescans the
+// slot's share from the start: items already done are skipped without a handler call.
+
+// errReplan is the cause a slot's run ends with when the group was resized.
+var errReplan = errors.New("dynapart: the group was resized")
+
+// leasePlan is the scan plan of a lease: the group's n at the lease's epoch. errReplan when the
+// group has moved on to a newer plan since the lease was taken.
+func (w *Worker) leasePlan(ctx context.Context, e *env, lease *lock.Lease) (scan.Plan, error) {
+	st, err := e.locks.GroupState(ctx, w.cfg.Group)
+	if err != nil {
+		return scan.Plan{}, err
+	}
+	if !st.Exists || st.Epoch != lease.Epoch() || st.N < 1 {
+		return scan.Plan{}, errReplan
+	}
+	return w.scanPlan(e, st.N), nil
+}
+
+// scanPlan is the plan of the group at n slots.
+func (w *Worker) scanPlan(e *env, n int) scan.Plan {
+	return scan.Plan{Mode: w.cfg.Mode, Slots: n, SubSegments: w.cfg.SubSegments, Total: e.total}
+}
+
+// waitOldPlan waits until no slot of the group is held under a plan epoch older than the lease's.
+func (w *Worker) waitOldPlan(ctx context.Context, e *env, lease *lock.Lease) error {
+	logged := false
+	for {
+		held, err := e.locks.OldPlanHolders(ctx, w.cfg.Group, lease.Epoch())
+		switch {
+		case err == nil && len(held) == 0:
+			return nil
+		case err != nil:
+			w.cfg.Logger.Warn("dynapart: read the group to wait for the old plan", "slot", lease.Slot(), "err", err)
+		case !logged:
+			w.cfg.Logger.Info("dynapart: waiting for the slots of the old plan to stop", "slot", lease.Slot(), "epoch", lease.Epoch(), "held", held)
+			logged = true
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-lease.Done():
+			return lease.Context().Err()
+		case <-w.cfg.Clock.After(w.cfg.StandbyPoll):
+		}
+	}
+}
+
+// planSource is a slot checkpoint another holder (or this slot's earlier holder) left: the units
+// its slot owned under the n it was made under, and its scan position (nil: from the beginning).
+type planSource struct {
+	cp    slotCheckpoint
+	units []int
+	pos   *scan.Position
+}
+
+// adoptPlan composes the checkpoint the lease's slot starts from under plan (see the top of this
+// file); own is the slot's own checkpoint, whose done and failed counts are kept.
+func (w *Worker) adoptPlan(ctx context.Context, e *env, lease *lock.Lease, plan scan.Plan, own slotCheckpoint) (slotCheckpoint, error) {
+	out := slotCheckpoint{epoch: lease.Epoch(), n: plan.Slots, pass: own.pass,
+		counts: slotCounts{done: own.counts.done, failed: own.counts.failed}}
+	if w.cfg.Mode == scan.ModeFilter {
+		return out, nil // filter mode rescans the share under the new n
+	}
+	st, err := e.locks.GroupStatus(ctx, w.cfg.Group)
+	if err != nil {
+		return slotCheckpoint{}, err
+	}
+	sources := w.planSources(e, st)
+	var cursors []scan.Cursor
+	for _, u := range w.units(e, plan, lease.Slot()) {
+		src := latestOwner(sources, u)
+		if src == nil {
+			continue // no owner of u ever checkpointed: from the beginning
+		}
+		out.dirty = out.dirty || src.cp.dirty
+		out.pass = max(out.pass, src.cp.pass)
+		if src.pos == nil {
+			continue
+		}
+		if c, ok := src.pos.Cursor(u); ok {
+			cursors = append(cursors, c)
+		}
+	}
+	pos := scan.Position{Table: w.cfg.Table, Mode: w.cfg.Mode, TotalSegments: w.totalUnits(e), Cursors: cursors}
+	if w.cfg.Mode == scan.ModeIndex {
+		pos.Index = w.cfg.IndexName
+	}
+	if out.scan, err = scan.EncodeCheckpoint(pos); err != nil {
+		return slotCheckpoint{}, fmt.Errorf("dynapart: compose the slot's position under the new plan: %w", err)
+	}
+	return out, nil
+}
+
+// planSources decodes the group's slot checkpoints that were made under a known plan and fit this
+// table and mode; others (older formats, another table) are left out: their units are read again.
+func (w *Worker) planSources(e *env, st *lock.GroupStatus) []planSource {
+	var out []planSource
+	for _, s := range st.Slots {
+		cp, err := decodeSlotCheckpoint(s.Checkpoint)
+		if err != nil || cp.n < 1 || s.Checkpoint == "" {
+			continue
+		}
+		src := planSource{cp: cp, units: w.units(e, w.scanPlan(e, cp.n), s.Slot)}
+		if cp.scan != "" {
+			pos, err := scan.DecodeCheckpoint(cp.scan)
+			if err != nil || pos.Table != w.cfg.Table || pos.Mode != w.cfg.Mode || pos.TotalSegments != w.totalUnits(e) {
+				continue
+			}
+			src.pos = &pos
+		}
+		out = append(out, src)
+	}
+	return out
+}
+
+// latestOwner is the source with the highest epoch whose slot owned unit u; nil when none.
+func latestOwner(sources []planSource, u int) *planSource {
+	var best *planSource
+	for i := range sources {
+		s := &sources[i]
+		if slices.Contains(s.units, u) && (best == nil || s.cp.epoch > best.cp.epoch) {
+			best = s
+		}
+	}
+	return best
+}
+
+// units are the scan units slot owns under plan: its segments, or in index mode its shards.
+func (w *Worker) units(e *env, plan scan.Plan, slot int) []int {
+	if w.cfg.Mode != scan.ModeIndex {
+		return plan.Segments(slot)
+	}
+	var out []int
+	for s := slot; s < w.cfg.Shards; s += plan.Slots {
+		out = append(out, s)
+	}
+	return out
+}
+
+// totalUnits is the TotalSegments of the group's scan positions: the segment count, or the shard
+// count in index mode.
+func (w *Worker) totalUnits(e *env) int {
+	if w.cfg.Mode == scan.ModeIndex {
+		return w.cfg.Shards
+	}
+	return e.total
+}
