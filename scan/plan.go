@@ -13,7 +13,8 @@ type Mode string
 const (
 	// ModeSegment gives each slot its own parallel-scan segments: every item is read once by the
 	// whole fleet, so it is the cheapest mode. The split follows DynamoDB's hash of the key, so
-	// changing the number of slots moves items between slots.
+	// changing the number of slots moves items between slots; with a fixed Plan.Total it moves
+	// whole segments, whose cursors stay valid.
 	ModeSegment Mode = "segment"
 	// ModeFilter has every slot scan the whole table and keep the items whose PartitionAttr maps
 	// to it (see [Partition]). It costs N times the reads of ModeSegment, but the split is a
@@ -42,7 +43,8 @@ const DefaultSubSegments = 4
 const maxTotalSegments = 1_000_000
 
 // Plan is how a table is split among Slots workers. It must be the same on every worker of a
-// fleet; a checkpoint records TotalSegments so that a change is detected rather than overlapped.
+// fleet; a checkpoint records TotalSegments so that a change of the segments is detected rather
+// than overlapped (a change of Slots alone keeps them, see Segments).
 type Plan struct {
 	// Mode defaults to ModeSegment.
 	Mode Mode
@@ -183,8 +185,9 @@ func (p Plan) validateTotal() error {
 type ConfigError = lock.ConfigError
 
 var (
-	// ErrCheckpointMismatch: a checkpoint was made for another table, index, mode, slot or
-	// TotalSegments, so its cursors would skip or repeat the wrong items.
+	// ErrCheckpointMismatch: a checkpoint was made for another table, index, mode or
+	// TotalSegments, or has a cursor for a segment (shard) the slot does not own under its plan,
+	// so its cursors would skip or repeat the wrong items.
 	ErrCheckpointMismatch = errors.New("scan: checkpoint does not match this scan")
 	// ErrBadCheckpoint: a checkpoint cannot be decoded.
 	ErrBadCheckpoint = errors.New("scan: malformed checkpoint")
