@@ -134,7 +134,7 @@ func TestDefaultTotal(t *testing.T) {
 			got, per := scan.DefaultTotal(slots, sub), slots*sub
 			require.Zero(t, got%per)
 			require.GreaterOrEqual(t, got, 64)
-			require.True(t, got-per < 64 || got == per, "smallest multiple: %d for %d x %d", got, slots, sub)
+			require.Less(t, got-per, 64, "smallest multiple: %d for %d x %d", got, slots, sub)
 			p := scan.Plan{Slots: slots, SubSegments: sub, Total: got}
 			require.NoError(t, p.Validate())
 			for k := range slots {
