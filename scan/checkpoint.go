@@ -30,6 +30,24 @@ type Position struct {
 	Cursors       []Cursor
 }
 
+// Cursor returns p's cursor for segment seg (shard, in index mode), and whether p has one. A
+// segment without a cursor starts from its beginning when p is resumed.
+//
+// A position may hold cursors for any subset of the segments a slot owns, taken from checkpoints
+// of other slots or other plans with the same TotalSegments (segment mode keeps its segments when
+// Slots changes, see Plan.Segments): for each segment, the cursor of the latest checkpoint that
+// has it. Such a position, with Table, Mode and TotalSegments set, encodes with EncodeCheckpoint
+// and resumes like one the slot made itself; a cursor for a segment the slot does not own under
+// its plan is refused with ErrCheckpointMismatch.
+func (p Position) Cursor(seg int) (Cursor, bool) {
+	for _, c := range p.Cursors {
+		if c.Segment == seg {
+			return c, true
+		}
+	}
+	return Cursor{}, false
+}
+
 const checkpointVersion = 1
 
 // The wire form is compact JSON with keys in DynamoDB JSON, e.g.

@@ -11,6 +11,25 @@
 //   - [ModeIndex]: slot i queries its shards of a sparse pending index ([CreatePendingIndex],
 //     [MarkPending]); only pending items are read.
 //
+// # Segments and resizing
+//
+// In segment and filter mode the table is split into [Plan.TotalSegments] parallel-scan
+// segments: [Plan.Total] when set, otherwise Slots*SubSegments (the layout of groups made before
+// Total existed, which their checkpoints record). Total is fixed when a group is created and does
+// not depend on Slots; [DefaultTotal] is the default for a new group, the smallest multiple of
+// Slots*SubSegments that is at least 64, so the group can later have up to that many slots. In
+// segment mode slot k of N owns the contiguous block of segments [floor(k*T/N), floor((k+1)*T/N)),
+// which for T = N*SubSegments is the old rule (SubSegments consecutive segments per slot), and
+// every segment belongs to exactly one slot for any N <= T (so Total bounds Slots). When N changes
+// the blocks move, but the segments do not: whole segments pass to new owners with their cursors,
+// and a slot resumes from a position composed of the cursors of the segments it now owns, taken
+// from any slot's checkpoints (see [Position.Cursor]); nothing is read again but the pages that
+// were not acknowledged. In filter mode every slot reads all T segments and keeps its items by
+// [Partition] under the current N, so a change of N re-plans the whole scan. Index mode queries
+// Config.Shards shards (slot k: shards s with s % N == k); Total does not apply.
+//
+// However many segments a slot owns, it has at most SubSegments requests in flight.
+//
 // # Guarantees
 //
 //   - The slots' shares are disjoint and together cover the table, for any fixed plan.
@@ -19,8 +38,10 @@
 //     are acknowledged, so a scanner resumed from a checkpoint ([Config.Resume]) reads again every
 //     unacknowledged item. It may also re-read acknowledged items of a partly acknowledged page,
 //     never items of fully acknowledged pages before it: at least once, at page granularity.
-//   - A checkpoint made for another table, index, mode, slot or TotalSegments is refused with
-//     [ErrCheckpointMismatch]; one that does not decode with [ErrBadCheckpoint].
+//   - A checkpoint made for another table, index, mode or TotalSegments, or with a cursor for a
+//     segment (shard) the slot does not own under its plan, is refused with
+//     [ErrCheckpointMismatch]; one that does not decode with [ErrBadCheckpoint]. Segments without
+//     a cursor start from their beginning.
 //   - Memory is bounded by [Config.MaxUnackedPages] pages, not by table size.
 //   - With [Config.ReadRate], reads stay near that many RCU per second, as DynamoDB reports them.
 //   - [Scanner.Run] returns only after every goroutine it started has returned.

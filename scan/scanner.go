@@ -69,8 +69,10 @@ type Config struct {
 	// 2*SubSegments.
 	MaxUnackedPages int
 	// Resume is a checkpoint from Scanner.Checkpoint (or OnCheckpoint) to continue from; "" starts
-	// from the beginning. It must come from a scan of the same table, mode and TotalSegments and
-	// the same slot.
+	// from the beginning. It must come from a scan of the same table, mode and TotalSegments, and
+	// hold cursors only for segments (shards) this slot owns under Plan; segments without a cursor
+	// start from their beginning. Its cursors may come from other slots' checkpoints (see
+	// Position.Cursor): after Plan.Slots changes, a slot resumes the segments it now owns.
 	Resume string
 	// OnCheckpoint, when set, is called with the new checkpoint whenever the acknowledged position
 	// advances. Calls are serialized and in order; they run on the goroutine that called Item.Ack
@@ -218,11 +220,12 @@ func New(cfg Config) (*Scanner, error) {
 		for sh := cfg.Slot; sh < cfg.Shards; sh += plan.Slots {
 			segs = append(segs, sh)
 		}
-		s.parallel = max(1, min(s.parallel, len(segs)))
 	} else {
 		s.total = plan.TotalSegments()
 		segs = plan.Segments(cfg.Slot)
 	}
+	// At most SubSegments requests in flight, however many segments (shards) the slot owns.
+	s.parallel = max(1, min(s.parallel, len(segs)))
 	s.streams = make([]*stream, len(segs))
 	bySeg := make(map[int]*stream, len(segs))
 	for i, seg := range segs {
@@ -266,7 +269,7 @@ func (s *Scanner) checkPosition(p Position, bySeg map[int]*stream) error {
 	}
 	for _, c := range p.Cursors {
 		if bySeg[c.Segment] == nil {
-			return fmt.Errorf("%w: segment %d is not read by slot %d", ErrCheckpointMismatch, c.Segment, s.cfg.Slot)
+			return fmt.Errorf("%w: segment %d is not read by slot %d of %d", ErrCheckpointMismatch, c.Segment, s.cfg.Slot, s.plan.Slots)
 		}
 	}
 	return nil
