@@ -57,8 +57,8 @@ func (c *Client) setPaused(ctx context.Context, group string, paused bool) (bool
 }
 
 // GroupPaused reads the group's pause flag with one consistent GetItem of its meta item (a group
-// without one is not paused). A worker calls it once per heartbeat while it holds a slot, so the
-// cost per holder is bounded whatever the group's size.
+// without one is not paused). A worker calls it (or GroupState, which also tells of a resize) once
+// per heartbeat while it holds a slot, so the cost per holder is bounded whatever the group's size.
 func (c *Client) GroupPaused(ctx context.Context, group string) (bool, error) {
 	out, err := c.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(c.table), Key: key(groupPK(group), metaSK), ConsistentRead: aws.Bool(true),
