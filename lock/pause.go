@@ -14,8 +14,9 @@ import (
 // claim nothing new but keep their slots (see PauseGroup).
 const attrPaused = "paused"
 
-// ErrGroupNotFound is returned by PauseGroup and ResumeGroup for a group that has no meta item
-// (never run, or a typo): nothing is written.
+// ErrGroupNotFound is returned (wrapped) by PauseGroup, ResumeGroup and ResizeGroup for a group that
+// has no meta item (never run, or a typo), with nothing written, and by AcquireSlot and
+// TryAcquireSlot joining with n = 0.
 var ErrGroupNotFound = errors.New("lock: group not found")
 
 // PauseGroup sets the group's pause flag on its meta item. Holders that watch it (a worker reads
