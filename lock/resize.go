@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -18,6 +20,22 @@ type Resize struct {
 	Changed    bool
 }
 
+// ResizeOption configures one ResizeGroup call.
+type ResizeOption func(*resizeOpts)
+
+type resizeOpts struct {
+	pin func(GroupState) map[string]string
+}
+
+// WithResizeMeta records meta values the group's meta item lacks in the same conditional write as
+// the resize: pin gets the group's state as the resize read it (before the change) and returns the
+// keys to record; keys the meta item already has are left as they are. It is for a value implied
+// by the plan being replaced that must stay fixed when n changes: dynapart's scale records the
+// segment count of a group made before it was recorded (n x sub_segments) at its first resize.
+func WithResizeMeta(pin func(GroupState) map[string]string) ResizeOption {
+	return func(o *resizeOpts) { o.pin = pin }
+}
+
 // maxResizeAttempts bounds how often ResizeGroup reads the meta item and writes it again after
 // losing a race to another writer of n or epoch.
 const maxResizeAttempts = 5
@@ -30,6 +48,7 @@ const maxResizeAttempts = 5
 //
 // m < 1 gives a *ConfigError (field "n") and a group without a meta item an error wrapping
 // ErrGroupNotFound, with nothing written; m equal to the current n writes nothing (Changed false).
+// [WithResizeMeta] records meta values in the same write.
 //
 // A write whose answer is lost (timeout, reset connection; or the SDK's retry of it failing its
 // condition) is settled by a consistent re-read: a meta item showing n = m and the read epoch + 1
@@ -37,7 +56,11 @@ const maxResizeAttempts = 5
 // is reported as this one's (the group is where both callers wanted it). A meta item still as read
 // means it did not land (yet): the write is sent again with the same condition, so at most one of
 // the two lands.
-func (c *Client) ResizeGroup(ctx context.Context, group string, m int) (Resize, error) {
+func (c *Client) ResizeGroup(ctx context.Context, group string, m int, opts ...ResizeOption) (Resize, error) {
+	var o resizeOpts
+	for _, f := range opts {
+		f(&o)
+	}
 	switch {
 	case group == "":
 		return Resize{}, bad("group", "must not be empty")
@@ -58,7 +81,7 @@ func (c *Client) ResizeGroup(ctx context.Context, group string, m int) (Resize, 
 			return Resize{OldN: m, NewN: m, Epoch: meta.epoch}, nil
 		}
 		res := Resize{OldN: meta.n, NewN: m, Epoch: meta.epoch + 1, Changed: true}
-		landed, err := c.sendResize(ctx, pk, meta, m)
+		landed, err := c.sendResize(ctx, pk, meta, m, o.pinned(meta))
 		switch {
 		case landed:
 			c.log.Info("lock: group resized", "group", group, "old_n", res.OldN, "n", m, "epoch", res.Epoch)
@@ -75,22 +98,44 @@ func (c *Client) ResizeGroup(ctx context.Context, group string, m int) (Resize, 
 // outcome stayed unknown with the item still as read): read again and retry.
 var errResizeRaced = errors.New("lock: the group's meta item changed under the resize")
 
-// sendResize writes n = m, epoch = read epoch + 1 on the meta item as read, and reports whether it
-// landed. errResizeRaced means read and retry.
-func (c *Client) sendResize(ctx context.Context, pk string, read metaItem, m int) (bool, error) {
+// pinned is the meta values WithResizeMeta adds to the meta item as read (none it already has).
+func (o resizeOpts) pinned(read metaItem) map[string]string {
+	if o.pin == nil {
+		return nil
+	}
+	add := map[string]string{}
+	for k, v := range o.pin(GroupState{Exists: true, N: read.n, Epoch: read.epoch, Paused: read.paused, Meta: maps.Clone(read.meta)}) {
+		if _, ok := read.meta[k]; !ok {
+			add[k] = v
+		}
+	}
+	return add
+}
+
+// sendResize writes n = m, epoch = read epoch + 1 (and the pinned meta values) on the meta item as
+// read, and reports whether it landed. errResizeRaced means read and retry.
+func (c *Client) sendResize(ctx context.Context, pk string, read metaItem, m int, pin map[string]string) (bool, error) {
 	epochCond := "#ep = :oldEp"
 	if read.epoch == 0 {
 		epochCond = "(attribute_not_exists(#ep) OR #ep = :oldEp)"
 	}
+	update := "SET #n = :n, #ep = :ep"
+	names := map[string]string{"#n": attrN, "#ep": attrEpoch}
+	values := map[string]types.AttributeValue{
+		":n": avN(int64(m)), ":ep": avN(read.epoch + 1), ":oldN": avN(int64(read.n)), ":oldEp": avN(read.epoch),
+	}
+	for i, k := range slices.Sorted(maps.Keys(pin)) {
+		names["#meta"], names[fmt.Sprintf("#mk%d", i)] = attrMeta, k
+		values[fmt.Sprintf(":mv%d", i)] = avS(pin[k])
+		update += fmt.Sprintf(", #meta.#mk%d = :mv%d", i, i)
+	}
 	_, err := c.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                aws.String(c.table),
-		Key:                      key(pk, metaSK),
-		UpdateExpression:         aws.String("SET #n = :n, #ep = :ep"),
-		ConditionExpression:      aws.String("#n = :oldN AND " + epochCond),
-		ExpressionAttributeNames: map[string]string{"#n": attrN, "#ep": attrEpoch},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":n": avN(int64(m)), ":ep": avN(read.epoch + 1), ":oldN": avN(int64(read.n)), ":oldEp": avN(read.epoch),
-		},
+		TableName:                           aws.String(c.table),
+		Key:                                 key(pk, metaSK),
+		UpdateExpression:                    aws.String(update),
+		ConditionExpression:                 aws.String("#n = :oldN AND " + epochCond),
+		ExpressionAttributeNames:            names,
+		ExpressionAttributeValues:           values,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if err == nil {

@@ -3,6 +3,7 @@ package lock
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -373,4 +374,36 @@ func TestGroupStatusEpochsAndRetiredSlots(t *testing.T) {
 		require.False(t, s.Finished, "finished under epoch 0 only")
 	}
 	release(t, l)
+}
+
+// WithResizeMeta records the keys the meta item lacks, computed from the plan as read, in the
+// resize's write; a key already recorded keeps its value, and m == n writes nothing.
+func TestResizeMetaPinned(t *testing.T) {
+	db, table := lockTable(t)
+	ctx := context.Background()
+	c, _ := newClient(t, db, table, WithOwner("a"))
+	l, err := c.TryAcquireSlot(ctx, "g", 2, WithGroupMeta(map[string]string{"sub_segments": "4", "mode": "segment"}))
+	require.NoError(t, err)
+	release(t, l)
+	var seen []GroupState
+	pin := WithResizeMeta(func(st GroupState) map[string]string {
+		seen = append(seen, st)
+		return map[string]string{"segments": strconv.Itoa(st.N * 4), "mode": "other"}
+	})
+	_, err = c.ResizeGroup(ctx, "g", 2, pin)
+	require.NoError(t, err)
+	require.Empty(t, seen, "m == n: nothing computed, nothing written")
+	res, err := c.ResizeGroup(ctx, "g", 6, pin)
+	require.NoError(t, err)
+	require.True(t, res.Changed)
+	require.Equal(t, []GroupState{{Exists: true, N: 2, Epoch: 0, Meta: map[string]string{"sub_segments": "4", "mode": "segment"}}}, seen)
+	st, err := c.GroupState(ctx, "g")
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"sub_segments": "4", "mode": "segment", "segments": "8"}, st.Meta)
+	_, err = c.ResizeGroup(ctx, "g", 3, pin)
+	require.NoError(t, err)
+	st, err = c.GroupState(ctx, "g")
+	require.NoError(t, err)
+	require.Equal(t, "8", st.Meta["segments"], "a recorded key keeps its value")
+	require.Equal(t, int64(2), st.Epoch)
 }
