@@ -165,7 +165,10 @@ func permanentAcquireError(err error) bool {
 // another read; after maxLostRaces lost races the round gives up. A sweeping round whose window
 // had no free slot left for it reads on to the next windows. The meta item is written only by a
 // winner that found none, so a contender that loses pays no meta write: on a cold start of 64
-// contenders for 32 slots the median contender makes 3 calls.
+// contenders for 32 slots the median contender makes 3 calls. A join (n = 0) reads the meta item
+// first and never writes it (roundReader). The slot is taken under the plan epoch of the view's
+// meta item, and a view whose slots are all finished under it ends the round with
+// ErrGroupFinished only once a fresh read confirms the plan (confirmFinished).
 func (c *Client) acquireRound(ctx context.Context, t target) (*Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -187,7 +190,7 @@ func (c *Client) acquireRound(ctx context.Context, t target) (*Lease, error) {
 	}
 	// won finishes an acquisition: the meta item is written only by a winner that found none.
 	won := func(l *Lease) (*Lease, error) {
-		if !t.mutex && !meta.exists {
+		if !t.mutex && !t.join && !meta.exists {
 			if err := c.recordMeta(ctx, t); err != nil {
 				// Never hand out a slot of a group we disagree with; give it straight back.
 				_ = l.Release(context.WithoutCancel(ctx))
