@@ -43,6 +43,9 @@ type target struct {
 	defs  map[string]string // meta defaults, see WithGroupMetaDefaults
 	mutex bool
 	sweep bool // read window after window until one has a free slot (groupReader)
+	// join: the caller passed n = 0, "the group's current n": every round reads n from the meta
+	// item (roundReader) and the group must exist.
+	join bool
 }
 
 // maxLostRaces is how many conditional writes a round may lose before it gives up (see
@@ -58,9 +61,14 @@ var errRacesLost = fmt.Errorf("%w: lost the races for the free slots seen", ErrN
 // AcquireSlot takes one free slot of group (slots 0..n-1), waiting as a hot standby while every
 // slot is held: it polls (jittered, on the client's clock) and takes a slot as soon as it sees its
 // holder release it or let it expire (a poll of a group of more than 64 slots reads 64 of them:
-// see the package doc). It returns ErrGroupFinished once every slot is finished, a
-// *GroupMismatchError when the group was set up with another n or meta, and ctx's error when ctx
-// ends first.
+// see the package doc). It returns ErrGroupFinished once every slot is finished under the group's
+// current plan epoch, a *GroupMismatchError when the group was set up with another n or meta, and
+// ctx's error when ctx ends first.
+//
+// n = 0 joins the group at its current n, read from the meta item at every round, so a standby
+// waiting across a ResizeGroup competes for the new slots; a group without a meta item gives an
+// error wrapping ErrGroupNotFound at once (no wait). The lease records the plan epoch of the
+// meta item read in the round that took the slot ([Lease.Epoch]).
 func (c *Client) AcquireSlot(ctx context.Context, group string, n int, opts ...AcquireOption) (*Lease, error) {
 	t, err := c.slotTarget(group, n, opts)
 	if err != nil {
@@ -69,8 +77,8 @@ func (c *Client) AcquireSlot(ctx context.Context, group string, n int, opts ...A
 	return c.acquireWait(ctx, t)
 }
 
-// TryAcquireSlot makes one round of AcquireSlot: it returns ErrNoFreeSlot instead of waiting when
-// every unfinished slot is held. Under contention a round also ends with ErrNoFreeSlot after
+// TryAcquireSlot makes one round of AcquireSlot (n = 0 joins at the current n, as there): it
+// returns ErrNoFreeSlot instead of waiting when every unfinished slot is held. Under contention a round also ends with ErrNoFreeSlot after
 // losing the race for two slots, as others are then taking the slots it saw free.
 func (c *Client) TryAcquireSlot(ctx context.Context, group string, n int, opts ...AcquireOption) (*Lease, error) {
 	t, err := c.slotTarget(group, n, opts)
@@ -89,10 +97,10 @@ func (c *Client) slotTarget(group string, n int, opts []AcquireOption) (target, 
 	switch {
 	case group == "":
 		return target{}, bad("group", "must not be empty")
-	case n < 1:
-		return target{}, bad("n", "must be at least 1, got %d", n)
+	case n < 0:
+		return target{}, bad("n", "must be at least 1 (or 0: the group's current n), got %d", n)
 	}
-	return target{pk: groupPK(group), name: group, n: n, meta: o.meta, defs: o.metaDefaults}, nil
+	return target{pk: groupPK(group), name: group, n: n, meta: o.meta, defs: o.metaDefaults, join: n == 0}, nil
 }
 
 // acquireWait is the hot standby: it polls until a slot is free. A standby must outlive an outage
@@ -135,7 +143,7 @@ func permanentAcquireError(err error) bool {
 	var ce *ConfigError
 	var te *TableError
 	if errors.As(err, &ce) || errors.As(err, &te) || errors.Is(err, ErrGroupMismatch) ||
-		errors.Is(err, ErrGroupFinished) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		errors.Is(err, ErrGroupFinished) || errors.Is(err, ErrGroupNotFound) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return true
 	}
 	var api smithy.APIError
@@ -157,12 +165,19 @@ func permanentAcquireError(err error) bool {
 // another read; after maxLostRaces lost races the round gives up. A sweeping round whose window
 // had no free slot left for it reads on to the next windows. The meta item is written only by a
 // winner that found none, so a contender that loses pays no meta write: on a cold start of 64
-// contenders for 32 slots the median contender makes 3 calls.
+// contenders for 32 slots the median contender makes 3 calls. A join (n = 0) reads the meta item
+// first and never writes it (roundReader). The slot is taken under the plan epoch of the view's
+// meta item, and a view whose slots are all finished under it ends the round with
+// ErrGroupFinished only once a fresh read confirms the plan (confirmFinished).
 func (c *Client) acquireRound(ctx context.Context, t target) (*Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	r := c.newReader(t)
+	r, err := c.roundReader(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	t = r.t // a join's n is the meta item's
 	v, err := c.nextView(ctx, r)
 	if err != nil {
 		return nil, err
@@ -175,7 +190,7 @@ func (c *Client) acquireRound(ctx context.Context, t target) (*Lease, error) {
 	}
 	// won finishes an acquisition: the meta item is written only by a winner that found none.
 	won := func(l *Lease) (*Lease, error) {
-		if !t.mutex && !meta.exists {
+		if !t.mutex && !t.join && !meta.exists {
 			if err := c.recordMeta(ctx, t); err != nil {
 				// Never hand out a slot of a group we disagree with; give it straight back.
 				_ = l.Release(context.WithoutCancel(ctx))
@@ -185,7 +200,7 @@ func (c *Client) acquireRound(ctx context.Context, t target) (*Lease, error) {
 		c.log.Info("lock: acquired", "pk", t.pk, "slot", l.slot, "token", l.token, "took_over", l.tookOver)
 		return l, nil
 	}
-	if l, err := c.adoptLanded(ctx, t, v.slots, c.clock.Now()); err != nil {
+	if l, err := c.adoptLanded(ctx, t, v, c.clock.Now()); err != nil {
 		return nil, err
 	} else if l != nil {
 		return won(l)
@@ -207,20 +222,25 @@ func (c *Client) acquireRound(ctx context.Context, t target) (*Lease, error) {
 		if v, err = c.nextView(ctx, r); err != nil {
 			return nil, err
 		}
+		if !t.mutex && v.meta.exists {
+			if err := checkMeta(t, v.meta); err != nil { // a whole-group read after windows brings a fresh meta item
+				return nil, err
+			}
+		}
 	}
 }
 
 // takeFree tries the slots of v that are free, in random order, until it wins one or has lost
 // maxLostRaces races in the round (counted in *lostRaces). It returns no lease and no error when
 // it found nothing to take, and ErrGroupFinished when v is the whole group and every slot of it
-// is finished.
+// is finished under the view's plan epoch, and still so by a fresh read of the meta item.
 func (c *Client) takeFree(ctx context.Context, t target, v view, lostRaces *int) (*Lease, error) {
 	now := c.clock.Now()
 	var free []int
 	for s := v.lo; s < v.hi; s++ {
 		it := v.slots[s]
 		it.sk = s
-		if !it.finished && c.isFree(t.pk, it, now) {
+		if !it.finishedAt(v.meta.epoch) && c.isFree(t.pk, it, now) {
 			free = append(free, s)
 		}
 	}
@@ -233,7 +253,7 @@ func (c *Client) takeFree(ctx context.Context, t target, v view, lostRaces *int)
 		}
 		it := v.slots[s]
 		it.sk = s
-		l, cur, err := c.take(ctx, t, it)
+		l, cur, err := c.take(ctx, t, it, v.meta.epoch)
 		if errors.Is(err, errTaken) {
 			v.slots[s] = cur
 			*lostRaces++
@@ -241,16 +261,8 @@ func (c *Client) takeFree(ctx context.Context, t target, v view, lostRaces *int)
 		}
 		return l, err
 	}
-	if v.whole(t.n) {
-		finished := 0
-		for s := range t.n {
-			if v.slots[s].finished {
-				finished++
-			}
-		}
-		if finished == t.n {
-			return nil, ErrGroupFinished
-		}
+	if v.whole() && v.allFinished() {
+		return nil, c.confirmFinished(ctx, t, v.meta)
 	}
 	return nil, nil
 }
@@ -279,9 +291,11 @@ func (c *Client) isFree(pk string, it slotItem, now time.Time) bool {
 	return false
 }
 
-// take makes the conditional write that acquires it: a Put that the item must not exist for, or an
-// Update that requires the item to be unchanged (token, version, released) since we read it and
-// not finished. It returns errTaken and the current item when another contender was faster.
+// take makes the conditional write that acquires it under plan epoch: a Put that the item must not
+// exist for, or an Update that requires the item to be unchanged (token, version, released) since
+// we read it and not finished under epoch (a slot finished under an older plan is open again). The
+// item records epoch and finished = false. It returns errTaken and the current item when another
+// contender was faster.
 //
 // The write carries a nonce, fresh per call. When the write's own answer does not say that it
 // landed, only an item carrying that nonce counts as ours. Owner, token and version cannot tell:
@@ -294,10 +308,10 @@ func (c *Client) isFree(pk string, it slotItem, now time.Time) bool {
 //     answer was lost: the item it found (ALL_OLD, else a re-read) carries our nonce, and the
 //     slot is ours. Reporting errTaken there would leave a phantom lease, held by us and used by
 //     nobody until it expires.
-func (c *Client) take(ctx context.Context, t target, it slotItem) (*Lease, slotItem, error) {
+func (c *Client) take(ctx context.Context, t target, it slotItem, epoch int64) (*Lease, slotItem, error) {
 	now := c.clock.Now()
 	w := &takeWrite{t: t, before: it, owner: c.owner, token: it.token + 1, version: it.version + 1,
-		nonce: rand.Text(), now: now, exp: now.Add(c.ttl)}
+		nonce: rand.Text(), now: now, exp: now.Add(c.ttl), epoch: epoch}
 	newItem, err := c.sendTake(ctx, w)
 	if err != nil {
 		return c.settleTake(ctx, w, err)
@@ -315,6 +329,7 @@ type takeWrite struct {
 	token, version int64
 	nonce          string // fresh per write: 128 random bits
 	now, exp       time.Time
+	epoch          int64 // the plan epoch of the meta item the round read
 }
 
 // ours reports whether cur is the item this write made. It checks owner and token besides the
@@ -325,8 +340,8 @@ func (w *takeWrite) ours(cur slotItem) bool {
 }
 
 // sendTake sends the write: a Put that the item must not exist for, or an Update that requires
-// the item unchanged since it was read (token, version, released) and not finished. It returns the
-// item as written.
+// the item unchanged since it was read (token, version, released) and not finished under w.epoch.
+// It returns the item as written.
 func (c *Client) sendTake(ctx context.Context, w *takeWrite) (map[string]types.AttributeValue, error) {
 	it := w.before
 	if !it.exists {
@@ -338,6 +353,7 @@ func (c *Client) sendTake(ctx context.Context, w *takeWrite) (map[string]types.A
 		item[attrAcquiredAt] = avT(w.now)
 		item[attrReleased] = avB(false)
 		item[attrNonce] = avS(w.nonce)
+		item[attrEpoch] = avN(w.epoch)
 		_, err := c.db.PutItem(ctx, &dynamodb.PutItemInput{
 			TableName:                           aws.String(c.table),
 			Item:                                item,
@@ -351,17 +367,18 @@ func (c *Client) sendTake(ctx context.Context, w *takeWrite) (map[string]types.A
 		TableName: aws.String(c.table),
 		Key:       key(w.t.pk, it.sk),
 		UpdateExpression: aws.String("SET #owner = :owner, #token = :token, #version = :version, " +
-			"#exp = :exp, #acq = :acq, #rel = :false, #nonce = :nonce"),
+			"#exp = :exp, #acq = :acq, #rel = :false, #nonce = :nonce, #ep = :ep, #fin = :false"),
 		ConditionExpression: aws.String("#token = :oldToken AND #version = :oldVersion AND #rel = :oldRel AND " +
-			oldExpCondition(it) + " AND (attribute_not_exists(#fin) OR #fin = :false)"),
+			oldExpCondition(it) + " AND " + notFinishedCondition(w.epoch)),
 		ExpressionAttributeNames: map[string]string{
 			"#owner": attrOwner, "#token": attrToken, "#version": attrVersion, "#exp": attrExpiresAt,
 			"#acq": attrAcquiredAt, "#rel": attrReleased, "#fin": attrFinished, "#nonce": attrNonce,
+			"#ep": attrEpoch,
 		},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":owner": avS(w.owner), ":token": avN(w.token), ":version": avN(w.version), ":exp": avT(w.exp),
 			":acq": avT(w.now), ":false": avB(false), ":oldToken": avN(it.token), ":oldVersion": avN(it.version),
-			":oldRel": avB(it.released), ":nonce": avS(w.nonce), ":oldExp": avT(it.expiresAt),
+			":oldRel": avB(it.released), ":nonce": avS(w.nonce), ":oldExp": avT(it.expiresAt), ":ep": avN(w.epoch),
 		},
 		ReturnValues:                        types.ReturnValueAllNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
@@ -370,6 +387,16 @@ func (c *Client) sendTake(ctx context.Context, w *takeWrite) (map[string]types.A
 		return nil, err
 	}
 	return out.Attributes, nil
+}
+
+// notFinishedCondition is the part of a take's condition that requires the slot not finished under
+// plan epoch e: not finished, or finished by a holder that acquired it under an older plan (an item
+// without epoch was written under plan 0). It uses #fin, #ep, :false and :ep.
+func notFinishedCondition(e int64) string {
+	if e == 0 {
+		return "(attribute_not_exists(#fin) OR #fin = :false)"
+	}
+	return "(attribute_not_exists(#fin) OR #fin = :false OR attribute_not_exists(#ep) OR #ep < :ep)"
 }
 
 // oldExpCondition is the part of a take's condition that requires the expiry it read: a holder
@@ -446,10 +473,11 @@ func (c *Client) rememberUnsettled(pk string, before slotItem, nonce string, tok
 // error), so one caller adopts it: while the lease is still valid by our clock it is returned;
 // otherwise it is released at once, so that it is free now rather than after TTL + skew. Writes
 // that can no longer land (the item moved past their token) are forgotten.
-func (c *Client) adoptLanded(ctx context.Context, t target, slots map[int]slotItem, now time.Time) (*Lease, error) {
+func (c *Client) adoptLanded(ctx context.Context, t target, v view, now time.Time) (*Lease, error) {
+	slots := v.slots
 	c.mu.Lock()
 	var found []unsettledTake
-	for s := range t.n {
+	for s := range v.n {
 		k := itemKey{t.pk, s}
 		u, ok := c.unsettled[k]
 		if !ok {

@@ -34,6 +34,27 @@
 //   - A group records n (and optional meta) on its meta item; a caller that disagrees gets a
 //     *[GroupMismatchError] instead of overlapping with the others. [WithGroupMetaDefaults] says
 //     what a key missing from an older meta item stands for.
+//   - The plan is (n, epoch) on the meta item. [Client.ResizeGroup] changes n and moves the epoch
+//     on by one in a single conditional write on the n and epoch it read, so concurrent resizes
+//     serialise and every plan has its own epoch; a resize whose answer is lost is settled by a
+//     re-read (see there). A resize writes only the meta item: holders learn of it from
+//     [Client.GroupState] (one GetItem; a worker reads it once per heartbeat) and stay holders
+//     until they release; [Client.OldPlanHolders] tells a new-plan holder when none of the old
+//     plan is left.
+//   - Every acquisition records on the slot item the epoch of the meta item its round read
+//     ([Lease.Epoch]), and competes only for slots 0..n-1 of the n of that same read (a caller's n
+//     must equal it): a slot is taken under a plan (n, epoch) the meta item held.
+//   - A slot is finished only under the epoch its holder acquired it under: it counts as finished
+//     when finished is set and its epoch is the group's current one. A resize re-opens every
+//     slot (a take of a slot finished under an older epoch passes the take's condition and clears
+//     finished), and a MarkFinished by a holder of the old plan after the resize does not count.
+//     ErrGroupFinished means every slot 0..n-1 was finished under the current epoch: the round
+//     that sees it re-reads the meta item and reports it only when n and epoch are unchanged.
+//   - AcquireSlot and TryAcquireSlot with n = 0 join the group at its current n, read from the
+//     meta item every round (a standby waiting across a resize competes for the new slots at its
+//     next poll); a group without a meta item is refused with ErrGroupNotFound at once, and a join
+//     never creates one. A resize does not change what n > 0 means: a caller whose n differs from
+//     the meta item's still gets a *GroupMismatchError.
 //
 // # Example
 //
@@ -50,6 +71,9 @@
 // holder's clock), acquired_at, nonce (random, fresh per acquisition: it tells which of the
 // concurrent acquisitions of one Client, which all write the same owner, made the holder),
 // released (the holder gave the slot back), checkpoint (the holder's saved position, see
-// [Lease.SaveCheckpoint]), finished (see [Lease.MarkFinished]). The meta item holds n (the group's
-// slot count), meta (the caller's [WithGroupMeta] values) and paused (see [Client.PauseGroup]).
+// [Lease.SaveCheckpoint]), finished (see [Lease.MarkFinished]), epoch (the plan epoch the holder
+// acquired under; absent: 0). The meta item holds n (the group's slot count), epoch (the plan
+// epoch, +1 per [Client.ResizeGroup]; absent: 0), meta (the caller's [WithGroupMeta] values) and
+// paused (see [Client.PauseGroup]). Slot items at or past n (retired by a resize to a smaller n)
+// stay, with their checkpoints, and [Client.GroupStatus] lists them.
 package lock

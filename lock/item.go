@@ -12,10 +12,11 @@ import (
 )
 
 // Attribute names of the lease table. A slot item is keyed by pk "group#<name>" and sk the slot (a
-// mutex by "mutex#<name>" and sk 0); the group's meta item has sk -1 and holds n and meta. owner,
+// mutex by "mutex#<name>" and sk 0); the group's meta item has sk -1 and holds n, epoch and meta. owner,
 // token (the fencing token, +1 per acquisition), version (+1 per renewal), expires_at (ms, by the
 // holder's clock), acquired_at, nonce (fresh per acquisition), released, checkpoint and finished
-// describe the current holder; see the package documentation, "Data model".
+// describe the current holder, epoch the plan it acquired under; see the package documentation,
+// "Data model".
 const (
 	attrPK         = "pk"
 	attrSK         = "sk"
@@ -30,6 +31,9 @@ const (
 	attrNonce      = "nonce"
 	attrN          = "n"
 	attrMeta       = "meta"
+	// attrEpoch is the plan epoch: on the meta item, +1 per ResizeGroup (absent: 0); on a slot item,
+	// the meta's epoch its holder read in the round that took it.
+	attrEpoch = "epoch"
 
 	metaSK = -1
 )
@@ -50,11 +54,17 @@ type slotItem struct {
 	finished   bool
 	checkpoint string
 	nonce      string // of the acquisition write that made the holder; "" on items written before nonces
+	epoch      int64  // the plan epoch the holder acquired under (0 when absent)
 }
+
+// finishedAt reports whether the slot counts as finished under plan epoch e: finished by a holder
+// that acquired it under e or later. A slot finished under an older plan is open again.
+func (it slotItem) finishedAt(e int64) bool { return it.finished && it.epoch >= e }
 
 type metaItem struct {
 	exists bool
 	n      int
+	epoch  int64 // +1 per resize; 0 when absent (groups made before resizes)
 	meta   map[string]string
 	paused bool
 }
@@ -113,6 +123,7 @@ func decodeSlot(m map[string]types.AttributeValue) slotItem {
 		finished:   getB(m, attrFinished),
 		checkpoint: getS(m, attrCheckpoint),
 		nonce:      getS(m, attrNonce),
+		epoch:      getN(m, attrEpoch),
 	}
 }
 
@@ -120,7 +131,8 @@ func decodeMeta(m map[string]types.AttributeValue) metaItem {
 	if len(m) == 0 {
 		return metaItem{}
 	}
-	mi := metaItem{exists: true, n: int(getN(m, attrN)), meta: map[string]string{}, paused: getB(m, attrPaused)}
+	mi := metaItem{exists: true, n: int(getN(m, attrN)), epoch: getN(m, attrEpoch), meta: map[string]string{},
+		paused: getB(m, attrPaused)}
 	if mm, ok := m[attrMeta].(*types.AttributeValueMemberM); ok {
 		for k, v := range mm.Value {
 			if s, ok := v.(*types.AttributeValueMemberS); ok {

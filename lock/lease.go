@@ -23,6 +23,7 @@ type Lease struct {
 	acquiredAt time.Time
 	tookOver   bool
 	checkpoint string
+	epoch      int64
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -47,6 +48,7 @@ func (c *Client) newLease(t target, before, got slotItem, now time.Time) *Lease 
 		acquiredAt: c.clock.Now(),
 		tookOver:   before.exists && before.owner != "" && !before.released,
 		checkpoint: got.checkpoint,
+		epoch:      got.epoch,
 		ctx:        ctx, cancel: cancel,
 		stop: make(chan struct{}), hbDone: make(chan struct{}),
 		version: got.version, expiresAt: got.expiresAt,
@@ -64,6 +66,12 @@ func (l *Lease) Slot() int { return l.slot }
 // Token returns the fencing token: it grows by one on every acquisition of the slot, so a larger
 // token always means a later holder.
 func (l *Lease) Token() int64 { return l.token }
+
+// Epoch returns the plan epoch the slot was acquired under: the group's meta epoch as read in the
+// round that took it (0 for a group never resized, and for a mutex). It is recorded on the slot
+// item; once the group's epoch is larger (a ResizeGroup since), the holder is on an old plan, and
+// a MarkFinished of its no longer counts (the slot is finished only under the current epoch).
+func (l *Lease) Epoch() int64 { return l.epoch }
 
 // Owner returns the owner id of the client that holds the lease.
 func (l *Lease) Owner() string { return l.c.owner }
@@ -402,8 +410,10 @@ func (l *Lease) SaveCheckpoint(ctx context.Context, value string) error {
 		map[string]string{"#cp": attrCheckpoint}, map[string]types.AttributeValue{":cp": avS(value)})
 }
 
-// MarkFinished marks the slot's share done (fenced): the slot is never handed out again until
-// ResetGroup, and once every slot is finished AcquireSlot returns ErrGroupFinished.
+// MarkFinished marks the slot's share done (fenced): the slot is not handed out again under the
+// plan epoch the lease was acquired under ([Lease.Epoch]) until ResetGroup, and once every slot
+// 0..n-1 is finished under the group's current epoch AcquireSlot returns ErrGroupFinished. A
+// ResizeGroup re-opens every slot: a slot finished under an older epoch is free to take.
 func (l *Lease) MarkFinished(ctx context.Context) error {
 	return l.fencedWrite(ctx, "mark finished", "SET #fin = :true",
 		map[string]string{"#fin": attrFinished}, map[string]types.AttributeValue{":true": avB(true)})

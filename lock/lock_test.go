@@ -59,7 +59,7 @@ func TestNewValidatesOptions(t *testing.T) {
 		group string
 		n     int
 		field string
-	}{{"", 1, "group"}, {"g", 0, "n"}, {"g", -1, "n"}} {
+	}{{"", 1, "group"}, {"", 0, "group"}, {"g", -1, "n"}} { // n = 0 joins at the current n
 		_, err := c.AcquireSlot(ctx, tc.group, tc.n)
 		var ce *ConfigError
 		require.ErrorAs(t, err, &ce)

@@ -14,12 +14,13 @@ func WithGroupMetaDefaults(defaults map[string]string) AcquireOption {
 	return func(o *acquireOpts) { o.metaDefaults = defaults }
 }
 
-// checkMeta compares the group's recorded n and meta with the caller's. Meta is compared only when
+// checkMeta compares the group's recorded n (unless the caller joins at the current n) and meta
+// with the caller's. Meta is compared only when
 // the caller gave WithGroupMeta. Keys both sides record are compared first, so that the error
 // names the setting that differs rather than a key one side records only because of it (a key
 // that only one ledger kind or mode records).
 func checkMeta(t target, have metaItem) error {
-	if have.n != t.n {
+	if !t.join && have.n != t.n { // a join takes the group's n, whatever it is
 		return &GroupMismatchError{Group: t.name, Field: "n", Have: strconv.Itoa(have.n), Want: strconv.Itoa(t.n)}
 	}
 	if t.meta == nil {

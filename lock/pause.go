@@ -14,8 +14,9 @@ import (
 // claim nothing new but keep their slots (see PauseGroup).
 const attrPaused = "paused"
 
-// ErrGroupNotFound is returned by PauseGroup and ResumeGroup for a group that has no meta item
-// (never run, or a typo): nothing is written.
+// ErrGroupNotFound is returned (wrapped) by PauseGroup, ResumeGroup and ResizeGroup for a group that
+// has no meta item (never run, or a typo), with nothing written, and by AcquireSlot and
+// TryAcquireSlot joining with n = 0.
 var ErrGroupNotFound = errors.New("lock: group not found")
 
 // PauseGroup sets the group's pause flag on its meta item. Holders that watch it (a worker reads
@@ -57,8 +58,8 @@ func (c *Client) setPaused(ctx context.Context, group string, paused bool) (bool
 }
 
 // GroupPaused reads the group's pause flag with one consistent GetItem of its meta item (a group
-// without one is not paused). A worker calls it once per heartbeat while it holds a slot, so the
-// cost per holder is bounded whatever the group's size.
+// without one is not paused). A worker calls it (or GroupState, which also tells of a resize) once
+// per heartbeat while it holds a slot, so the cost per holder is bounded whatever the group's size.
 func (c *Client) GroupPaused(ctx context.Context, group string) (bool, error) {
 	out, err := c.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(c.table), Key: key(groupPK(group), metaSK), ConsistentRead: aws.Bool(true),

@@ -10,10 +10,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// GroupStatus is a snapshot of a group: its recorded n and meta and every slot 0..N-1.
+// GroupStatus is a snapshot of a group: its recorded n, plan epoch and meta, every slot 0..N-1,
+// and after that every slot item past N (slots retired by a ResizeGroup to a smaller n, with the
+// checkpoints their holders saved).
 type GroupStatus struct {
 	Group string
-	N     int // 0 when the group has never been used
+	N     int   // 0 when the group has never been used
+	Epoch int64 // the plan epoch: +1 per ResizeGroup
 	Meta  map[string]string
 	// Paused is the group's pause flag (PauseGroup / ResumeGroup).
 	Paused bool
@@ -22,20 +25,25 @@ type GroupStatus struct {
 
 // SlotStatus is one slot. A slot never acquired appears with zero values.
 type SlotStatus struct {
-	Slot       int
-	Owner      string
-	Token      int64
-	Version    int64
-	ExpiresAt  time.Time
-	Released   bool
+	Slot      int
+	Owner     string
+	Token     int64
+	Version   int64
+	ExpiresAt time.Time
+	Released  bool
+	// Finished says the slot is finished under the group's current plan epoch: marked finished by
+	// a holder that acquired it under that epoch. A slot finished under an older plan (before a
+	// ResizeGroup) is open again and shows false.
 	Finished   bool
 	Checkpoint string
+	// Epoch is the plan epoch its last holder acquired it under (0 before any resize).
+	Epoch int64
 	// Held says a contender using this client would not take the slot now: not released and
 	// expires_at + MaxClockSkew not yet passed, by the caller's clock.
 	Held bool
 }
 
-// GroupStatus reads the group with one consistent Query.
+// GroupStatus reads the group with one consistent Query (every slot item, also those past n).
 func (c *Client) GroupStatus(ctx context.Context, group string) (*GroupStatus, error) {
 	if group == "" {
 		return nil, bad("group", "must not be empty")
@@ -44,7 +52,7 @@ func (c *Client) GroupStatus(ctx context.Context, group string) (*GroupStatus, e
 	if err != nil {
 		return nil, err
 	}
-	st := &GroupStatus{Group: group, N: meta.n, Meta: meta.meta, Paused: meta.paused}
+	st := &GroupStatus{Group: group, N: meta.n, Epoch: meta.epoch, Meta: meta.meta, Paused: meta.paused}
 	n := meta.n
 	for s := range slots {
 		n = max(n, s+1)
@@ -56,8 +64,8 @@ func (c *Client) GroupStatus(ctx context.Context, group string) (*GroupStatus, e
 		if ok {
 			ss = SlotStatus{
 				Slot: s, Owner: it.owner, Token: it.token, Version: it.version, ExpiresAt: it.expiresAt,
-				Released: it.released, Finished: it.finished, Checkpoint: it.checkpoint,
-				Held: c.held(it, now),
+				Released: it.released, Finished: it.finishedAt(meta.epoch), Checkpoint: it.checkpoint,
+				Epoch: it.epoch, Held: c.held(it, now),
 			}
 		}
 		st.Slots = append(st.Slots, ss)

@@ -17,25 +17,38 @@ import (
 // item (tens of RCU per poll, all on one partition key), a window reads 64.
 const windowSize = 64
 
-// view is what one acquisition round knows of the group: slots lo..hi-1 (and any slot holding an
-// acquisition write of ours whose outcome is unknown), and the meta item.
+// view is what one acquisition round knows of the group: slots lo..hi-1 of its n (and any slot
+// holding an acquisition write of ours whose outcome is unknown), and the meta item. The meta item
+// was read no later than the slots, and n is the caller's (checked against it) or, for a join, the
+// meta item's: the plan (n, epoch) a take writes is one the meta item held.
 type view struct {
 	slots  map[int]slotItem
 	meta   metaItem
 	lo, hi int
+	n      int
 }
 
-// whole reports whether the view holds every slot of an n-slot group.
-func (v view) whole(n int) bool { return v.lo == 0 && v.hi == n }
+// whole reports whether the view holds every slot of the group.
+func (v view) whole() bool { return v.lo == 0 && v.hi == v.n }
 
-// allFinished reports whether every slot lo..hi-1 is finished.
+// allFinished reports whether every slot lo..hi-1 is finished under the view's plan epoch.
 func (v view) allFinished() bool {
 	for s := v.lo; s < v.hi; s++ {
-		if !v.slots[s].finished {
+		if !v.slots[s].finishedAt(v.meta.epoch) {
 			return false
 		}
 	}
 	return true
+}
+
+// wholeView is a whole-group read (readAll) as a view: a join's n is the one of the meta item read
+// with the slots.
+func wholeView(t target, slots map[int]slotItem, meta metaItem) view {
+	n := t.n
+	if t.join && meta.exists {
+		n = meta.n
+	}
+	return view{slots: slots, meta: meta, lo: 0, hi: n, n: n}
 }
 
 // groupReader reads the group for one acquisition round (nextView). A group larger than
@@ -82,11 +95,20 @@ func (c *Client) nextView(ctx context.Context, r *groupReader) (view, error) {
 	if r.windows == 0 {
 		r.read = 1
 		slots, meta, err := c.readAll(ctx, t.pk)
-		return view{slots: slots, meta: meta, lo: 0, hi: t.n}, err
+		return wholeView(t, slots, meta), err
 	}
 	first := r.read == 0
 	if first {
 		r.start = c.nextWindow(t.pk, t.n)
+		// A window's finished slots are judged under the plan epoch: read the meta item first,
+		// unless the first window (0) brings it.
+		if !r.hasMeta && r.start != 0 {
+			var err error
+			if r.meta, err = c.readMeta(ctx, t.pk); err != nil {
+				return view{}, err
+			}
+			r.hasMeta = true
+		}
 	}
 	var v view
 	for r.read < r.windows {
@@ -108,35 +130,29 @@ func (c *Client) nextView(ctx context.Context, r *groupReader) (view, error) {
 	if !r.unfinished {
 		r.read = r.windows // the whole group is read now
 		slots, meta, err := c.readAll(ctx, t.pk)
-		return view{slots: slots, meta: meta, lo: 0, hi: t.n}, err
+		return wholeView(t, slots, meta), err
 	}
 	if first {
-		if !r.hasMeta {
-			var err error
-			if r.meta, err = c.readMeta(ctx, t.pk); err != nil {
-				return view{}, err
-			}
-			r.hasMeta = true
-		}
 		if err := c.readUnsettled(ctx, t, v); err != nil {
 			return view{}, err
 		}
 	}
-	v.meta = r.meta
 	return v, nil
 }
 
-// readWindow reads window k of the group; window 0 brings the meta item with it.
+// readWindow reads window k of the group; window 0 brings the meta item with it when the round had
+// not read it yet (a round keeps the plan it read first).
 func (c *Client) readWindow(ctx context.Context, r *groupReader, k int) (view, error) {
-	v := view{lo: k * windowSize, hi: min((k+1)*windowSize, r.t.n)}
-	slots, meta, err := c.readRange(ctx, r.t.pk, v.lo, v.hi)
+	v := view{lo: k * windowSize, hi: min((k+1)*windowSize, r.t.n), n: r.t.n}
+	slots, meta, err := c.readRange(ctx, r.t.pk, v.lo, v.hi, !r.hasMeta)
 	if err != nil {
 		return view{}, err
 	}
 	v.slots = slots
-	if v.lo == 0 {
+	if v.lo == 0 && !r.hasMeta {
 		r.meta, r.hasMeta = meta, true
 	}
+	v.meta = r.meta
 	return v, nil
 }
 
@@ -145,7 +161,7 @@ func (c *Client) anyFree(t target, v view, now time.Time) bool {
 	for s := v.lo; s < v.hi; s++ {
 		it := v.slots[s]
 		it.sk = s
-		if !it.finished && c.isFree(t.pk, it, now) {
+		if !it.finishedAt(v.meta.epoch) && c.isFree(t.pk, it, now) {
 			return true
 		}
 	}
@@ -176,10 +192,10 @@ func (c *Client) setCursor(pk string, k int) {
 }
 
 // readRange reads slots lo..hi-1 with one consistent Query on the sort key (more only past 1 MB);
-// from lo = 0 it includes the meta item (sk -1).
-func (c *Client) readRange(ctx context.Context, pk string, lo, hi int) (map[int]slotItem, metaItem, error) {
+// from lo = 0 and withMeta it includes the meta item (sk -1).
+func (c *Client) readRange(ctx context.Context, pk string, lo, hi int, withMeta bool) (map[int]slotItem, metaItem, error) {
 	from := lo
-	if from == 0 {
+	if from == 0 && withMeta {
 		from = metaSK
 	}
 	in := &dynamodb.QueryInput{

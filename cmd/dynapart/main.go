@@ -167,7 +167,7 @@ Exit codes: 0 success, 1 runtime failure, 2 bad usage or invalid configuration (
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
 	root.AddCommand(newLocalCmd(g), newInitCmd(g), newSeedCmd(g), newWorkCmd(g), newStatusCmd(g),
 		newVerifyCmd(g), newFailedCmd(g), newRedriveCmd(g), newPartitionCmd(g), newDemoCmd(g))
-	root.AddCommand(newPauseCmd(g), newResumeCmd(g))
+	root.AddCommand(newPauseCmd(g), newResumeCmd(g), newScaleCmd(g))
 	return root
 }
 

@@ -1,0 +1,61 @@
+package lock
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+)
+
+// GroupState is the group's meta item: its plan (n and epoch), pause flag and meta values.
+type GroupState struct {
+	Exists bool // false: the group has no meta item (never run, or a typo); the rest is zero
+	N      int
+	Epoch  int64 // +1 per ResizeGroup; 0 for a group never resized
+	Paused bool
+	Meta   map[string]string
+}
+
+// GroupState reads the group's meta item with one consistent GetItem (half an RCU for a meta item
+// under 4 KB). A holder calls it once per heartbeat to learn of a pause or a resize: an Epoch
+// larger than its [Lease.Epoch] means the plan changed.
+func (c *Client) GroupState(ctx context.Context, group string) (GroupState, error) {
+	if group == "" {
+		return GroupState{}, bad("group", "must not be empty")
+	}
+	m, err := c.readMeta(ctx, groupPK(group))
+	if err != nil {
+		return GroupState{}, err
+	}
+	if !m.exists {
+		return GroupState{}, nil
+	}
+	return GroupState{Exists: true, N: m.n, Epoch: m.epoch, Paused: m.paused, Meta: m.meta}, nil
+}
+
+// OldPlanHolders returns, in order, the slots of the group (any slot item, also those at or past
+// the current n) that are held, by this client's clock and MaxClockSkew as in GroupStatus, by a
+// holder that acquired them under a plan epoch older than epoch. A holder under the new plan waits
+// until there are none before it composes its position from the old plan's checkpoints: old
+// holders release within a heartbeat of the resize, and a frozen one's lease expires.
+//
+// It reads the whole group with one consistent Query: every slot item and the meta item, at about
+// one RCU per 4 KB of items (a group of a few hundred slots without large checkpoints costs a few
+// RCU; items with checkpoints cost their size), more pages only past 1 MB.
+func (c *Client) OldPlanHolders(ctx context.Context, group string, epoch int64) ([]int, error) {
+	if group == "" {
+		return nil, bad("group", "must not be empty")
+	}
+	slots, _, err := c.readAll(ctx, groupPK(group))
+	if err != nil {
+		return nil, fmt.Errorf("lock: old-plan holders of group %q: %w", group, err)
+	}
+	now := c.clock.Now()
+	var held []int
+	for _, s := range slices.Sorted(maps.Keys(slots)) {
+		if it := slots[s]; s >= 0 && it.epoch < epoch && c.held(it, now) {
+			held = append(held, s)
+		}
+	}
+	return held, nil
+}
