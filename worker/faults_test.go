@@ -219,6 +219,7 @@ func TestBatchReadBackFailureKeepsAttempt(t *testing.T) {
 			c := fastTimings(f.config(kind))
 			c.Workers = 1
 			c.Client, c.Once, c.MaxAttempts, c.ClaimTTL, c.BatchClaims = fc, true, 1, time.Second, true
+			c.Segments = 1 // the items in one page: one batch
 			w, err := New(c)
 			require.NoError(t, err)
 			err = runOnceWithin(t, w, func(context.Context, Item) error { return nil }, time.Minute)

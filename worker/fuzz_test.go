@@ -203,7 +203,7 @@ func violations(c Config, in configInput) [][]string {
 		heartbeat = []string{"Heartbeat", "LeaseTTL"} // Heartbeat is LeaseTTL / 3
 	}
 	broken(c.Table == "", "Table")
-	broken(c.Workers < 1, "Workers")
+	broken(c.Workers < 0, "Workers") // 0 joins the group at its n
 	broken(!(c.ReadRate >= 0) || math.IsInf(c.ReadRate, 1), "ReadRate")
 	broken(c.PageSize < 0, "PageSize")
 	broken(c.SubSegments < 1 || c.SubSegments > maxSegments, "SubSegments")
@@ -368,23 +368,27 @@ func checkRunConfigs(t *testing.T, c Config) {
 		lock.WithClock(c.Clock), lock.WithLogger(c.Logger)); err != nil {
 		t.Fatalf("New accepted %+v, but the lock client rejects it: %v", c, err)
 	}
-	plan := scan.Plan{Mode: c.Mode, Slots: c.Workers, SubSegments: c.SubSegments}
+	n := max(c.Workers, 1) // Workers 0 joins a group at its n, checked then
+	plan := scan.Plan{Mode: c.Mode, Slots: n, SubSegments: c.SubSegments}
+	if c.Mode != scan.ModeIndex {
+		plan.Total = scan.DefaultTotal(n, c.SubSegments) // a new group's segment count
+	}
 	if err := plan.Validate(); err != nil {
 		t.Fatalf("New accepted %+v, but the scan plan is invalid: %v", c, err)
 	}
 	// scan.New allocates one stream per segment (shard) of the slot: try it where that is cheap.
-	streams := c.SubSegments
+	streams := plan.TotalSegments()/n + 1
 	switch c.Mode {
 	case scan.ModeFilter:
 		streams = plan.TotalSegments()
 	case scan.ModeIndex:
-		streams = c.Shards / c.Workers
+		streams = c.Shards / n
 	}
 	if streams > 4096 {
 		return
 	}
 	if _, err := scan.New(scan.Config{
-		Client: c.Client, Table: c.Table, Slot: c.Workers - 1, Plan: plan,
+		Client: c.Client, Table: c.Table, Slot: n - 1, Plan: plan,
 		PartitionAttr: c.PartitionAttr, IndexName: c.IndexName, ShardAttr: c.ShardAttr, Shards: c.Shards,
 		ConsistentRead: c.ConsistentRead, ReadRate: c.ReadRate, PageLimit: c.PageSize,
 	}); err != nil {

@@ -141,6 +141,7 @@ func TestBatchClaimRefusedWithoutOldImageSettled(t *testing.T) {
 			c := f.config(kind)
 			c.Client, c.Workers, c.Once, c.Concurrency, c.MaxAttempts, c.BatchClaims = fc, 1, true, 4, 1, true
 			c.ClaimTTL, c.PollInterval = 5*time.Second, 50*time.Millisecond
+			c.Segments = 1 // the items in one page: one batch
 			requireEachHandledOnce(t, f, c, n, &lose)
 		})
 	}

@@ -373,7 +373,8 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 	cases := map[string]func(c *Config){
 		"Client":      func(c *Config) { c.Client = nil },
 		"Table":       func(c *Config) { c.Table = "" },
-		"Workers":     func(c *Config) { c.Workers = 0 },
+		"Workers":     func(c *Config) { c.Workers = -1 },
+		"Segments":    func(c *Config) { c.Workers, c.Segments = 8, 4 },
 		"LeaseTTL":    func(c *Config) { c.LeaseTTL, c.Heartbeat = time.Second, time.Second },
 		"Mode":        func(c *Config) { c.Mode = "sideways" },
 		"Ledger":      func(c *Config) { c.Ledger = "paper" },

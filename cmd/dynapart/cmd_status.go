@@ -28,11 +28,18 @@ type slotJSON struct {
 	Released   bool      `json:"released"`
 	Finished   bool      `json:"finished"`
 	Checkpoint string    `json:"checkpoint,omitempty"`
+	// Epoch is the plan epoch the slot was last taken under; Segments the units (segments, or
+	// shards in index mode) the slot owns under the group's current plan, as ranges ("0-11"),
+	// "all" in filter mode, "" for a slot beyond N (retired by a scale-down: Retired).
+	Epoch    int64  `json:"epoch"`
+	Segments string `json:"segments"`
+	Retired  bool   `json:"retired,omitempty"`
 }
 
 type statusJSON struct {
 	Group    string            `json:"group"`
 	Workers  int               `json:"workers"`
+	Epoch    int64             `json:"epoch"` // the plan epoch: +1 per 'dynapart scale'
 	Meta     map[string]string `json:"meta,omitempty"`
 	Finished bool              `json:"finished"`
 	Paused   bool              `json:"paused"`
@@ -80,10 +87,10 @@ document at /api/status; it runs until interrupted. The page's files are in the 
 			if err != nil {
 				return err
 			}
-			out := statusJSON{Group: group, Workers: st.N, Meta: st.Meta, Finished: st.N > 0, Paused: st.Paused}
+			out := statusJSON{Group: group, Workers: st.N, Epoch: st.Epoch, Meta: st.Meta, Finished: groupFinished(st), Paused: st.Paused}
+			plan := planOf(st)
 			for _, s := range st.Slots {
-				out.Slots = append(out.Slots, newSlotJSON(s))
-				out.Finished = out.Finished && s.Finished
+				out.Slots = append(out.Slots, newSlotJSON(s, plan))
 			}
 			if asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())
@@ -121,7 +128,7 @@ func printStatusText(w io.Writer, st statusJSON) {
 	if st.Paused {
 		paused = ", PAUSED (dynapart resume to go on)"
 	}
-	fmt.Fprintf(w, "group %s: %d slots, finished=%v%s\n", st.Group, st.Workers, st.Finished, paused)
+	fmt.Fprintf(w, "group %s: %d slots, plan epoch %d, finished=%v%s\n", st.Group, st.Workers, st.Epoch, st.Finished, paused)
 	if len(st.Meta) > 0 {
 		keys := make([]string, 0, len(st.Meta))
 		for k := range st.Meta {
@@ -134,13 +141,17 @@ func printStatusText(w io.Writer, st statusJSON) {
 		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SLOT\tOWNER\tTOKEN\tHELD\tEXPIRES\tFINISHED\tPOSITION")
+	fmt.Fprintln(tw, "SLOT\tOWNER\tTOKEN\tHELD\tEXPIRES\tFINISHED\tUNITS\tPOSITION")
 	for _, s := range st.Slots {
 		exp := "-"
 		if !s.ExpiresAt.IsZero() {
 			exp = s.ExpiresAt.Format(time.RFC3339)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%v\t%s\t%v\t%s\n", s.Slot, orDash(s.Owner), s.Token, s.Held, exp, s.Finished, positionSummary(s.Checkpoint))
+		units := orDash(s.Segments)
+		if s.Retired {
+			units = "retired (beyond N)"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%v\t%s\t%v\t%s\t%s\n", s.Slot, orDash(s.Owner), s.Token, s.Held, exp, s.Finished, units, positionSummary(s.Checkpoint))
 	}
 	_ = tw.Flush()
 }
@@ -170,10 +181,29 @@ func positionSummary(cp string) string {
 	return s
 }
 
-// newSlotJSON is the slot s of a lock group.
-func newSlotJSON(s lock.SlotStatus) slotJSON {
+// newSlotJSON is the slot s of a lock group under its current plan.
+func newSlotJSON(s lock.SlotStatus, plan groupPlan) slotJSON {
 	return slotJSON{Slot: s.Slot, Owner: s.Owner, Token: s.Token, Version: s.Version, Held: s.Held,
-		ExpiresAt: s.ExpiresAt, Released: s.Released, Finished: s.Finished, Checkpoint: s.Checkpoint}
+		ExpiresAt: s.ExpiresAt, Released: s.Released, Finished: s.Finished, Checkpoint: s.Checkpoint,
+		Epoch: s.Epoch, Segments: plan.units(s.Slot), Retired: s.Slot >= plan.n && plan.n > 0}
+}
+
+// groupFinished reports a group whose slots 0..N-1 are all finished under its current plan
+// (slots beyond N, left by a scale-down, do not count).
+func groupFinished(st *lock.GroupStatus) bool {
+	if st.N == 0 {
+		return false
+	}
+	seen := 0
+	for _, s := range st.Slots {
+		if s.Slot < st.N {
+			if !s.Finished {
+				return false
+			}
+			seen++
+		}
+	}
+	return seen == st.N
 }
 
 // leaseClient makes the lock client of a lease table, which must exist.

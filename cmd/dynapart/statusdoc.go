@@ -17,6 +17,7 @@ import (
 type statusDoc struct {
 	Group    string            `json:"group"`
 	Workers  int               `json:"workers"`
+	Epoch    int64             `json:"epoch"` // the plan epoch: +1 per 'dynapart scale'
 	Meta     map[string]string `json:"meta,omitempty"`
 	Finished bool              `json:"finished"`
 	// Paused is the group's pause flag (dynapart pause / resume).
@@ -130,15 +131,14 @@ func (r *statusReader) read(ctx context.Context, now time.Time) (*statusDoc, err
 	if err != nil {
 		return nil, err
 	}
-	doc := &statusDoc{Group: r.group, Workers: st.N, Meta: st.Meta, Finished: st.N > 0, Paused: st.Paused, GeneratedAt: now.UTC(),
+	doc := &statusDoc{Group: r.group, Workers: st.N, Epoch: st.Epoch, Meta: st.Meta, Finished: groupFinished(st), Paused: st.Paused, GeneratedAt: now.UTC(),
 		Slots: []slotDoc{}, Throughput: throughput{Samples: []sample{}}}
 	if r.stats != nil {
 		doc.Worker = &workerDoc{Owner: r.owner, Stats: r.stats()}
 	}
+	plan := planOf(st)
 	for _, s := range st.Slots {
-		sd := slotDoc{slotJSON: newSlotJSON(s), State: slotState(s)}
-		doc.Finished = doc.Finished && s.Finished
-		doc.Slots = append(doc.Slots, sd)
+		doc.Slots = append(doc.Slots, slotDoc{slotJSON: newSlotJSON(s, plan), State: slotState(s)})
 	}
 	r.fillProgress(ctx, doc, st, now)
 	if r.ledger == nil && r.openLedger != nil {

@@ -64,12 +64,14 @@
         if (doc.paused && s.state === "working") label += " · paused";
       }
       else if (s.fraction === 1) label = "finished";
+      if (s.retired) label += " · retired by a scale-down";
+      else if (s.segments) label += " · units " + s.segments;
       const p = td("", "progress");
       p.append(bar(s.fraction, label));
       tr.append(p);
       body.append(tr);
     }
-    text($("slot-count"), doc.slots.length + " of " + doc.workers);
+    text($("slot-count"), doc.slots.length + " of " + doc.workers + (doc.epoch ? " · plan epoch " + doc.epoch : ""));
   }
 
   function renderCounts(doc) {

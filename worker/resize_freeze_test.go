@@ -1,0 +1,176 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/stretchr/testify/require"
+
+	"github.com/dynapart/dynapart/lock"
+)
+
+// freezable wraps a worker's client: once frozen, every call waits until thawed, like the calls
+// of a process stopped with SIGSTOP. It counts the writes that land after the thaw.
+type freezable struct {
+	DynamoDBClient
+	mu     sync.Mutex
+	gate   chan struct{} // closed by thaw; nil while not frozen
+	thawed atomic.Bool
+	landed atomic.Int64 // writes that succeeded after the thaw
+}
+
+func (f *freezable) freeze() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.gate == nil {
+		f.gate = make(chan struct{})
+	}
+}
+
+func (f *freezable) thaw() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.thawed.Store(true)
+	close(f.gate)
+}
+
+// frozen reports a freeze not yet thawed.
+func (f *freezable) frozen() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.gate != nil && !f.thawed.Load()
+}
+
+// wait blocks while frozen; it ignores ctx, as a stopped process notices nothing.
+func (f *freezable) wait() {
+	f.mu.Lock()
+	g := f.gate
+	f.mu.Unlock()
+	if g != nil {
+		<-g
+	}
+}
+
+func (f *freezable) wrote(err error) {
+	if err == nil && f.thawed.Load() {
+		f.landed.Add(1)
+	}
+}
+
+func (f *freezable) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	f.wait()
+	return f.DynamoDBClient.GetItem(ctx, in, o...)
+}
+func (f *freezable) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	f.wait()
+	return f.DynamoDBClient.Query(ctx, in, o...)
+}
+func (f *freezable) Scan(ctx context.Context, in *dynamodb.ScanInput, o ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
+	f.wait()
+	return f.DynamoDBClient.Scan(ctx, in, o...)
+}
+func (f *freezable) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	f.wait()
+	out, err := f.DynamoDBClient.PutItem(ctx, in, o...)
+	f.wrote(err)
+	return out, err
+}
+func (f *freezable) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	f.wait()
+	out, err := f.DynamoDBClient.UpdateItem(ctx, in, o...)
+	f.wrote(err)
+	return out, err
+}
+func (f *freezable) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, o ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	f.wait()
+	out, err := f.DynamoDBClient.TransactWriteItems(ctx, in, o...)
+	f.wrote(err)
+	return out, err
+}
+
+// TestFrozenAcrossResize: worker A is frozen (its calls and handlers stop, as under SIGSTOP) in
+// the middle of a once job; the group is scaled from 2 to 3 slots and the other workers finish
+// the job (the new plan waits out A's lease). Thawed, A writes nothing: not a checkpoint, not a
+// completion, not a slot. Every item ends done; only the items A's handlers held when it froze are
+// handled twice (a stopped process is a crash to the others).
+func TestFrozenAcrossResize(t *testing.T) {
+	const items = 900
+	f := newFixture(t, items)
+	var calls sync.Map // id -> *atomic.Int64
+	count := func(id string) {
+		v, _ := calls.LoadOrStore(id, new(atomic.Int64))
+		v.(*atomic.Int64).Add(1)
+	}
+	config := func(owner string, workers int, db DynamoDBClient) Config {
+		c := fastTimings(f.config(LedgerInline))
+		c.Client, c.Workers, c.Once, c.Owner = db, workers, true, owner
+		c.ClaimTTL, c.PageSize, c.Segments, c.Concurrency = time.Second, 20, 24, 4
+		return c
+	}
+	frozenA := &freezable{DynamoDBClient: f.db}
+	froze := make(chan struct{})
+	var inFlightAtFreeze sync.Map
+	var aCalls atomic.Int64
+	handlerA := func(_ context.Context, it Item) error {
+		id := keyID(it.Key)
+		count(id)
+		if aCalls.Add(1) == 60 {
+			frozenA.freeze()
+			close(froze)
+		}
+		if frozenA.frozen() {
+			inFlightAtFreeze.Store(id, true)
+			frozenA.wait() // a stopped process's handlers stop too
+		}
+		return nil
+	}
+	handler := func(_ context.Context, it Item) error { count(keyID(it.Key)); return nil }
+
+	a, err := New(config("a", 2, frozenA))
+	require.NoError(t, err)
+	aDone := make(chan error, 1)
+	go func() { aDone <- a.Run(context.Background(), handlerA) }()
+	var others sync.WaitGroup
+	runOther := func(owner string, workers int) {
+		w, err := New(config(owner, workers, f.db))
+		require.NoError(t, err)
+		others.Go(func() { require.NoError(t, runOnceWithin(t, w, handler, 90*time.Second), owner) })
+	}
+	runOther("b", 2)
+	<-froze
+	locks, err := lock.New(f.db, f.leaseTable)
+	require.NoError(t, err)
+	_, err = locks.ResizeGroup(context.Background(), a.Config().Group, 3)
+	require.NoError(t, err)
+	runOther("c", 0)
+	runOther("d", 0)
+	others.Wait() // the job is finished without A
+
+	frozenA.thaw()
+	select {
+	case err := <-aDone:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("A did not return after the thaw")
+	}
+	require.Zero(t, frozenA.landed.Load(), "a write of the frozen worker landed after the thaw")
+
+	n := 0
+	calls.Range(func(k, v any) bool {
+		n++
+		if c := v.(*atomic.Int64).Load(); c > 1 {
+			_, held := inFlightAtFreeze.Load(k)
+			require.True(t, held, "item %s handled %d times but was not in A's handlers at the freeze", k, c)
+		}
+		return true
+	})
+	require.Equal(t, items, n, "every item handled")
+	sum, err := f.ledger(t, LedgerInline, "").(*InlineLedger).Summarize(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, int64(items), sum.Done, fmt.Sprintf("%+v", sum))
+}
