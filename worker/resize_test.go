@@ -2,9 +2,9 @@ package worker
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
-	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
