@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -61,6 +62,17 @@ func (w *Worker) groupSegments(st lock.GroupState, n int) int {
 // does not exist yet) and segment count. It reads the group's meta item; a Workers that disagrees
 // with the group, or Workers 0 for a group that does not exist, is an error as in Run.
 func (w *Worker) Plan(ctx context.Context) (scan.Plan, error) {
+	c := w.cfg
+	if err := lock.CheckTable(ctx, describeOnly{c.Client}, c.LeaseTable); err != nil {
+		var te *lock.TableError
+		if !errors.As(err, &te) {
+			return scan.Plan{}, err
+		}
+		if c.Workers == 0 {
+			return scan.Plan{}, &ConfigError{Pkg: "dynapart", Field: "Workers", Reason: fmt.Sprintf("group %q does not exist yet (%v): the first workers of a group set its size (Workers)", c.Group, te), Err: err}
+		}
+		return scan.Plan{}, &ConfigError{Pkg: "dynapart", Field: "LeaseTable", Reason: te.Error() + " (create it with `dynapart init` or lock.CreateTable)", Err: err}
+	}
 	locks, err := w.lockClient()
 	if err != nil {
 		return scan.Plan{}, err

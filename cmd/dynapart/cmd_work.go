@@ -195,9 +195,6 @@ func runWork(cmd *cobra.Command, g *globals, f *workFlags) error {
 		return err
 	}
 	defer r.rec.Close()
-	if r.plan, err = r.w.Plan(ctx); err != nil {
-		return explainSetting(err)
-	}
 	return r.run(ctx)
 }
 
@@ -257,6 +254,16 @@ func (r *workRun) run(parent context.Context) error {
 			return err
 		}
 		defer stopMetrics()
+	}
+	// Without --workers the worker joins the group at its n: read it for the estimates below (and
+	// exit 2 at once when the group does not exist).
+	r.plan.Slots = r.f.workers
+	if r.f.workers == 0 {
+		plan, err := r.w.Plan(ctx)
+		if err != nil {
+			return explainSetting(err)
+		}
+		r.plan = plan
 	}
 	handler := func(context.Context, worker.Item) error { return nil }
 	if r.f.exec != "" {

@@ -172,7 +172,8 @@ func TestBadUsageExits2AndWritesNothing(t *testing.T) {
 		says string
 	}{
 		{[]string{"work", "--workers", "2"}, "--table"},
-		{[]string{"work", "--table", tbl, "--workers", "0"}, "--workers"},
+		{[]string{"work", "--table", tbl, "--workers", "-1"}, "--workers"},
+		{[]string{"work", "--table", tbl}, "--workers"}, // joins a group that does not exist
 		{[]string{"work", "--table", tbl, "--workers", "2", "--mode", "sideways"}, "--mode"},
 		{[]string{"work", "--table", tbl, "--workers", "2", "--ledger", "paper"}, "--ledger"},
 		{[]string{"init", "--table", tbl, "--endpoint", "not a url"}, "--endpoint"},

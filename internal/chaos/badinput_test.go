@@ -40,7 +40,7 @@ func TestBadInputConfigs(t *testing.T) {
 	cases := map[string]func(*worker.Config){
 		"no client":              func(c *worker.Config) { c.Client = nil },
 		"no table":               func(c *worker.Config) { c.Table = "" },
-		"zero workers":           func(c *worker.Config) { c.Workers = 0 },
+		"fewer segments than N":  func(c *worker.Config) { c.Workers, c.Segments = 8, 4 },
 		"negative workers":       func(c *worker.Config) { c.Workers = -3 },
 		"unknown mode":           func(c *worker.Config) { c.Mode = scan.Mode("sideways") },
 		"unknown ledger":         func(c *worker.Config) { c.Ledger = worker.LedgerKind("paper") },
