@@ -23,11 +23,28 @@
 // # Groups
 //
 // The workers of a group must agree on every setting that decides where item state lives or which
-// items a slot reads: Workers, Mode, SubSegments, Job, Ledger, Table, CompleteOnly, and per ledger
+// items a slot reads: Workers, Segments, Mode, SubSegments, Job, Ledger, Table, CompleteOnly, and per ledger
 // and mode AttrPrefix, LedgerTable, PartitionAttr, Shards, IndexName and ShardAttr. The first
 // worker records them on the group's meta item; a worker that disagrees is refused with a
 // *lock.GroupMismatchError naming the setting, before it writes anything. A group set up by an
 // older version, whose meta item lacks a setting, is taken to have used that setting's default.
+//
+// # Elastic groups
+//
+// A group's N changes only through [Resize] (lock.Client.ResizeGroup, `dynapart scale`), never
+// by a worker's Workers: a worker with Workers 0 joins the group at its current N, one whose
+// Workers differs is refused (Field "n"). A resize moves the group's plan epoch on. Every holder
+// reads the meta item once per heartbeat; when the epoch has moved, it stops claiming as on a
+// shutdown, saves its checkpoint (which records the epoch and N it was made under), releases the
+// slot and takes one again at the new N. A holder of the new plan starts only once no slot is
+// held under an older epoch, so the two plans never read a unit at once (an old holder's writes
+// all end with its lease), and it composes its position from the latest checkpoint of each
+// unit's previous owner: in segment mode the group's segments are fixed when it is created
+// (Segments, [scan.DefaultTotal]) and slots own contiguous blocks of them, so nothing is read
+// again beyond the pages in flight; index mode does the same with its shards; filter mode
+// rescans each new share (items done are skipped without a handler call). Once-workers follow
+// the new plan too; a once-worker whose slot is finished takes any free, unfinished slot
+// before it exits.
 //
 // # Ledgers
 //
@@ -85,8 +102,9 @@
 // drain timer, the checkpoint saver, the handler pool and the completer, each a method of pass;
 // dispatch.go hands scanned items to the handlers (prefiltering and batch claims); process.go
 // claims one item, runs the handler and records the outcome; handlers.go and completeonly.go
-// hold the handler timing and complete-only mode; pause.go the pause flag; slotcheckpoint.go
-// the slot checkpoint and its counts. The ledgers are ledger.go (the interface),
+// hold the handler timing and complete-only mode; pause.go the pause and resize watch;
+// slotcheckpoint.go the slot checkpoint and its counts; join.go, replan.go and resize.go the
+// group's plan (joining, changing plans, resizing). The ledgers are ledger.go (the interface),
 // ledger_inline.go, ledger_table.go and the ledger_*.go files of the machinery they share, one
 // concern each (see ledger_common.go).
 //

@@ -55,7 +55,7 @@ func (w *Worker) groupSegments(st lock.GroupState, n int) int {
 	if v, err := strconv.Atoi(st.Meta["segments"]); err == nil && v > 0 {
 		return v
 	}
-	return st.N * w.cfg.SubSegments
+	return st.N * w.cfg.SubSegments // recorded before segment counts: this worker's sub-segments
 }
 
 // Plan returns the scan plan a Run would start with now: the group's n (Workers for a group that

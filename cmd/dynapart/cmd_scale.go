@@ -3,17 +3,12 @@ package main
 import (
 	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/spf13/cobra"
 
 	"github.com/dynapart/dynapart/lock"
-	"github.com/dynapart/dynapart/scan"
 	"github.com/dynapart/dynapart/worker"
 )
-
-// defaultSubSegments is what a group whose meta item lacks sub_segments used (the worker's default).
-const defaultSubSegments = 4
 
 // newScaleCmd changes a group's slot count (lock.ResizeGroup).
 func newScaleCmd(g *globals) *cobra.Command {
@@ -81,21 +76,14 @@ func runScale(cmd *cobra.Command, g *globals, group, leaseTable string, m int) e
 	if err != nil {
 		return err
 	}
-	st, err := lc.GroupState(ctx, group)
-	if err != nil {
-		return err
-	}
-	if !st.Exists {
-		return usagef("group %q does not exist in %q (nothing written): %v", group, leaseTable, lock.ErrGroupNotFound)
-	}
-	if err := checkScaleLimit(group, st, m); err != nil {
-		return err
-	}
-	res, err := lc.ResizeGroup(ctx, group, m, lock.WithResizeMeta(pinSegments))
-	if errors.Is(err, lock.ErrGroupNotFound) {
+	res, err := worker.Resize(ctx, lc, group, m)
+	var ce *worker.ConfigError
+	switch {
+	case errors.Is(err, lock.ErrGroupNotFound):
 		return usagef("group %q does not exist in %q (nothing written): %v", group, leaseTable, err)
-	}
-	if err != nil {
+	case errors.As(err, &ce):
+		return usagef("--workers %d: %s (nothing written)", m, ce.Reason)
+	case err != nil:
 		return err
 	}
 	out := cmd.OutOrStdout()
@@ -106,49 +94,4 @@ func runScale(cmd *cobra.Command, g *globals, group, leaseTable string, m int) e
 	fmt.Fprintf(out, "group %s: %d -> %d slots (plan epoch %d); running workers re-plan within one heartbeat\n",
 		group, res.OldN, res.NewN, res.Epoch)
 	return nil
-}
-
-// scaleLimit is the most slots a group can have, and what fixes it ("segments" or "shards"); 0 when
-// nothing limits it (filter mode, or a group not made by a worker).
-func scaleLimit(st lock.GroupState) (limit int, unit string) {
-	switch scan.Mode(st.Meta["mode"]) {
-	case scan.ModeSegment:
-		return segmentCount(st), "segments"
-	case scan.ModeIndex:
-		shards, _ := strconv.Atoi(st.Meta["shards"])
-		return shards, "shards"
-	}
-	return 0, ""
-}
-
-// segmentCount is a segment-mode group's number of parallel-scan segments: the meta item's
-// "segments", or for a group made before it was recorded n x sub_segments (default 4).
-func segmentCount(st lock.GroupState) int {
-	if v, err := strconv.Atoi(st.Meta["segments"]); err == nil && v > 0 {
-		return v
-	}
-	sub, err := strconv.Atoi(st.Meta["sub_segments"])
-	if err != nil || sub < 1 {
-		sub = defaultSubSegments
-	}
-	return st.N * sub
-}
-
-// checkScaleLimit refuses m beyond the group's segments (segment mode) or shards (index mode).
-func checkScaleLimit(group string, st lock.GroupState, m int) error {
-	limit, unit := scaleLimit(st)
-	if limit > 0 && m > limit {
-		return usagef("group %q can be scaled up to %d slots, not %d: it has %d %s, and that count is fixed when the group is created (nothing written)",
-			group, limit, m, limit, unit)
-	}
-	return nil
-}
-
-// pinSegments records the segment count of a segment-mode group made before it was recorded
-// (n x sub_segments), in the resize's own write: after n changes it can no longer be derived.
-func pinSegments(st lock.GroupState) map[string]string {
-	if scan.Mode(st.Meta["mode"]) != scan.ModeSegment || st.Epoch != 0 {
-		return nil
-	}
-	return map[string]string{"segments": strconv.Itoa(segmentCount(st))}
 }

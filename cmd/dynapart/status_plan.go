@@ -2,11 +2,11 @@ package main
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/dynapart/dynapart/lock"
 	"github.com/dynapart/dynapart/scan"
+	"github.com/dynapart/dynapart/worker"
 )
 
 // groupPlan is a group's current plan as status shows it: which scan units (segments, or shards
@@ -22,19 +22,7 @@ func planOf(st *lock.GroupStatus) groupPlan {
 	if p.mode == "" {
 		p.mode = scan.ModeSegment
 	}
-	atoi := func(k string) int { v, _ := strconv.Atoi(st.Meta[k]); return v }
-	switch {
-	case p.mode == scan.ModeIndex:
-		p.total = atoi("shards")
-	case atoi("segments") > 0:
-		p.total = atoi("segments")
-	default: // a group recorded before segment counts: n x sub_segments
-		sub := atoi("sub_segments")
-		if sub == 0 {
-			sub = scan.DefaultSubSegments
-		}
-		p.total = st.N * sub
-	}
+	p.total, _ = worker.GroupUnits(lock.GroupState{Exists: true, N: st.N, Meta: st.Meta})
 	return p
 }
 
@@ -56,14 +44,6 @@ func (p groupPlan) units(slot int) string {
 		us = scan.Plan{Mode: scan.ModeSegment, Slots: p.n, SubSegments: 1, Total: p.total}.Segments(slot)
 	}
 	return compactRanges(us)
-}
-
-// unitName is what the group's units are called.
-func (p groupPlan) unitName() string {
-	if p.mode == scan.ModeIndex {
-		return "shards"
-	}
-	return "segments"
 }
 
 // compactRanges writes sorted ints as ranges: 0-3,7,9-10.

@@ -51,7 +51,6 @@ func TestStatusPlanUnits(t *testing.T) {
 	require.Equal(t, "2-3", old.units(1), "a group recorded before segment counts has n x sub_segments")
 	idx := planOf(&lock.GroupStatus{N: 3, Meta: map[string]string{"mode": "index", "shards": "8"}})
 	require.Equal(t, "1,4,7", idx.units(1))
-	require.Equal(t, "shards", idx.unitName())
 	require.Equal(t, "all", planOf(&lock.GroupStatus{N: 2, Meta: map[string]string{"mode": "filter"}}).units(1))
 	require.Equal(t, "0-2,5,7-8", compactRanges([]int{0, 1, 2, 5, 7, 8}))
 }
