@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/dynapart/dynapart/lock"
@@ -26,7 +27,9 @@ import (
 // the cursor of the latest checkpoint made by that unit's owner (the checkpoint records the epoch
 // and n it was made under), so segment and index mode read nothing again beyond the pages that
 // were not acknowledged. Filter mode's split of the items depends on n, so a new plan rescans the
-// slot's share from the start: items already done are skipped without a handler call.
+// slot's share from the start: items already done are skipped without a handler call. Because a
+// slot's new checkpoint overwrites the one the old plan left there, the positions are composed once
+// per epoch, before any holder of it writes a checkpoint, into a planStart (planstart.go).
 
 // errReplan is the cause a slot's run ends with when the group was resized.
 var errReplan = errors.New("dynapart: the group was resized")
@@ -73,47 +76,32 @@ func (w *Worker) waitOldPlan(ctx context.Context, e *env, lease *lock.Lease) err
 	}
 }
 
-// planSource is a slot checkpoint another holder (or this slot's earlier holder) left: the units
-// its slot owned under the n it was made under, and its scan position (nil: from the beginning).
+// planSource is something that tells where units stood: a slot checkpoint (rank 1: the units its
+// slot owned under the n it was made under) or a planStart (rank 0: every unit, as the epoch
+// began). pos nil: the units start from the beginning.
 type planSource struct {
-	cp    slotCheckpoint
+	epoch int64
+	rank  int
 	units []int
 	pos   *scan.Position
+	pass  int
+	dirty func(u int) bool
 }
 
 // adoptPlan composes the checkpoint the lease's slot starts from under plan (see the top of this
-// file); own is the slot's own checkpoint, whose done and failed counts are kept.
+// file) from the epoch's planStart; own is the slot's own checkpoint, whose done and failed counts
+// are kept.
 func (w *Worker) adoptPlan(ctx context.Context, e *env, lease *lock.Lease, plan scan.Plan, own slotCheckpoint) (slotCheckpoint, error) {
 	out := slotCheckpoint{epoch: lease.Epoch(), n: plan.Slots, pass: own.pass,
 		counts: slotCounts{done: own.counts.done, failed: own.counts.failed}}
 	if w.cfg.Mode == scan.ModeFilter {
 		return out, nil // filter mode rescans the share under the new n
 	}
-	st, err := e.locks.GroupStatus(ctx, w.cfg.Group)
+	ps, err := w.planStartFor(ctx, e, lease.Epoch())
 	if err != nil {
 		return slotCheckpoint{}, err
 	}
-	sources := w.planSources(e, st)
-	var cursors []scan.Cursor
-	for _, u := range w.units(e, plan, lease.Slot()) {
-		src := latestOwner(sources, u)
-		if src == nil {
-			continue // no owner of u ever checkpointed: from the beginning
-		}
-		out.dirty = out.dirty || src.cp.dirty
-		out.pass = max(out.pass, src.cp.pass)
-		if src.pos == nil {
-			continue
-		}
-		if c, ok := src.pos.Cursor(u); ok {
-			cursors = append(cursors, c)
-		}
-	}
-	pos := scan.Position{Table: w.cfg.Table, Mode: w.cfg.Mode, TotalSegments: w.totalUnits(e), Cursors: cursors}
-	if w.cfg.Mode == scan.ModeIndex {
-		pos.Index = w.cfg.IndexName
-	}
-	if out.scan, err = scan.EncodeCheckpoint(pos); err != nil {
+	if out, err = w.startFrom(e, ps, w.units(e, plan, lease.Slot()), out); err != nil {
 		return slotCheckpoint{}, fmt.Errorf("dynapart: compose the slot's position under the new plan: %w", err)
 	}
 	return out, nil
@@ -125,10 +113,11 @@ func (w *Worker) planSources(e *env, st *lock.GroupStatus) []planSource {
 	var out []planSource
 	for _, s := range st.Slots {
 		cp, err := decodeSlotCheckpoint(s.Checkpoint)
-		if err != nil || cp.n < 1 || s.Checkpoint == "" {
+		if err != nil || cp.n < 1 || s.Checkpoint == "" || cp.n > w.maxSlots(e) {
 			continue
 		}
-		src := planSource{cp: cp, units: w.units(e, w.scanPlan(e, cp.n), s.Slot)}
+		src := planSource{epoch: cp.epoch, rank: 1, units: w.units(e, w.scanPlan(e, cp.n), s.Slot), pass: cp.pass,
+			dirty: func(int) bool { return cp.dirty }}
 		if cp.scan != "" {
 			pos, err := scan.DecodeCheckpoint(cp.scan)
 			if err != nil || pos.Table != w.cfg.Table || pos.Mode != w.cfg.Mode || pos.TotalSegments != w.totalUnits(e) {
@@ -141,12 +130,23 @@ func (w *Worker) planSources(e *env, st *lock.GroupStatus) []planSource {
 	return out
 }
 
-// latestOwner is the source with the highest epoch whose slot owned unit u; nil when none.
+// maxSlots is the most slots the group's units allow (a checkpoint claiming more is not ours).
+func (w *Worker) maxSlots(e *env) int {
+	if w.cfg.Mode == scan.ModeSegment {
+		return e.total
+	}
+	return math.MaxInt
+}
+
+// latestOwner is the source with the highest (epoch, rank) that speaks for unit u; nil when none.
 func latestOwner(sources []planSource, u int) *planSource {
 	var best *planSource
 	for i := range sources {
 		s := &sources[i]
-		if slices.Contains(s.units, u) && (best == nil || s.cp.epoch > best.cp.epoch) {
+		if !slices.Contains(s.units, u) {
+			continue
+		}
+		if best == nil || s.epoch > best.epoch || (s.epoch == best.epoch && s.rank > best.rank) {
 			best = s
 		}
 	}

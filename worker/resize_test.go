@@ -216,3 +216,35 @@ func TestJoinWithoutWorkers(t *testing.T) {
 	require.Equal(t, 3, plan.Slots)
 	require.NoError(t, runOnceWithin(t, joiner, func(context.Context, Item) error { return nil }, 30*time.Second))
 }
+
+// TestResizeTwiceReadsNothingAgain: a finished once job scaled 2 -> 3 -> 2, with a worker joining
+// after each resize, reads no item again: each epoch's planStart keeps the positions the previous
+// plan left, also those of slots whose checkpoint a new holder overwrote (TestEndToEndOnEveryBackend
+// re-read 21 items before planStart existed).
+func TestResizeTwiceReadsNothingAgain(t *testing.T) {
+	f := newFixture(t, 300)
+	ctx := context.Background()
+	run := func(workers int) Stats {
+		c := fastTimings(f.config(LedgerInline))
+		c.Workers, c.Once = workers, true
+		w, err := New(c)
+		require.NoError(t, err)
+		require.NoError(t, runOnceWithin(t, w, func(context.Context, Item) error { return nil }, 60*time.Second))
+		return w.Stats()
+	}
+	require.EqualValues(t, 300, run(2).Scanned, "one worker does both slots")
+	locks, err := lock.New(f.db, f.leaseTable)
+	require.NoError(t, err)
+	group := f.table + "/default"
+	for epoch, n := range []int{3, 2} {
+		_, err := Resize(ctx, locks, group, n)
+		require.NoError(t, err)
+		require.Zero(t, run(0).Scanned, "epoch %d (%d slots) read items again", epoch+1, n)
+		st, err := locks.GroupStatus(ctx, group)
+		require.NoError(t, err)
+		require.Equal(t, int64(epoch+1), st.Epoch)
+		for _, s := range st.Slots[:n] {
+			require.True(t, s.Finished, "slot %d finished under epoch %d", s.Slot, epoch+1)
+		}
+	}
+}
