@@ -1,9 +1,14 @@
 package chaos
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -39,7 +44,12 @@ func Resize(ctx context.Context, env Env, p Params) *Result {
 		f.watch()
 		// Longer leases than the kill scenario (as in two-groups): up to seven workers share the
 		// machine, and a lease lost by load is a takeover, which this scenario is not about.
-		extra := []string{"--batch-claims", "--lease-ttl", "5s", "--heartbeat", "1s", "--exec", "sleep 0.02; " + f.handler()}
+		trace := filepath.Join(f.dir, "runs.log")
+		extra := []string{"--batch-claims", "--lease-ttl", "5s", "--heartbeat", "1s", "--exec", "sleep 0.02; " +
+			fmt.Sprintf(`printf '%%s %%s %%s %%s %%s\n' "$DYNAPART_KEY" "$DYNAPART_SLOT" "$DYNAPART_TOKEN" "$DYNAPART_ATTEMPT" "$(date +%%s.%%N)" >> '%s'; `, trace) +
+			f.handler()}
+		rt := &resizeTrace{path: trace}
+		f.audits = append(f.audits, rt.check)
 		if err := f.startFleet(ctx, extra...); err != nil {
 			return err
 		}
@@ -59,7 +69,7 @@ func Resize(ctx context.Context, env Env, p Params) *Result {
 			}
 		}
 		f.res.event("started %d workers without --workers", joiners)
-		if err := f.killDuringReplan(ctx, holders, extra); err != nil {
+		if err := f.killDuringReplan(ctx, holders, extra, rt); err != nil {
 			return err
 		}
 		if ok, err := f.waitCompleted(ctx, f.thresholds(1, 0.55, 0.7)[0]); err != nil || !ok {
@@ -126,7 +136,7 @@ func withoutFlag(args []string, name string) []string {
 // killDuringReplan SIGKILLs one of the old plan's holders 0-1.5s after the resize (the holders
 // notice it within a heartbeat, 1s, then drain, save and release), and starts a replacement
 // that joins without --workers.
-func (f *fixture) killDuringReplan(ctx context.Context, holders []*Proc, extra []string) error {
+func (f *fixture) killDuringReplan(ctx context.Context, holders []*Proc, extra []string, rt *resizeTrace) error {
 	var alive []*Proc
 	for _, p := range holders {
 		if p.Alive() {
@@ -145,6 +155,7 @@ func (f *fixture) killDuringReplan(ctx context.Context, holders []*Proc, extra [
 	}
 	l := victim.Last()
 	victim.Kill()
+	rt.victim = victim.Owner
 	// In flight at a kill with --batch-claims (as in Kill): the handlers running, the handled
 	// items queued for a batched completion and the completion transaction being written.
 	f.res.SideEffectBound += 2*f.p.Concurrency + 25
@@ -199,4 +210,63 @@ func (f *fixture) markPending(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// resizeTrace is the handler's trace of every run (key, slot, token, attempt, time) and the
+// worker the scenario killed.
+type resizeTrace struct {
+	path   string
+	victim string
+}
+
+// check attributes every item whose handler ran more than once: to the kill when one of its runs
+// was under a lease (slot, token) the killed worker held. Any other repeat, in a run whose lease
+// history shows no takeover but the kill's, was caused by a resize alone: a violation. It lists
+// up to 5 repeated items with their runs.
+func (rt *resizeTrace) check(r *Result, a *audit) {
+	if r.SideEffectDuplicates == 0 {
+		return
+	}
+	runs := map[string][][3]string{}
+	fh, err := os.Open(rt.path)
+	if err != nil {
+		r.fail("%v", err)
+		return
+	}
+	defer fh.Close()
+	sc := bufio.NewScanner(fh)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) == 5 && a.sideEffect[fs[0]] > 1 {
+			runs[fs[0]] = append(runs[fs[0]], [3]string{fs[1], fs[2], fs[3] + " at " + fs[4]})
+		}
+	}
+	keys := make([]string, 0, len(runs))
+	for k := range runs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var other []string
+	for i, k := range keys {
+		var parts []string
+		byVictim := false
+		for _, run := range runs[k] {
+			slot, _ := strconv.ParseInt(run[0], 10, 64)
+			token, _ := strconv.ParseInt(run[1], 10, 64)
+			owner := a.leases.Owners[[2]int64{slot, token}]
+			byVictim = byVictim || (owner != "" && owner == rt.victim)
+			parts = append(parts, fmt.Sprintf("%s (slot %s token %s) attempt %s", owner, run[0], run[1], run[2]))
+		}
+		if !byVictim {
+			other = append(other, k)
+		}
+		if i < 5 {
+			r.event("handler runs of %s: %s", k, strings.Join(parts, "; "))
+		}
+	}
+	r.event("%d items ran their handler more than once, %d of them not in a run of the killed worker %s", len(keys), len(other), rt.victim)
+	if len(other) > 0 && r.Leases.Takeovers <= 1 {
+		r.fail("%d items ran their handler again with no run by the killed worker and no other takeover (a resize repeated side effects), e.g. %s",
+			len(other), other[0])
+	}
 }
