@@ -238,7 +238,17 @@ func (r *Results) resizeSection(w writer) {
 		Ratio(z.RCU[ResizeScaled], z.RCU[ResizeFrom]).X())
 	w("| **(c) ÷ (b)** | **%s** (ideal %.2fx) | **%s** (goal <= 1.1x) |\n\n", Ratio(z.Wall[ResizeScaled], z.Wall[ResizeTo]).X(),
 		idealScaled(c)*float64(c.To)/float64(c.From), Ratio(z.RCU[ResizeScaled], z.RCU[ResizeTo]).X())
+	w("(a) and (c) scan the segments of a group created at %d slots, (b) those of one created at %d (the default segment count is the smallest multiple of "+
+		"workers × 4 sub-segments that is at least 64: %d and %d), so the scan RCU of (c) ÷ (a) compares the same segments and (c) ÷ (b) is the issue's goal "+
+		"(one pass of a fleet of %d).\n\n", c.From, c.To, defaultSegments(c.From), defaultSegments(c.To), c.To)
 	w("The ideal assumes throughput proportional to the slots and a free re-plan. What the scaled run pays beyond it: the workers notice the new plan " +
 		"within a heartbeat, stop claiming at a page boundary, let their handlers finish, save their checkpoints and release; the new plan's holders wait until no " +
 		"slot is held under the old one, then continue each segment from its last checkpoint (pages in flight are read again, items done are skipped).\n\n")
+}
+
+// defaultSegments is the segment count of a new group of n workers with 4 sub-segments (the work
+// default): the smallest multiple of n × 4 that is at least 64.
+func defaultSegments(n int) int {
+	step := n * 4
+	return (64 + step - 1) / step * step
 }
