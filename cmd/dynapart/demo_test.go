@@ -18,7 +18,7 @@ func TestDemo(t *testing.T) {
 	}
 	ddbtest.Client(t)
 	c := newCLI(t)
-	cmd := c.command("demo", "--items", "6000", "--lease-ttl", "2s", "--kill-at", "0.25")
+	cmd := c.command("demo", "--items", "4000", "--lease-ttl", "2s", "--kill-at", "0.25")
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
