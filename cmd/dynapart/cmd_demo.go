@@ -197,6 +197,13 @@ func (d *demo) startWorkers() error {
 	return nil
 }
 
+// demoClaimTTL is the workers' --claim-ttl. The handler does nothing, so a claim needs little
+// time; a claim left behind where no live holder can reclaim it by its token (the slot's new
+// holder takes over its own slot's older claims at once) waits until it expires, and with the
+// default minute one such claim after the SIGKILL and the resize stalled the end of a demo run by
+// 40 seconds.
+const demoClaimTTL = 10 * time.Second
+
 // workerCmd is the command line of worker i; join leaves --workers out (it joins at the group's N).
 func (d *demo) workerCmd(self string, i int, join bool) demoProcSpec {
 	owner := fmt.Sprintf("worker-%d", i)
@@ -204,7 +211,7 @@ func (d *demo) workerCmd(self string, i int, join bool) demoProcSpec {
 	lease := d.f.leaseTTL
 	args := []string{"work", "--endpoint", d.g.endpoint, "--table", d.table, "--lease-table", d.leaseTable,
 		"--once", "--lease-ttl", lease.String(), "--heartbeat", (lease / 4).String(),
-		"--batch-claims", "--concurrency", "16", "--poll-interval", "1s", "--standby-poll", "250ms", "--max-clock-skew", "250ms",
+		"--batch-claims", "--concurrency", "16", "--claim-ttl", demoClaimTTL.String(), "--poll-interval", "1s", "--standby-poll", "250ms", "--max-clock-skew", "250ms",
 		"--owner", owner, "--progress", "json", "--record", record, "--log-level", "warn"}
 	if !join {
 		args = append(args, "--workers", fmt.Sprint(d.f.slots))
