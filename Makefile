@@ -66,7 +66,7 @@ fuzz: ## run each fuzz target for FUZZTIME (default 30s)
 	done
 
 .PHONY: demo
-demo: deps build ## the flagship: 4 workers, 3 slots, one SIGKILL, a standby takes over; exit 0 only if every item is done once
+demo: deps build ## the flagship: 4 workers, 3 slots, one SIGKILL, a standby takes over, scaled to 4 slots; exit 0 only if every item is done once
 	@bin/dynapart demo
 
 .PHONY: local

@@ -22,6 +22,7 @@ import (
 
 type demoFlags struct {
 	items, slots, workers int
+	scaleUp               int // slots added by dynapart scale after the takeover (0: none)
 	killAt                float64
 	leaseTTL              time.Duration
 	keep                  bool
@@ -31,7 +32,7 @@ func newDemoCmd(g *globals) *cobra.Command {
 	var f demoFlags
 	cmd := &cobra.Command{
 		Use:   "demo",
-		Short: "The flagship demonstration: a SIGKILLed worker, a standby takes over, every item done once",
+		Short: "The flagship demonstration: a SIGKILLed worker, a standby takes over, the group is scaled up, every item done once",
 		Long: `Runs the whole story on a local DynamoDB:
 
   1. starts DynamoDB Local (installing it if needed) unless --endpoint or AWS_ENDPOINT_URL_DYNAMODB
@@ -41,12 +42,17 @@ func newDemoCmd(g *globals) *cobra.Command {
      standbys), showing live progress per worker;
   4. kills one slot holder with SIGKILL at --kill-at of the items, and shows the standby taking its
      slot over from the checkpoint;
-  5. ends with a summary: items per worker, takeover time, throughput, items completed twice and
-     items missing (both must be 0), checked with verify.
+  5. once the standby works, scales the running group up by --scale-up slots ('dynapart scale') and
+     starts as many new workers without --workers (they join at the group's new N); the running
+     workers re-plan within a heartbeat and carry on from their checkpoints;
+  6. ends with a summary: items per worker, takeover time, the resize (plan epoch, new N),
+     throughput, items completed twice and items missing (both must be 0), checked with verify.
 
-Exits 0 only if every item is done exactly once.`,
+Exits 0 only if every item is done exactly once (and, after the scale-up, the group ends at the
+new N under plan epoch 1).`,
 		Example: `  make demo
-  dynapart demo --items 50000 --slots 4 --workers 6`,
+  dynapart demo --items 50000 --slots 4 --workers 6 --scale-up 2
+  dynapart demo --scale-up 0   # no resize: only the SIGKILL and the takeover`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error { return runDemo(cmd, g, &f) },
 	}
@@ -55,6 +61,7 @@ Exits 0 only if every item is done exactly once.`,
 	fl.IntVar(&f.slots, "slots", 3, "slots N")
 	fl.IntVar(&f.workers, "workers", 4, "worker processes (workers - slots are hot standbys)")
 	fl.Float64Var(&f.killAt, "kill-at", 0.4, "fraction of items done when a slot holder is SIGKILLed")
+	fl.IntVar(&f.scaleUp, "scale-up", 1, "slots added with 'dynapart scale' once the standby has taken over, with as many new workers (0: no resize)")
 	fl.DurationVar(&f.leaseTTL, "lease-ttl", 3*time.Second, "lease TTL of the workers (the takeover waits for it)")
 	fl.BoolVar(&f.keep, "keep", false, "keep the demo tables afterwards")
 	return cmd
@@ -62,8 +69,8 @@ Exits 0 only if every item is done exactly once.`,
 
 // check is the demo's usage: a standby to take over and a kill point inside the run.
 func (f *demoFlags) check() error {
-	if f.items < 1 || f.slots < 1 || f.workers <= f.slots || f.killAt <= 0 || f.killAt >= 1 {
-		return usagef("demo needs --items >= 1, --slots >= 1, --workers > --slots (a standby) and 0 < --kill-at < 1")
+	if f.items < 1 || f.slots < 1 || f.workers <= f.slots || f.killAt <= 0 || f.killAt >= 1 || f.scaleUp < 0 {
+		return usagef("demo needs --items >= 1, --slots >= 1, --workers > --slots (a standby), 0 < --kill-at < 1 and --scale-up >= 0")
 	}
 	return nil
 }
@@ -81,6 +88,7 @@ type demo struct {
 	procs      []*demoProc
 	victim     *demoProc // the SIGKILLed slot holder, once killed
 	killTime   time.Time
+	resize     *demoResize // the scale-up, once done
 }
 
 func (d *demo) say(format string, args ...any) { fmt.Fprintf(d.out, format+"\n", args...) }
@@ -120,6 +128,7 @@ func runDemo(cmd *cobra.Command, g *globals, f *demoFlags) error {
 	if err != nil {
 		return err
 	}
+	d.readPlan(ctx)
 	return d.summary(a, wall)
 }
 
@@ -176,7 +185,7 @@ func (d *demo) startWorkers() error {
 	}
 	d.say("== starting %d workers for %d slots (%d hot standby), lease TTL %s", d.f.workers, d.f.slots, d.f.workers-d.f.slots, d.f.leaseTTL)
 	for i := range d.f.workers {
-		p, err := startDemoProc(d.workerCmd(self, i), d.dir)
+		p, err := startDemoProc(d.workerCmd(self, i, false), d.dir)
 		if err != nil {
 			return err
 		}
@@ -188,15 +197,26 @@ func (d *demo) startWorkers() error {
 	return nil
 }
 
-// workerCmd is the command line of worker i.
-func (d *demo) workerCmd(self string, i int) demoProcSpec {
+// demoClaimTTL is the workers' --claim-ttl. The handler does nothing, so a claim needs little
+// time; a claim left behind where no live holder can reclaim it by its token (the slot's new
+// holder takes over its own slot's older claims at once) waits until it expires, and with the
+// default minute one such claim after the SIGKILL and the resize stalled the end of a demo run by
+// 40 seconds.
+const demoClaimTTL = 10 * time.Second
+
+// workerCmd is the command line of worker i; join leaves --workers out (it joins at the group's N).
+func (d *demo) workerCmd(self string, i int, join bool) demoProcSpec {
 	owner := fmt.Sprintf("worker-%d", i)
 	record := filepath.Join(d.dir, owner+".keys")
 	lease := d.f.leaseTTL
-	cmd := exec.Command(self, "work", "--endpoint", d.g.endpoint, "--table", d.table, "--lease-table", d.leaseTable,
-		"--workers", fmt.Sprint(d.f.slots), "--once", "--lease-ttl", lease.String(), "--heartbeat", (lease / 4).String(),
-		"--batch-claims", "--concurrency", "16", "--poll-interval", "1s", "--standby-poll", "250ms", "--max-clock-skew", "250ms",
-		"--owner", owner, "--progress", "json", "--record", record, "--log-level", "warn")
+	args := []string{"work", "--endpoint", d.g.endpoint, "--table", d.table, "--lease-table", d.leaseTable,
+		"--once", "--lease-ttl", lease.String(), "--heartbeat", (lease / 4).String(),
+		"--batch-claims", "--concurrency", "16", "--claim-ttl", demoClaimTTL.String(), "--poll-interval", "1s", "--standby-poll", "250ms", "--max-clock-skew", "250ms",
+		"--owner", owner, "--progress", "json", "--record", record, "--log-level", "warn"}
+	if !join {
+		args = append(args, "--workers", fmt.Sprint(d.f.slots))
+	}
+	cmd := exec.Command(self, args...)
 	cmd.Env = append(os.Environ(), "DYNAPART_ENDPOINT="+d.g.endpoint)
 	return demoProcSpec{id: i, owner: owner, record: record, cmd: cmd}
 }

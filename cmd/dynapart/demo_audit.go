@@ -69,12 +69,13 @@ func (d *demo) summary(a demoAudit, wall time.Duration) error {
 	if d.victim != nil {
 		d.sayTakeover()
 	}
+	resized := d.sayResize()
 	items := d.f.items
 	d.say("throughput:        %d items in %.1fs = %.0f items/s", items, wall.Seconds(), float64(items)/wall.Seconds())
 	d.say("completed twice:   %d", a.twice)
 	d.say("missing:           %d", a.missing)
 	d.say("verify:            total %d, done %d, pending %d, claimed %d, failed %d", a.sum.Total, a.sum.Done, a.sum.Pending, a.sum.Claimed, a.sum.Failed)
-	ok := a.twice == 0 && a.missing == 0 && a.sum.Total == int64(items)
+	ok := a.twice == 0 && a.missing == 0 && a.sum.Total == int64(items) && resized
 	for _, p := range d.procs {
 		if !p.killed && p.exitCode != 0 {
 			ok = false
@@ -82,7 +83,15 @@ func (d *demo) summary(a demoAudit, wall time.Duration) error {
 		}
 	}
 	if !ok {
-		return &exitError{code: exitRuntime, msg: "demo FAILED: not every item was done exactly once"}
+		msg := "demo FAILED: not every item was done exactly once"
+		if !resized && a.twice == 0 && a.missing == 0 {
+			msg = "demo FAILED: the group did not end at the N it was scaled to"
+		}
+		return &exitError{code: exitRuntime, msg: msg}
+	}
+	if d.resize != nil {
+		d.say("\nOK: every item done exactly once, despite the SIGKILL and the resize to %d slots.", d.resize.to)
+		return nil
 	}
 	d.say("\nOK: every item done exactly once, despite the SIGKILL.")
 	return nil

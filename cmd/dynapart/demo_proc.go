@@ -108,6 +108,13 @@ func (p *demoProc) read(r io.Reader) {
 	close(p.exited)
 }
 
+// hasFirst reports whether the process completed an item after taking a slot over.
+func (p *demoProc) hasFirst() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return !p.firstAt.IsZero()
+}
+
 func (p *demoProc) snapshot() progress.Line {
 	p.mu.Lock()
 	defer p.mu.Unlock()

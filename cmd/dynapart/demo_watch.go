@@ -9,8 +9,8 @@ import (
 	"github.com/dynapart/dynapart/worker"
 )
 
-// watch shows the workers' progress until every one has exited, and SIGKILLs a slot holder once
-// --kill-at of the items are done.
+// watch shows the workers' progress until every one has exited, SIGKILLs a slot holder once
+// --kill-at of the items are done, and scales the group up once a standby has taken over.
 func (d *demo) watch(ctx context.Context) error {
 	view := &demoView{out: d.out, tty: isTerminal(d.out)}
 	killAt := int64(float64(d.f.items) * d.f.killAt)
@@ -32,6 +32,14 @@ func (d *demo) watch(ctx context.Context) error {
 			rate := m.update(now, total)
 			if d.victim == nil && total >= killAt && d.killSlotHolder(total) && view.tty {
 				view.lines = 0
+			}
+			if d.victim != nil && d.resize == nil && d.f.scaleUp > 0 && d.tookOver() && total < int64(d.f.items) {
+				if err := d.scaleUp(ctx, total); err != nil {
+					return err
+				}
+				if view.tty {
+					view.lines = 0
+				}
 			}
 			view.show(now, d.procs, total, int64(d.f.items), rate)
 			running = slices.ContainsFunc(d.procs, func(p *demoProc) bool { return !p.done() })

@@ -88,3 +88,29 @@ func (w testWriter) Write(b []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(b), "\n"))
 	return len(b), nil
 }
+
+// TestResizeReport renders the resize scenario's section and goals from fixed figures.
+func TestResizeReport(t *testing.T) {
+	r := &Results{Options: Options{Reps: 2}.withDefaults(), Errors: map[string]string{}, Resize: &Resize{
+		Config:   ResizeConfig{From: 2, To: 6, At: 1.0 / 3, Sleep: 50 * time.Millisecond, Concurrency: 4, LeaseTTL: 3 * time.Second},
+		Items:    3000,
+		Wall:     map[string]Sample{ResizeFrom: {20, 22}, ResizeTo: {8, 8}, ResizeScaled: {12, 13.2}},
+		RCU:      map[string]Sample{ResizeFrom: {50, 50}, ResizeTo: {50, 50}, ResizeScaled: {52, 56}},
+		ScaledAt: Sample{1000, 1010},
+	}}
+	md := r.Markdown(nil)
+	for _, want := range []string{
+		"## Elastic fleet: scaling a running job",
+		"| (a) 2 slots alone | 21.0 s (20.0–22.0) | 50.0 (50.0–50.0) |",
+		"| (c) 2 → 6 slots mid-job | 12.6 s (12.0–13.2) |",
+		"| **(c) ÷ (a)** | **0.60x (0.60–0.60)** (ideal 0.56x) |",
+		"| **(c) ÷ (b)** | **1.57x (1.50–1.65)** (ideal 1.67x) | **1.08x (1.04–1.12)** (goal <= 1.1x) |",
+		"| 2 → 6 slots mid-job: the job's scan RCU ÷ one pass (6 slots from the start) | <= 1.1x (segment mode reads nothing again) | 1.08x (1.04–1.12) | **NOT met** |",
+		"| 2 → 6 slots mid-job: wall ÷ 2 slots alone | < 1x (ideal without re-plan cost: 0.56x) | 0.60x (0.60–0.60) | met |",
+	} {
+		require.Contains(t, md, want)
+	}
+	r.Resize = nil
+	r.Errors[ScenarioResize] = "boom"
+	require.Contains(t, r.Markdown(nil), "*Not measured in this run: boom.*")
+}

@@ -74,6 +74,7 @@ func (r *Results) Markdown(plots Plots) string {
 	r.latencySection(w)
 	r.coldStartSection(w)
 	r.takeoverSection(w, plots)
+	r.resizeSection(w)
 	r.acquireSection(w)
 	r.lockScaleSection(w)
 	r.receiptsSection(w)
@@ -203,6 +204,7 @@ func (r *Results) goals() []Goal {
 	gs = append(gs, r.latencyGoals()...)
 	gs = append(gs, r.coldStartGoals()...)
 	gs = append(gs, r.lockScaleGoals()...)
+	gs = append(gs, r.resizeGoals()...)
 	return gs
 }
 

@@ -28,11 +28,12 @@ const (
 	ScenarioLatency    = "latency"
 	ScenarioColdStart  = "coldstart"
 	ScenarioLockScale  = "lockscale"
+	ScenarioResize     = "resize"
 )
 
 // Scenarios lists every scenario.
 var Scenarios = []string{ScenarioPartition, ScenarioHotPaths, ScenarioCeiling, ScenarioThroughput, ScenarioModes,
-	ScenarioLatency, ScenarioColdStart, ScenarioTakeover, ScenarioAcquire, ScenarioLockScale, ScenarioReceipts, ScenarioMemory}
+	ScenarioLatency, ScenarioColdStart, ScenarioTakeover, ScenarioResize, ScenarioAcquire, ScenarioLockScale, ScenarioReceipts, ScenarioMemory}
 
 // Options size a run.
 type Options struct {
@@ -85,6 +86,7 @@ type Results struct {
 	Latency    *Latency
 	ColdStart  *ColdStart
 	LockScale  *GoBenchRun
+	Resize     *Resize
 
 	ReceiptsBatches int
 }
@@ -142,6 +144,13 @@ func (e *Env) Run(ctx context.Context, opts Options) *Results {
 			}
 			r.Takeover, err = e.MeasureTakeover(ctx, items, reps, TakeoverConfig{
 				LeaseTTL: 3 * time.Second, Heartbeat: 750 * time.Millisecond, StandbyPoll: 500 * time.Millisecond, MaxClockSkew: 250 * time.Millisecond})
+		case ScenarioResize:
+			items := 3000
+			if o.Quick {
+				items = 600
+			}
+			r.Resize, err = e.MeasureResize(ctx, items, reps, ResizeConfig{From: 2, To: 6, At: 1.0 / 3,
+				Sleep: 50 * time.Millisecond, Concurrency: 4, LeaseTTL: 3 * time.Second})
 		case ScenarioAcquire:
 			r.Acquire, err = e.RunGoBench(ctx, "./lock/", "^BenchmarkAcquire64For32$", reps, "-benchtime", "1x")
 		case ScenarioReceipts:

@@ -132,3 +132,14 @@ func leaseTable(t *testing.T, db *dynamodb.Client) string {
 	ddbtest.DeleteOnCleanup(t, db, name)
 	return name
 }
+
+// TestChaosResize scales a working fleet up (with a SIGKILL while it re-plans) and down, in every
+// mode (resize.go).
+func TestChaosResize(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{"segment", "filter", "index"} {
+		t.Run(mode, func(t *testing.T) {
+			check(t, Resize(context.Background(), testEnv(t), Params{Seed: seed(t), Items: 1000, Mode: mode}))
+		})
+	}
+}

@@ -1,7 +1,8 @@
 // Package chaos proves dynapart's guarantees under the failures production brings, against
 // DynamoDB Local: worker processes killed with SIGKILL and frozen with SIGSTOP, a worker cut off
 // DynamoDB past its lease and reconnected (partition.go), two groups on one table at once
-// (twogroups.go), a fault-injecting proxy (throttling, HTTP 500, connection resets, responses lost or delayed past the client's
+// (twogroups.go), a fleet scaled up and down with `dynapart scale` mid-job with a SIGKILL while
+// it re-plans, in every mode (resize.go), a fault-injecting proxy (throttling, HTTP 500, connection resets, responses lost or delayed past the client's
 // timeout), DynamoDB Local stopped and restarted with -dbPath, and clock skew between workers.
 //
 // Every scenario takes a seed (printed, so a failure can be replayed) and returns counts: items

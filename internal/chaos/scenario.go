@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 
 	"github.com/dynapart/dynapart/internal/progress"
+	"github.com/dynapart/dynapart/scan"
 )
 
 // Env is what every scenario needs.
@@ -74,6 +75,9 @@ type Params struct {
 	// share whose handler always fails permanently (exit 65: dead-lettered at once). Both 0 by
 	// default: every handler succeeds. See flaky.go.
 	Transient, Permanent float64
+	// Mode is the workers' --mode (segment, filter or index); "" leaves the work default (segment).
+	// Index mode creates the pending index and puts every item in it.
+	Mode string
 }
 
 func (p *Params) defaults() {
@@ -189,6 +193,14 @@ func newFixture(ctx context.Context, env Env, name string, p Params, direct stri
 	if err := f.cli(ctx, "seed", "--table", f.table, "--items", fmt.Sprint(p.Items)); err != nil {
 		return nil, err
 	}
+	if p.Mode == string(scan.ModeIndex) {
+		if err := f.cli(ctx, "init", "--table", f.table, "--key", "id:S", "--lease-table", f.leases, "--index"); err != nil {
+			return nil, err
+		}
+		if err := f.markPending(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if p.Transient > 0 || p.Permanent > 0 {
 		var err error
 		if f.flaky, err = newFlaky(f.dir, p, f.rng); err != nil {
@@ -237,6 +249,9 @@ func (f *fixture) workArgs(extra ...string) []string {
 		"--standby-poll", "200ms", "--max-clock-skew", "250ms", "--page-size", "100",
 		"--concurrency", fmt.Sprint(f.p.Concurrency), "--claim-ttl", "10s", "--poll-interval", "1s",
 		"--retry-backoff", "200ms", "--log-level", "info", "--exec", f.handler()}
+	if f.p.Mode != "" {
+		args = append(args, "--mode", f.p.Mode)
+	}
 	return append(args, extra...)
 }
 

@@ -204,6 +204,7 @@ type streamImage struct {
 	acquired int64 // ms, by the acquirer's clock
 	released bool
 	finished bool
+	epoch    int64 // the plan epoch the holder took the slot under (lock: a resize re-opens finished slots)
 	version  int64
 	cp       string
 }
@@ -215,7 +216,7 @@ func decodeStreamImage(sm map[string]stypes.AttributeValue) streamImage {
 	m := fromStream(sm)
 	im := streamImage{exists: true, owner: sAttr(m, "owner"), token: nAttr(m, "token"),
 		expires: nAttr(m, "expires_at"), acquired: nAttr(m, "acquired_at"),
-		version: nAttr(m, "version"), cp: sAttr(m, "checkpoint")}
+		epoch: nAttr(m, "epoch"), version: nAttr(m, "version"), cp: sAttr(m, "checkpoint")}
 	if b, ok := m["released"].(*types.AttributeValueMemberBOOL); ok {
 		im.released = b.Value
 	}
@@ -247,6 +248,7 @@ func fromStream(sm map[string]stypes.AttributeValue) map[string]types.AttributeV
 //   - the token never goes back and grows by exactly one per acquisition (the write requires the
 //     token it read);
 //   - a token has one owner for its whole life;
+//   - a slot finished under a plan epoch is taken again only under a newer plan (after a resize);
 //   - a new token is taken only from a released lease, or at or after the previous holder's
 //     expires_at (acquired_at is the new holder's clock, expires_at the old holder's: with skew
 //     within MaxClockSkew the waiting contender's margin covers the difference).
@@ -303,8 +305,8 @@ func (h *streamHistory) apply(pk string, rec stypes.Record) bool {
 					slot, cur.owner, cur.token, cur.acquired, old.owner, old.token, old.expires)
 			}
 		}
-		if old.finished {
-			h.fail("slot %d: %s took token %d of a finished slot", slot, cur.owner, cur.token)
+		if old.finished && cur.epoch <= old.epoch {
+			h.fail("slot %d: %s took token %d of a slot finished under the same plan (epoch %d)", slot, cur.owner, cur.token, old.epoch)
 		}
 	case cur.released && !old.released:
 		h.releases++

@@ -92,6 +92,12 @@ func run(out string, seed uint64, reps, items int, fuzztime time.Duration, endpo
 			chaos.TwoGroups, chaos.Params{Items: items / 4, Timeout: big}},
 		{"restart", "DynamoDB Local stopped and restarted", "The workers' own DynamoDB Local (-dbPath) is stopped at a random moment and started again on the same port and folder 0.5-3s later.",
 			chaos.Restart, chaos.Params{Items: items / 2, Timeout: big}},
+		{"resize-segment", "Resize mid-job with a SIGKILL during the re-plan (segment mode)", resizeWhat("segment", "every segment's cursor moves to its new owner: nothing is read again"),
+			chaos.Resize, chaos.Params{Items: items * 3 / 5, Mode: "segment", Timeout: big}},
+		{"resize-filter", "Resize mid-job with a SIGKILL during the re-plan (filter mode)", resizeWhat("filter", "each slot rescans its new share; items done are skipped without a handler call"),
+			chaos.Resize, chaos.Params{Items: items * 3 / 5, Mode: "filter", Timeout: big}},
+		{"resize-index", "Resize mid-job with a SIGKILL during the re-plan (index mode)", resizeWhat("index", "16 shards; each shard's cursor moves to its new owner"),
+			chaos.Resize, chaos.Params{Items: items * 3 / 5, Mode: "index", Timeout: big}},
 		{"skew", "Clock skew within MaxClockSkew", "In-process workers whose clocks are offset by up to ±250ms (MaxClockSkew 500ms); 3 random slot holders are crashed (every DynamoDB call fails from then on) and standbys take over by their own clocks.",
 			chaos.Skew, chaos.Params{Items: items, Kills: 3, Timeout: big}},
 	}
@@ -187,6 +193,15 @@ DynamoDB stream (new and old images), so no state is missed however briefly it l
 		return fmt.Errorf("%d failing runs or checks; see %s", failed, out)
 	}
 	return nil
+}
+
+// resizeWhat describes the resize scenario in mode.
+func resizeWhat(mode, cost string) string {
+	return "`dynapart work --once --batch-claims --mode " + mode + " --exec` processes (handler sleeps 20ms; lease TTL 5s, heartbeat 1s), 2 slots + 1 standby. " +
+		"At a random moment (15-30% done, seeded) `dynapart scale` takes the group to 5 slots and 2 new workers start without --workers (they join at the group's n); " +
+		"0-1.5s later one worker that held a slot under the old plan gets SIGKILL while the fleet re-plans, and a replacement joins. At 55-70% done " +
+		"`dynapart scale` takes the group down to 3 slots. In " + mode + " mode " + cost + ". Every worker left must exit 0, the group must end at n 3, " +
+		"plan epoch 2, and side effects may repeat only for the items in flight at the kill (the resizes alone repeat none)."
 }
 
 func lastLine(s string) string {
