@@ -2,9 +2,11 @@ package worker
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/stretchr/testify/require"
 
 	"github.com/dynapart/dynapart/lock"
@@ -69,5 +71,90 @@ func TestResizeTwiceWithoutWorkersReadsNothingAgain(t *testing.T) {
 	require.Equal(t, int64(3), st.Epoch)
 	for _, s := range st.Slots[:4] {
 		require.True(t, s.Finished, "slot %d finished under epoch 3", s.Slot)
+	}
+}
+
+// gatedQuery holds a client's Queries (the acquisition rounds' reads of the lease table) until
+// open is closed; asked is closed at the first one.
+type gatedQuery struct {
+	DynamoDBClient
+	asked, open chan struct{}
+	once        sync.Once
+}
+
+func (g *gatedQuery) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	g.once.Do(func() { close(g.asked) })
+	select {
+	case <-g.open:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return g.DynamoDBClient.Query(ctx, in, o...)
+}
+
+// TestStandbyFromBeforeTheGroupFollowsAResize: three workers started with Workers 2 on a group
+// that does not exist yet (the third stands by, having read the group before the first two
+// created it). A resize to 3 must give the standby the new slot (issue 14: "Workers beyond the new
+// N become standbys; missing slots are taken by standbys"), not end its Run with a
+// *lock.GroupMismatchError: its Workers only said what the group should be created with.
+func TestStandbyFromBeforeTheGroupFollowsAResize(t *testing.T) {
+	f := newFixture(t, 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	config := func(owner string) Config {
+		c := fastTimings(f.config(LedgerInline))
+		c.Workers, c.Owner = 2, owner
+		return c
+	}
+	acquired := make(chan string, 64)
+	start := func(c Config) <-chan error {
+		c.Hooks.OnLease = func(e LeaseEvent) {
+			if e.Kind == LeaseAcquired {
+				select {
+				case acquired <- c.Owner:
+				default: // never block a worker on the test's bookkeeping
+				}
+			}
+		}
+		w, err := New(c)
+		require.NoError(t, err)
+		done := make(chan error, 1)
+		go func() { done <- w.Run(ctx, func(context.Context, Item) error { return nil }) }()
+		return done
+	}
+	// The standby reads the group (none yet) before the others create it.
+	sc := config("standby")
+	gate := &gatedQuery{DynamoDBClient: sc.Client, asked: make(chan struct{}), open: make(chan struct{})}
+	sc.Client = gate
+	standby := start(sc)
+	<-gate.asked
+	a, b := start(config("a")), start(config("b"))
+	for range 2 {
+		select {
+		case <-acquired:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the first two workers did not take the group's slots")
+		}
+	}
+	close(gate.open)
+	locks, err := lock.New(f.db, f.leaseTable)
+	require.NoError(t, err)
+	_, err = Resize(context.Background(), locks, f.table+"/default", 3)
+	require.NoError(t, err)
+
+	deadline := time.After(30 * time.Second)
+	for got := false; !got; {
+		select {
+		case owner := <-acquired:
+			got = owner == "standby"
+		case err := <-standby:
+			t.Fatalf("the standby's Run ended on the resize: %v", err)
+		case <-deadline:
+			t.Fatal("the standby took no slot after the resize")
+		}
+	}
+	cancel()
+	for _, done := range []<-chan error{standby, a, b} {
+		require.ErrorIs(t, <-done, context.Canceled)
 	}
 }
