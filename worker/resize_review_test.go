@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -157,4 +158,38 @@ func TestStandbyFromBeforeTheGroupFollowsAResize(t *testing.T) {
 	for _, done := range []<-chan error{standby, a, b} {
 		require.ErrorIs(t, <-done, context.Canceled)
 	}
+}
+
+// TestResetAfterResizeReadsEverything: lock.Client.ResetGroup clears every slot's finished flag
+// and checkpoint "so a one-shot job can run again". A group that was resized keeps its plan epoch,
+// and the planStart of that epoch holds where every segment stood in the first run: a second run
+// after the reset must read the whole table again (items done are skipped), so that items added
+// since are handled, not start from the first run's positions.
+func TestResetAfterResizeReadsEverything(t *testing.T) {
+	f := newFixture(t, 200)
+	ctx := context.Background()
+	var handled atomic.Int64
+	h := func(context.Context, Item) error { handled.Add(1); return nil }
+	run := func(workers int) Stats {
+		c := fastTimings(f.config(LedgerInline))
+		c.Workers, c.Once = workers, true
+		w, err := New(c)
+		require.NoError(t, err)
+		require.NoError(t, runOnceWithin(t, w, h, 60*time.Second))
+		return w.Stats()
+	}
+	run(2)
+	locks, err := lock.New(f.db, f.leaseTable)
+	require.NoError(t, err)
+	group := f.table + "/default"
+	_, err = Resize(ctx, locks, group, 3)
+	require.NoError(t, err)
+	run(0)
+	require.EqualValues(t, 200, handled.Load())
+
+	f.seed(t, 200, 100, nil) // new items, all over the key space
+	require.NoError(t, locks.ResetGroup(ctx, group))
+	st := run(0)
+	require.EqualValues(t, 300, st.Scanned, "the run after the reset reads the whole table")
+	require.EqualValues(t, 300, handled.Load(), "every item added after the first run is handled")
 }
