@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -192,4 +193,65 @@ func TestResetAfterResizeReadsEverything(t *testing.T) {
 	st := run(0)
 	require.EqualValues(t, 300, st.Scanned, "the run after the reset reads the whole table")
 	require.EqualValues(t, 300, handled.Load(), "every item added after the first run is handled")
+}
+
+// resizeBeforeFinish resizes the group right before the first MarkFinished of its client reaches
+// the table, so the slot is marked finished under a plan that has just ended.
+type resizeBeforeFinish struct {
+	DynamoDBClient
+	once   sync.Once
+	resize func()
+}
+
+func (r *resizeBeforeFinish) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if in.UpdateExpression != nil && *in.UpdateExpression == "SET #fin = :true" {
+		r.once.Do(r.resize)
+	}
+	return r.DynamoDBClient.UpdateItem(ctx, in, o...)
+}
+
+// TestResizeRacingMarkFinished: the group is scaled 2 -> 3 just before the first worker to finish
+// its slot marks it finished. That mark is made under the old plan and does not count; the
+// worker (which goes on helping) and the others must still handle every item exactly once and
+// end with the three slots of the new plan finished under it.
+func TestResizeRacingMarkFinished(t *testing.T) {
+	const items = 600
+	f := newFixture(t, items)
+	var calls sync.Map
+	h := func(_ context.Context, it Item) error {
+		v, _ := calls.LoadOrStore(keyID(it.Key), new(atomic.Int64))
+		v.(*atomic.Int64).Add(1)
+		return nil
+	}
+	locks, err := lock.New(f.db, f.leaseTable)
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for i := range 2 {
+		c := fastTimings(f.config(LedgerInline))
+		c.Workers, c.Once, c.Owner, c.PageSize = 2, true, fmt.Sprintf("w%d", i), 10
+		c.Client = &resizeBeforeFinish{DynamoDBClient: f.db, resize: func() {
+			_, err := Resize(context.Background(), locks, c.Group, 3)
+			require.NoError(t, err)
+		}}
+		if c.Group == "" {
+			c.Group = f.table + "/default"
+		}
+		w, err := New(c)
+		require.NoError(t, err)
+		wg.Go(func() { require.NoError(t, runOnceWithin(t, w, h, 90*time.Second)) })
+	}
+	wg.Wait()
+	n := 0
+	calls.Range(func(k, v any) bool {
+		n++
+		require.EqualValues(t, 1, v.(*atomic.Int64).Load(), "item %s", k)
+		return true
+	})
+	require.Equal(t, items, n)
+	st, err := locks.GroupStatus(context.Background(), f.table+"/default")
+	require.NoError(t, err)
+	require.Equal(t, 3, st.N)
+	for _, s := range st.Slots[:3] {
+		require.True(t, s.Finished && s.Epoch == st.Epoch, "slot %d finished under the current plan", s.Slot)
+	}
 }
