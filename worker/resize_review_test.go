@@ -2,13 +2,18 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
+	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/require"
 
 	"github.com/dynapart/dynapart/lock"
@@ -254,4 +259,96 @@ func TestResizeRacingMarkFinished(t *testing.T) {
 	for _, s := range st.Slots[:3] {
 		require.True(t, s.Finished && s.Epoch == st.Epoch, "slot %d finished under the current plan", s.Slot)
 	}
+}
+
+// replanFaults injects faults into the calls a re-plan makes: the first planStart Put lands but
+// its answer is lost, and the first checkpoint save of epoch 2 (the one right after adopting the
+// new plan's position) fails before it is sent.
+type replanFaults struct {
+	DynamoDBClient
+	putLost, saveFailed onceFlag
+}
+
+var errInjected = errors.New("test: injected transport failure")
+
+func (r *replanFaults) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	if pk, ok := in.Item["pk"].(*types.AttributeValueMemberS); ok && strings.HasPrefix(pk.Value, planStartPK) && r.putLost.first() {
+		if _, err := r.DynamoDBClient.PutItem(ctx, in, o...); err != nil {
+			return nil, err
+		}
+		return nil, errInjected
+	}
+	return r.DynamoDBClient.PutItem(ctx, in, o...)
+}
+
+func (r *replanFaults) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if cp, ok := in.ExpressionAttributeValues[":cp"].(*types.AttributeValueMemberS); ok && strings.HasPrefix(cp.Value, "dp3|2.") && r.saveFailed.first() {
+		return nil, errInjected
+	}
+	return r.DynamoDBClient.UpdateItem(ctx, in, o...)
+}
+
+// TestResizeTwiceInQuickSuccessionWithFaults: a once job on 2 slots is scaled to 4 and at once to
+// 3 while every worker is busy (holders of epoch 1 may be in the barrier or composing when epoch 2
+// comes); the first planStart Put loses its answer and the first checkpoint save after an
+// adoption fails. Every item is handled exactly once, the three slots end finished under epoch 2,
+// and the job reads at most 1.25x the items (pages in flight at the resizes are read again).
+func TestResizeTwiceInQuickSuccessionWithFaults(t *testing.T) {
+	const items = 900
+	f := newFixture(t, items)
+	locks, err := lock.New(f.db, f.leaseTable)
+	require.NoError(t, err)
+	group := f.table + "/default"
+	var calls sync.Map
+	var started atomic.Int64
+	var resizeOnce sync.Once
+	h := func(_ context.Context, it Item) error {
+		v, _ := calls.LoadOrStore(keyID(it.Key), new(atomic.Int64))
+		v.(*atomic.Int64).Add(1)
+		if started.Add(1) == items/3 {
+			resizeOnce.Do(func() {
+				for _, n := range []int{4, 3} {
+					_, err := Resize(context.Background(), locks, group, n)
+					require.NoError(t, err)
+				}
+			})
+		}
+		return nil
+	}
+	faults := &replanFaults{DynamoDBClient: f.db}
+	var wg sync.WaitGroup
+	var scanned atomic.Int64
+	for i := range 4 {
+		c := fastTimings(f.config(LedgerInline))
+		c.Workers, c.Once, c.Owner, c.PageSize, c.Concurrency, c.Segments = 2, true, fmt.Sprintf("w%d", i), 10, 4, 24
+		c.Client = faults
+		if os.Getenv("RESIZE_DEBUG") != "" {
+			c.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil)).With("w", c.Owner)
+		}
+		w, err := New(c)
+		require.NoError(t, err)
+		wg.Go(func() {
+			require.NoError(t, runOnceWithin(t, w, h, 120*time.Second))
+			scanned.Add(w.Stats().Scanned)
+		})
+	}
+	wg.Wait()
+	n := 0
+	calls.Range(func(k, v any) bool {
+		n++
+		require.EqualValues(t, 1, v.(*atomic.Int64).Load(), "item %s", k)
+		return true
+	})
+	require.Equal(t, items, n)
+	require.True(t, faults.putLost.used.Load(), "a planStart Put lost its answer")
+	require.True(t, faults.saveFailed.used.Load(), "a save after an adoption failed")
+	st, err := locks.GroupStatus(context.Background(), group)
+	require.NoError(t, err)
+	require.Equal(t, 3, st.N)
+	require.Equal(t, int64(2), st.Epoch)
+	for _, s := range st.Slots[:3] {
+		require.True(t, s.Finished && s.Epoch == 2, "slot %d finished under epoch 2", s.Slot)
+	}
+	t.Logf("scanned %d items for %d", scanned.Load(), items)
+	require.LessOrEqual(t, float64(scanned.Load()), 1.25*items)
 }
