@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dynapart/dynapart/lock"
+	"github.com/dynapart/dynapart/scan"
 )
 
 // holdSlot takes slot want of group under its current plan with a bare lock client and gives the
@@ -351,4 +353,87 @@ func TestResizeTwiceInQuickSuccessionWithFaults(t *testing.T) {
 	}
 	t.Logf("scanned %d items for %d", scanned.Load(), items)
 	require.LessOrEqual(t, float64(scanned.Load()), 1.25*items)
+}
+
+// TestResizeWithRetriesPending: in every mode, a once job on 2 slots is scaled to 3 while items
+// that failed their first attempt wait for their retry (the old holders' passes are dirty). Each
+// such item is handled exactly twice (its retry made by whichever slot owns it under the new
+// plan), every other item once, every item ends done, and the new plan's slots end finished.
+func TestResizeWithRetriesPending(t *testing.T) {
+	const items = 480
+	for _, mode := range []scan.Mode{scan.ModeSegment, scan.ModeFilter, scan.ModeIndex} {
+		t.Run(string(mode), func(t *testing.T) {
+			f := newFixture(t, 0)
+			ctx := context.Background()
+			if mode == scan.ModeIndex {
+				require.NoError(t, scan.CreatePendingIndex(ctx, f.db, f.table, "dp_pending", "dp_shard"))
+			}
+			f.seed(t, 0, items, func(i int, it map[string]types.AttributeValue) {
+				it["grp"] = &types.AttributeValueMemberN{Value: strconv.Itoa(i % 7)}
+				if mode == scan.ModeIndex {
+					scan.MarkPending(it, "id", "dp_shard", 8)
+				}
+			})
+			locks, err := lock.New(f.db, f.leaseTable)
+			require.NoError(t, err)
+			group := f.table + "/default"
+			var calls sync.Map
+			var started atomic.Int64
+			var resized sync.Once
+			failsFirst := func(id string) bool { n, _ := strconv.Atoi(strings.TrimPrefix(id, "item-")); return n%8 == 0 }
+			h := func(_ context.Context, it Item) error {
+				id := keyID(it.Key)
+				v, _ := calls.LoadOrStore(id, new(atomic.Int64))
+				c := v.(*atomic.Int64).Add(1)
+				if started.Add(1) == items/2 {
+					resized.Do(func() {
+						_, err := Resize(context.Background(), locks, group, 3)
+						require.NoError(t, err)
+					})
+				}
+				if failsFirst(id) && c == 1 {
+					return errInjected
+				}
+				return nil
+			}
+			var wg sync.WaitGroup
+			for i := range 3 {
+				c := fastTimings(f.config(LedgerInline))
+				c.Workers, c.Once, c.Owner, c.PageSize, c.Concurrency = 2, true, fmt.Sprintf("w%d", i), 10, 4
+				c.Mode, c.RetryBackoff, c.MaxRetryBackoff = mode, 400*time.Millisecond, 400*time.Millisecond
+				switch mode {
+				case scan.ModeFilter:
+					c.PartitionAttr = "grp"
+				case scan.ModeIndex:
+					c.Shards = 8
+				default:
+					c.Segments = 24
+				}
+				w, err := New(c)
+				require.NoError(t, err)
+				wg.Go(func() { require.NoError(t, runOnceWithin(t, w, h, 120*time.Second)) })
+			}
+			wg.Wait()
+			n := 0
+			calls.Range(func(k, v any) bool {
+				n++
+				want := int64(1)
+				if failsFirst(k.(string)) {
+					want = 2
+				}
+				require.Equal(t, want, v.(*atomic.Int64).Load(), "handler calls of %s", k)
+				return true
+			})
+			require.Equal(t, items, n)
+			sum, err := f.ledger(t, LedgerInline, "").(*InlineLedger).Summarize(ctx)
+			require.NoError(t, err)
+			require.Equal(t, int64(items), sum.Done, fmt.Sprintf("%+v", sum))
+			st, err := locks.GroupStatus(ctx, group)
+			require.NoError(t, err)
+			require.Equal(t, 3, st.N)
+			for _, s := range st.Slots[:3] {
+				require.True(t, s.Finished && s.Epoch == 1, "slot %d finished under epoch 1", s.Slot)
+			}
+		})
+	}
 }
