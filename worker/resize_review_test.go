@@ -437,3 +437,113 @@ func TestResizeWithRetriesPending(t *testing.T) {
 		})
 	}
 }
+
+// staleTake resizes the group between its client's first acquisition round's read and its take
+// (the take's write is held until the resize has landed), so the slot is taken under the plan
+// that has just ended; it counts the checkpoint saves it forwards made under epoch 0.
+type staleTake struct {
+	DynamoDBClient
+	once     sync.Once
+	resize   func()
+	oldSaves atomic.Int64
+}
+
+func (s *staleTake) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if _, take := in.ExpressionAttributeValues[":nonce"]; take {
+		s.once.Do(s.resize)
+	}
+	if cp, ok := in.ExpressionAttributeValues[":cp"].(*types.AttributeValueMemberS); ok && strings.HasPrefix(cp.Value, "dp3|0.") {
+		s.oldSaves.Add(1)
+	}
+	return s.DynamoDBClient.UpdateItem(ctx, in, o...)
+}
+
+// TestStaleEpochTakeWritesNothing: a worker joining a running group takes the free slot 1 with a
+// round that read the plan just before a resize 2 -> 3 landed, so its lease is of epoch 0. It must
+// not work under that lease (no checkpoint of epoch 0, no item), take a slot under the new plan,
+// and the job must end with every item handled once and the new plan's slots finished.
+func TestStaleEpochTakeWritesNothing(t *testing.T) {
+	const items = 600
+	f := newFixture(t, items)
+	ctx := context.Background()
+	locks, err := lock.New(f.db, f.leaseTable)
+	require.NoError(t, err)
+	group := f.table + "/default"
+	var calls sync.Map
+	release := make(chan struct{})
+	h := func(_ context.Context, it Item) error {
+		v, _ := calls.LoadOrStore(keyID(it.Key), new(atomic.Int64))
+		v.(*atomic.Int64).Add(1)
+		return nil
+	}
+	// A holds slot 0, slowly, until the joiner has taken slot 1.
+	slow := func(ctx context.Context, it Item) error {
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		return h(ctx, it)
+	}
+	config := func(owner string, workers int) Config {
+		c := fastTimings(f.config(LedgerInline))
+		c.Workers, c.Once, c.Owner, c.PageSize, c.Concurrency = workers, true, owner, 10, 2
+		return c
+	}
+	var wg sync.WaitGroup
+	acquiredA := make(chan struct{})
+	ca := config("a", 2)
+	ca.Hooks.OnLease = func(e LeaseEvent) {
+		if e.Kind == LeaseAcquired && e.Slot == 0 {
+			select {
+			case <-acquiredA:
+			default:
+				close(acquiredA)
+			}
+		}
+	}
+	a, err := New(ca)
+	require.NoError(t, err)
+	// Slot 1 is held (by nobody working) until A has slot 0, so A takes slot 0.
+	idle, err := locks.AcquireSlot(ctx, group, 2, lock.WithGroupMeta(testGroupMeta(a.Config())))
+	require.NoError(t, err)
+	aDone := make(chan error, 1)
+	wg.Go(func() { aDone <- runOnceWithin(t, a, slow, 120*time.Second) })
+	select {
+	case <-acquiredA:
+	case err := <-aDone:
+		t.Fatalf("A ended before taking a slot: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("A took no slot")
+	}
+	require.Equal(t, 1, idle.Slot())
+
+	cx := config("x", 0)
+	stale := &staleTake{DynamoDBClient: f.db, resize: func() {
+		_, err := Resize(context.Background(), locks, group, 3)
+		require.NoError(t, err)
+	}}
+	cx.Client = stale
+	x, err := New(cx)
+	require.NoError(t, err)
+	require.NoError(t, idle.Release(ctx))
+	wg.Go(func() { require.NoError(t, runOnceWithin(t, x, h, 120*time.Second)) })
+	close(release)
+	wg.Wait()
+	require.NoError(t, <-aDone)
+
+	require.Zero(t, stale.oldSaves.Load(), "the joiner saved a checkpoint under the stale plan")
+	n := 0
+	calls.Range(func(k, v any) bool {
+		n++
+		require.EqualValues(t, 1, v.(*atomic.Int64).Load(), "item %s", k)
+		return true
+	})
+	require.Equal(t, items, n)
+	st, err := locks.GroupStatus(ctx, group)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), st.Epoch)
+	for _, s := range st.Slots[:3] {
+		require.True(t, s.Finished && s.Epoch == 1, "slot %d finished under epoch 1", s.Slot)
+	}
+}
