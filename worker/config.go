@@ -57,6 +57,8 @@ type Config struct {
 	// at its current N (the group must exist: a worker with Workers set created it); a Workers that
 	// disagrees with an existing group is refused with a *lock.GroupMismatchError (Field "n"): a
 	// running group changes size only through lock.Client.ResizeGroup (Resize, `dynapart scale`).
+	// A worker that found no group when it started, and meets it resized (a standby of the first
+	// fleet), joins it at its current N.
 	Workers int
 	// Segments is the group's fixed number of parallel-scan segments in segment and filter mode,
 	// recorded when the group is created: the group can be scaled up to that many slots, and a

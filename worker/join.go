@@ -46,6 +46,25 @@ func (w *Worker) joinGroup(ctx context.Context, e *env) error {
 	return nil
 }
 
+// resizedSinceCreated reports whether err, from an acquisition with n = Workers by a worker that
+// found no group when it started, is a disagreement on n with a group that has been resized since
+// it was created (its plan epoch is past 0): the worker then joins the group at its current n,
+// like a worker started after the resize. A group still at its first plan was created with another
+// n, which is refused as in joinGroup.
+func (w *Worker) resizedSinceCreated(ctx context.Context, e *env, err error) bool {
+	var gm *lock.GroupMismatchError
+	if !errors.As(err, &gm) || gm.Field != "n" {
+		return false
+	}
+	st, serr := e.locks.GroupState(ctx, w.cfg.Group)
+	if serr != nil || !st.Exists || st.Epoch == 0 {
+		return false
+	}
+	w.cfg.Logger.Info("dynapart: the group was created and resized since this worker started; joining it at its current n",
+		"group", w.cfg.Group, "workers", w.cfg.Workers, "n", st.N, "epoch", st.Epoch)
+	return true
+}
+
 // groupSegments is the segment count of a group that Config.Segments leaves open: the group's
 // own, or the default for a new group of n slots.
 func (w *Worker) groupSegments(st lock.GroupState, n int) int {

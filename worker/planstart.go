@@ -23,8 +23,8 @@ import (
 // left would be lost for the units that slot no longer owns. The first holder of an epoch past the
 // barrier therefore records them all first, in one item of the lease table (pk "plan#<group>",
 // sk the epoch, gzipped JSON; conditional on not existing, so every holder of the epoch reads the
-// same one), composed from the previous epoch's planStart and the checkpoints made under that
-// epoch. It must fit an item (400 KB): about 20,000 segments with short keys.
+// same one), composed from the latest earlier epoch's planStart and the checkpoints made since. It
+// must fit an item (400 KB): about 20,000 segments with short keys.
 type planStart struct {
 	Scan  string `json:"scan"`            // a scan checkpoint with every unit's cursor (absent: from the beginning)
 	Dirty []int  `json:"dirty,omitempty"` // units whose last owner's pass needs another pass
@@ -44,18 +44,16 @@ func (w *Worker) planStartFor(ctx context.Context, e *env, epoch int64) (planSta
 		return planStart{}, err
 	}
 	sources := w.planSources(e, st)
-	if epoch > 1 {
-		prev, ok, err := w.readPlanStart(ctx, epoch-1)
+	prev, prevEpoch, ok, err := w.latestPlanStart(ctx, epoch)
+	if err != nil {
+		return planStart{}, err
+	}
+	if ok {
+		src, err := w.planStartSource(e, prev, prevEpoch)
 		if err != nil {
 			return planStart{}, err
 		}
-		if ok {
-			src, err := w.planStartSource(e, prev, epoch-1)
-			if err != nil {
-				return planStart{}, err
-			}
-			sources = append(sources, src)
-		}
+		sources = append(sources, src)
 	}
 	ps, err := w.composeStart(e, sources)
 	if err != nil {
@@ -119,6 +117,43 @@ func planStartKey(group string, epoch int64) map[string]types.AttributeValue {
 		"pk": &types.AttributeValueMemberS{Value: planStartPK + group},
 		"sk": &types.AttributeValueMemberN{Value: strconv.FormatInt(epoch, 10)},
 	}
+}
+
+// latestPlanStart is the planStart of the latest epoch before epoch that has one, with one
+// consistent Query. It is not always epoch-1: an epoch none of whose holders got past the barrier
+// (the group was resized again first, or no worker ran in it) has none, and the positions the
+// planStart before it holds for units no slot checkpoint speaks for since must not be lost.
+// Checkpoints made under the epochs in between rank above it (see latestOwner).
+func (w *Worker) latestPlanStart(ctx context.Context, epoch int64) (planStart, int64, bool, error) {
+	out, err := w.cfg.Client.Query(ctx, &dynamodb.QueryInput{
+		TableName:                aws.String(w.cfg.LeaseTable),
+		KeyConditionExpression:   aws.String("#pk = :pk AND #sk < :epoch"),
+		ExpressionAttributeNames: map[string]string{"#pk": "pk", "#sk": "sk"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk":    &types.AttributeValueMemberS{Value: planStartPK + w.cfg.Group},
+			":epoch": &types.AttributeValueMemberN{Value: strconv.FormatInt(epoch, 10)},
+		},
+		ScanIndexForward: aws.Bool(false),
+		Limit:            aws.Int32(1),
+		ConsistentRead:   aws.Bool(true),
+	})
+	if err != nil {
+		return planStart{}, 0, false, fmt.Errorf("dynapart: read the plan start before epoch %d: %w", epoch, err)
+	}
+	if len(out.Items) == 0 {
+		return planStart{}, 0, false, nil
+	}
+	it := out.Items[0]
+	sk, ok := it["sk"].(*types.AttributeValueMemberN)
+	if !ok {
+		return planStart{}, 0, false, errors.New("dynapart: malformed plan start (no epoch)")
+	}
+	prev, err := strconv.ParseInt(sk.Value, 10, 64)
+	if err != nil {
+		return planStart{}, 0, false, fmt.Errorf("dynapart: malformed plan start epoch %q", sk.Value)
+	}
+	ps, err := decodePlanStart(it)
+	return ps, prev, err == nil, err
 }
 
 func (w *Worker) readPlanStart(ctx context.Context, epoch int64) (planStart, bool, error) {

@@ -153,10 +153,17 @@ func (w *Worker) acquire(ctx context.Context, e *env, helping bool) (*lock.Lease
 	if e.joined {
 		n = 0
 	}
+	take := e.locks.AcquireSlot
 	if helping {
-		return e.locks.TryAcquireSlot(ctx, w.cfg.Group, n, opts...)
+		take = e.locks.TryAcquireSlot
 	}
-	return e.locks.AcquireSlot(ctx, w.cfg.Group, n, opts...)
+	l, err := take(ctx, w.cfg.Group, n, opts...)
+	if n != 0 && w.resizedSinceCreated(ctx, e, err) {
+		// Workers was what the group should be created with, and it was, then resized.
+		e.joined = true
+		return take(ctx, w.cfg.Group, 0, opts...)
+	}
+	return l, err
 }
 
 // untilStop derives a context that also ends at stopAt (when set), by the worker's clock.

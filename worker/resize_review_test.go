@@ -1,0 +1,549 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/require"
+
+	"github.com/dynapart/dynapart/lock"
+	"github.com/dynapart/dynapart/scan"
+)
+
+// holdSlot takes slot want of group under its current plan with a bare lock client and gives the
+// other slots it took on the way back: a holder that works on nothing and saves no checkpoint.
+func holdSlot(t *testing.T, ctx context.Context, locks *lock.Client, group string, want int) *lock.Lease {
+	t.Helper()
+	var keep *lock.Lease
+	var others []*lock.Lease
+	for keep == nil {
+		l, err := locks.TryAcquireSlot(ctx, group, 0)
+		require.NoError(t, err)
+		if l.Slot() == want {
+			keep = l
+		} else {
+			others = append(others, l)
+		}
+	}
+	for _, l := range others {
+		require.NoError(t, l.Release(ctx))
+	}
+	return keep
+}
+
+// TestResizeTwiceWithoutWorkersReadsNothingAgain: a finished once job is scaled 2 -> 3; a worker
+// finishes slots 0 and 1 under the new plan while slot 2 is held by someone who does nothing
+// there (so slot 2's segments are positioned only in epoch 1's planStart). The group is then
+// scaled twice while no worker runs (3 -> 2 -> 4): no holder of epoch 2 ever composes its
+// planStart. The workers of epoch 3 must still read nothing again: the segments slot 2 owned under
+// epoch 1 were read to the end under epoch 0, and epoch 1's planStart says so.
+func TestResizeTwiceWithoutWorkersReadsNothingAgain(t *testing.T) {
+	f := newFixture(t, 300)
+	ctx := context.Background()
+	run := func(workers int) Stats {
+		c := fastTimings(f.config(LedgerInline))
+		c.Workers, c.Once = workers, true
+		w, err := New(c)
+		require.NoError(t, err)
+		require.NoError(t, runOnceWithin(t, w, func(context.Context, Item) error { return nil }, 60*time.Second))
+		return w.Stats()
+	}
+	require.EqualValues(t, 300, run(2).Scanned, "one worker does both slots")
+	locks, err := lock.New(f.db, f.leaseTable)
+	require.NoError(t, err)
+	group := f.table + "/default"
+
+	_, err = Resize(ctx, locks, group, 3)
+	require.NoError(t, err)
+	idle := holdSlot(t, ctx, locks, group, 2)
+	require.Zero(t, run(0).Scanned, "epoch 1: slots 0 and 1 read nothing again")
+	require.NoError(t, idle.Release(ctx))
+
+	for _, n := range []int{2, 4} {
+		_, err = Resize(ctx, locks, group, n)
+		require.NoError(t, err)
+	}
+	require.Zero(t, run(0).Scanned, "epoch 3 read items again: the positions only epoch 1's planStart had were lost")
+	st, err := locks.GroupStatus(ctx, group)
+	require.NoError(t, err)
+	require.Equal(t, int64(3), st.Epoch)
+	for _, s := range st.Slots[:4] {
+		require.True(t, s.Finished, "slot %d finished under epoch 3", s.Slot)
+	}
+}
+
+// gatedQuery holds a client's Queries (the acquisition rounds' reads of the lease table) until
+// open is closed; asked is closed at the first one.
+type gatedQuery struct {
+	DynamoDBClient
+	asked, open chan struct{}
+	once        sync.Once
+}
+
+func (g *gatedQuery) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	g.once.Do(func() { close(g.asked) })
+	select {
+	case <-g.open:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return g.DynamoDBClient.Query(ctx, in, o...)
+}
+
+// TestStandbyFromBeforeTheGroupFollowsAResize: three workers started with Workers 2 on a group
+// that does not exist yet (the third stands by, having read the group before the first two
+// created it). A resize to 3 must give the standby the new slot (issue 14: "Workers beyond the new
+// N become standbys; missing slots are taken by standbys"), not end its Run with a
+// *lock.GroupMismatchError: its Workers only said what the group should be created with.
+func TestStandbyFromBeforeTheGroupFollowsAResize(t *testing.T) {
+	f := newFixture(t, 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	config := func(owner string) Config {
+		c := fastTimings(f.config(LedgerInline))
+		c.Workers, c.Owner = 2, owner
+		return c
+	}
+	acquired := make(chan string, 64)
+	start := func(c Config) <-chan error {
+		c.Hooks.OnLease = func(e LeaseEvent) {
+			if e.Kind == LeaseAcquired {
+				select {
+				case acquired <- c.Owner:
+				default: // never block a worker on the test's bookkeeping
+				}
+			}
+		}
+		w, err := New(c)
+		require.NoError(t, err)
+		done := make(chan error, 1)
+		go func() { done <- w.Run(ctx, func(context.Context, Item) error { return nil }) }()
+		return done
+	}
+	// The standby reads the group (none yet) before the others create it.
+	sc := config("standby")
+	gate := &gatedQuery{DynamoDBClient: sc.Client, asked: make(chan struct{}), open: make(chan struct{})}
+	sc.Client = gate
+	standby := start(sc)
+	<-gate.asked
+	a, b := start(config("a")), start(config("b"))
+	for range 2 {
+		select {
+		case <-acquired:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the first two workers did not take the group's slots")
+		}
+	}
+	close(gate.open)
+	locks, err := lock.New(f.db, f.leaseTable)
+	require.NoError(t, err)
+	_, err = Resize(context.Background(), locks, f.table+"/default", 3)
+	require.NoError(t, err)
+
+	deadline := time.After(30 * time.Second)
+	for got := false; !got; {
+		select {
+		case owner := <-acquired:
+			got = owner == "standby"
+		case err := <-standby:
+			t.Fatalf("the standby's Run ended on the resize: %v", err)
+		case <-deadline:
+			t.Fatal("the standby took no slot after the resize")
+		}
+	}
+	cancel()
+	for _, done := range []<-chan error{standby, a, b} {
+		require.ErrorIs(t, <-done, context.Canceled)
+	}
+}
+
+// TestResetAfterResizeReadsEverything: lock.Client.ResetGroup clears every slot's finished flag
+// and checkpoint "so a one-shot job can run again". A group that was resized keeps its plan epoch,
+// and the planStart of that epoch holds where every segment stood in the first run: a second run
+// after the reset must read the whole table again (items done are skipped), so that items added
+// since are handled, not start from the first run's positions.
+func TestResetAfterResizeReadsEverything(t *testing.T) {
+	f := newFixture(t, 200)
+	ctx := context.Background()
+	var handled atomic.Int64
+	h := func(context.Context, Item) error { handled.Add(1); return nil }
+	run := func(workers int) Stats {
+		c := fastTimings(f.config(LedgerInline))
+		c.Workers, c.Once = workers, true
+		w, err := New(c)
+		require.NoError(t, err)
+		require.NoError(t, runOnceWithin(t, w, h, 60*time.Second))
+		return w.Stats()
+	}
+	run(2)
+	locks, err := lock.New(f.db, f.leaseTable)
+	require.NoError(t, err)
+	group := f.table + "/default"
+	_, err = Resize(ctx, locks, group, 3)
+	require.NoError(t, err)
+	run(0)
+	require.EqualValues(t, 200, handled.Load())
+
+	f.seed(t, 200, 100, nil) // new items, all over the key space
+	require.NoError(t, locks.ResetGroup(ctx, group))
+	st := run(0)
+	require.EqualValues(t, 300, st.Scanned, "the run after the reset reads the whole table")
+	require.EqualValues(t, 300, handled.Load(), "every item added after the first run is handled")
+}
+
+// resizeBeforeFinish resizes the group right before the first MarkFinished of its client reaches
+// the table, so the slot is marked finished under a plan that has just ended.
+type resizeBeforeFinish struct {
+	DynamoDBClient
+	once   sync.Once
+	resize func()
+}
+
+func (r *resizeBeforeFinish) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if in.UpdateExpression != nil && *in.UpdateExpression == "SET #fin = :true" {
+		r.once.Do(r.resize)
+	}
+	return r.DynamoDBClient.UpdateItem(ctx, in, o...)
+}
+
+// TestResizeRacingMarkFinished: the group is scaled 2 -> 3 just before the first worker to finish
+// its slot marks it finished. That mark is made under the old plan and does not count; the
+// worker (which goes on helping) and the others must still handle every item exactly once and
+// end with the three slots of the new plan finished under it.
+func TestResizeRacingMarkFinished(t *testing.T) {
+	const items = 600
+	f := newFixture(t, items)
+	var calls sync.Map
+	h := func(_ context.Context, it Item) error {
+		v, _ := calls.LoadOrStore(keyID(it.Key), new(atomic.Int64))
+		v.(*atomic.Int64).Add(1)
+		return nil
+	}
+	locks, err := lock.New(f.db, f.leaseTable)
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for i := range 2 {
+		c := fastTimings(f.config(LedgerInline))
+		c.Workers, c.Once, c.Owner, c.PageSize = 2, true, fmt.Sprintf("w%d", i), 10
+		c.Client = &resizeBeforeFinish{DynamoDBClient: f.db, resize: func() {
+			_, err := Resize(context.Background(), locks, c.Group, 3)
+			require.NoError(t, err)
+		}}
+		if c.Group == "" {
+			c.Group = f.table + "/default"
+		}
+		w, err := New(c)
+		require.NoError(t, err)
+		wg.Go(func() { require.NoError(t, runOnceWithin(t, w, h, 90*time.Second)) })
+	}
+	wg.Wait()
+	n := 0
+	calls.Range(func(k, v any) bool {
+		n++
+		require.EqualValues(t, 1, v.(*atomic.Int64).Load(), "item %s", k)
+		return true
+	})
+	require.Equal(t, items, n)
+	st, err := locks.GroupStatus(context.Background(), f.table+"/default")
+	require.NoError(t, err)
+	require.Equal(t, 3, st.N)
+	for _, s := range st.Slots[:3] {
+		require.True(t, s.Finished && s.Epoch == st.Epoch, "slot %d finished under the current plan", s.Slot)
+	}
+}
+
+// replanFaults injects faults into the calls a re-plan makes: the first planStart Put lands but
+// its answer is lost, and the first checkpoint save of epoch 2 (the one right after adopting the
+// new plan's position) fails before it is sent.
+type replanFaults struct {
+	DynamoDBClient
+	putLost, saveFailed onceFlag
+}
+
+var errInjected = errors.New("test: injected transport failure")
+
+func (r *replanFaults) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	if pk, ok := in.Item["pk"].(*types.AttributeValueMemberS); ok && strings.HasPrefix(pk.Value, planStartPK) && r.putLost.first() {
+		if _, err := r.DynamoDBClient.PutItem(ctx, in, o...); err != nil {
+			return nil, err
+		}
+		return nil, errInjected
+	}
+	return r.DynamoDBClient.PutItem(ctx, in, o...)
+}
+
+func (r *replanFaults) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if cp, ok := in.ExpressionAttributeValues[":cp"].(*types.AttributeValueMemberS); ok && strings.HasPrefix(cp.Value, "dp3|2.") && r.saveFailed.first() {
+		return nil, errInjected
+	}
+	return r.DynamoDBClient.UpdateItem(ctx, in, o...)
+}
+
+// TestResizeTwiceInQuickSuccessionWithFaults: a once job on 2 slots is scaled to 4 and at once to
+// 3 while every worker is busy (holders of epoch 1 may be in the barrier or composing when epoch 2
+// comes); the first planStart Put loses its answer and the first checkpoint save after an
+// adoption fails. Every item is handled exactly once, the three slots end finished under epoch 2,
+// and the job reads at most 1.25x the items (pages in flight at the resizes are read again).
+func TestResizeTwiceInQuickSuccessionWithFaults(t *testing.T) {
+	const items = 900
+	f := newFixture(t, items)
+	locks, err := lock.New(f.db, f.leaseTable)
+	require.NoError(t, err)
+	group := f.table + "/default"
+	var calls sync.Map
+	var started atomic.Int64
+	var resizeOnce sync.Once
+	h := func(_ context.Context, it Item) error {
+		v, _ := calls.LoadOrStore(keyID(it.Key), new(atomic.Int64))
+		v.(*atomic.Int64).Add(1)
+		if started.Add(1) == items/3 {
+			resizeOnce.Do(func() {
+				for _, n := range []int{4, 3} {
+					_, err := Resize(context.Background(), locks, group, n)
+					require.NoError(t, err)
+				}
+			})
+		}
+		return nil
+	}
+	faults := &replanFaults{DynamoDBClient: f.db}
+	var wg sync.WaitGroup
+	var scanned atomic.Int64
+	for i := range 4 {
+		c := fastTimings(f.config(LedgerInline))
+		c.Workers, c.Once, c.Owner, c.PageSize, c.Concurrency, c.Segments = 2, true, fmt.Sprintf("w%d", i), 10, 4, 24
+		c.Client = faults
+		if os.Getenv("RESIZE_DEBUG") != "" {
+			c.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil)).With("w", c.Owner)
+		}
+		w, err := New(c)
+		require.NoError(t, err)
+		wg.Go(func() {
+			require.NoError(t, runOnceWithin(t, w, h, 120*time.Second))
+			scanned.Add(w.Stats().Scanned)
+		})
+	}
+	wg.Wait()
+	n := 0
+	calls.Range(func(k, v any) bool {
+		n++
+		require.EqualValues(t, 1, v.(*atomic.Int64).Load(), "item %s", k)
+		return true
+	})
+	require.Equal(t, items, n)
+	require.True(t, faults.putLost.used.Load(), "a planStart Put lost its answer")
+	require.True(t, faults.saveFailed.used.Load(), "a save after an adoption failed")
+	st, err := locks.GroupStatus(context.Background(), group)
+	require.NoError(t, err)
+	require.Equal(t, 3, st.N)
+	require.Equal(t, int64(2), st.Epoch)
+	for _, s := range st.Slots[:3] {
+		require.True(t, s.Finished && s.Epoch == 2, "slot %d finished under epoch 2", s.Slot)
+	}
+	t.Logf("scanned %d items for %d", scanned.Load(), items)
+	require.LessOrEqual(t, float64(scanned.Load()), 1.25*items)
+}
+
+// TestResizeWithRetriesPending: in every mode, a once job on 2 slots is scaled to 3 while items
+// that failed their first attempt wait for their retry (the old holders' passes are dirty). Each
+// such item is handled exactly twice (its retry made by whichever slot owns it under the new
+// plan), every other item once, every item ends done, and the new plan's slots end finished.
+func TestResizeWithRetriesPending(t *testing.T) {
+	const items = 480
+	for _, mode := range []scan.Mode{scan.ModeSegment, scan.ModeFilter, scan.ModeIndex} {
+		t.Run(string(mode), func(t *testing.T) {
+			f := newFixture(t, 0)
+			ctx := context.Background()
+			if mode == scan.ModeIndex {
+				require.NoError(t, scan.CreatePendingIndex(ctx, f.db, f.table, "dp_pending", "dp_shard"))
+			}
+			f.seed(t, 0, items, func(i int, it map[string]types.AttributeValue) {
+				it["grp"] = &types.AttributeValueMemberN{Value: strconv.Itoa(i % 7)}
+				if mode == scan.ModeIndex {
+					scan.MarkPending(it, "id", "dp_shard", 8)
+				}
+			})
+			locks, err := lock.New(f.db, f.leaseTable)
+			require.NoError(t, err)
+			group := f.table + "/default"
+			var calls sync.Map
+			var started atomic.Int64
+			var resized sync.Once
+			failsFirst := func(id string) bool { n, _ := strconv.Atoi(strings.TrimPrefix(id, "item-")); return n%8 == 0 }
+			h := func(_ context.Context, it Item) error {
+				id := keyID(it.Key)
+				v, _ := calls.LoadOrStore(id, new(atomic.Int64))
+				c := v.(*atomic.Int64).Add(1)
+				if started.Add(1) == items/2 {
+					resized.Do(func() {
+						_, err := Resize(context.Background(), locks, group, 3)
+						require.NoError(t, err)
+					})
+				}
+				if failsFirst(id) && c == 1 {
+					return errInjected
+				}
+				return nil
+			}
+			var wg sync.WaitGroup
+			for i := range 3 {
+				c := fastTimings(f.config(LedgerInline))
+				c.Workers, c.Once, c.Owner, c.PageSize, c.Concurrency = 2, true, fmt.Sprintf("w%d", i), 10, 4
+				c.Mode, c.RetryBackoff, c.MaxRetryBackoff = mode, 400*time.Millisecond, 400*time.Millisecond
+				switch mode {
+				case scan.ModeFilter:
+					c.PartitionAttr = "grp"
+				case scan.ModeIndex:
+					c.Shards = 8
+				default:
+					c.Segments = 24
+				}
+				w, err := New(c)
+				require.NoError(t, err)
+				wg.Go(func() { require.NoError(t, runOnceWithin(t, w, h, 120*time.Second)) })
+			}
+			wg.Wait()
+			n := 0
+			calls.Range(func(k, v any) bool {
+				n++
+				want := int64(1)
+				if failsFirst(k.(string)) {
+					want = 2
+				}
+				require.Equal(t, want, v.(*atomic.Int64).Load(), "handler calls of %s", k)
+				return true
+			})
+			require.Equal(t, items, n)
+			sum, err := f.ledger(t, LedgerInline, "").(*InlineLedger).Summarize(ctx)
+			require.NoError(t, err)
+			require.Equal(t, int64(items), sum.Done, fmt.Sprintf("%+v", sum))
+			st, err := locks.GroupStatus(ctx, group)
+			require.NoError(t, err)
+			require.Equal(t, 3, st.N)
+			for _, s := range st.Slots[:3] {
+				require.True(t, s.Finished && s.Epoch == 1, "slot %d finished under epoch 1", s.Slot)
+			}
+		})
+	}
+}
+
+// staleTake resizes the group between its client's first acquisition round's read and its take
+// (the take's write is held until the resize has landed), so the slot is taken under the plan
+// that has just ended; it counts the checkpoint saves it forwards made under epoch 0.
+type staleTake struct {
+	DynamoDBClient
+	once     sync.Once
+	resize   func()
+	oldSaves atomic.Int64
+}
+
+func (s *staleTake) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if _, take := in.ExpressionAttributeValues[":nonce"]; take {
+		s.once.Do(s.resize)
+	}
+	if cp, ok := in.ExpressionAttributeValues[":cp"].(*types.AttributeValueMemberS); ok && strings.HasPrefix(cp.Value, "dp3|0.") {
+		s.oldSaves.Add(1)
+	}
+	return s.DynamoDBClient.UpdateItem(ctx, in, o...)
+}
+
+// TestStaleEpochTakeWritesNothing: a worker joining a running group takes the free slot 1 with a
+// round that read the plan just before a resize 2 -> 3 landed, so its lease is of epoch 0. It must
+// not work under that lease (no checkpoint of epoch 0, no item), take a slot under the new plan,
+// and the job must end with every item handled once and the new plan's slots finished.
+func TestStaleEpochTakeWritesNothing(t *testing.T) {
+	const items = 600
+	f := newFixture(t, items)
+	ctx := context.Background()
+	locks, err := lock.New(f.db, f.leaseTable)
+	require.NoError(t, err)
+	group := f.table + "/default"
+	var calls sync.Map
+	release := make(chan struct{})
+	h := func(_ context.Context, it Item) error {
+		v, _ := calls.LoadOrStore(keyID(it.Key), new(atomic.Int64))
+		v.(*atomic.Int64).Add(1)
+		return nil
+	}
+	// A holds slot 0, slowly, until the joiner has taken slot 1.
+	slow := func(ctx context.Context, it Item) error {
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		return h(ctx, it)
+	}
+	config := func(owner string, workers int) Config {
+		c := fastTimings(f.config(LedgerInline))
+		c.Workers, c.Once, c.Owner, c.PageSize, c.Concurrency = workers, true, owner, 10, 2
+		return c
+	}
+	var wg sync.WaitGroup
+	acquiredA := make(chan struct{})
+	ca := config("a", 2)
+	ca.Hooks.OnLease = func(e LeaseEvent) {
+		if e.Kind == LeaseAcquired && e.Slot == 0 {
+			select {
+			case <-acquiredA:
+			default:
+				close(acquiredA)
+			}
+		}
+	}
+	a, err := New(ca)
+	require.NoError(t, err)
+	// Slot 1 is held (by nobody working) until A has slot 0, so A takes slot 0.
+	idle, err := locks.AcquireSlot(ctx, group, 2, lock.WithGroupMeta(testGroupMeta(a.Config())))
+	require.NoError(t, err)
+	aDone := make(chan error, 1)
+	wg.Go(func() { aDone <- runOnceWithin(t, a, slow, 120*time.Second) })
+	select {
+	case <-acquiredA:
+	case err := <-aDone:
+		t.Fatalf("A ended before taking a slot: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("A took no slot")
+	}
+	require.Equal(t, 1, idle.Slot())
+
+	cx := config("x", 0)
+	stale := &staleTake{DynamoDBClient: f.db, resize: func() {
+		_, err := Resize(context.Background(), locks, group, 3)
+		require.NoError(t, err)
+	}}
+	cx.Client = stale
+	x, err := New(cx)
+	require.NoError(t, err)
+	require.NoError(t, idle.Release(ctx))
+	wg.Go(func() { require.NoError(t, runOnceWithin(t, x, h, 120*time.Second)) })
+	close(release)
+	wg.Wait()
+	require.NoError(t, <-aDone)
+
+	require.Zero(t, stale.oldSaves.Load(), "the joiner saved a checkpoint under the stale plan")
+	n := 0
+	calls.Range(func(k, v any) bool {
+		n++
+		require.EqualValues(t, 1, v.(*atomic.Int64).Load(), "item %s", k)
+		return true
+	})
+	require.Equal(t, items, n)
+	st, err := locks.GroupStatus(ctx, group)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), st.Epoch)
+	for _, s := range st.Slots[:3] {
+		require.True(t, s.Finished && s.Epoch == 1, "slot %d finished under epoch 1", s.Slot)
+	}
+}
