@@ -34,6 +34,9 @@ const (
 	// attrEpoch is the plan epoch: on the meta item, +1 per ResizeGroup (absent: 0); on a slot item,
 	// the meta's epoch its holder read in the round that took it.
 	attrEpoch = "epoch"
+	// attrResetEpoch is the plan epoch the last ResetGroup started, on the meta item (absent: 0):
+	// positions recorded under older epochs are not to be resumed from.
+	attrResetEpoch = "reset_epoch"
 
 	metaSK = -1
 )
@@ -65,6 +68,7 @@ type metaItem struct {
 	exists bool
 	n      int
 	epoch  int64 // +1 per resize; 0 when absent (groups made before resizes)
+	reset  int64 // the epoch the last ResetGroup started (0: never reset)
 	meta   map[string]string
 	paused bool
 }
@@ -131,7 +135,7 @@ func decodeMeta(m map[string]types.AttributeValue) metaItem {
 	if len(m) == 0 {
 		return metaItem{}
 	}
-	mi := metaItem{exists: true, n: int(getN(m, attrN)), epoch: getN(m, attrEpoch), meta: map[string]string{},
+	mi := metaItem{exists: true, n: int(getN(m, attrN)), epoch: getN(m, attrEpoch), reset: getN(m, attrResetEpoch), meta: map[string]string{},
 		paused: getB(m, attrPaused)}
 	if mm, ok := m[attrMeta].(*types.AttributeValueMemberM); ok {
 		for k, v := range mm.Value {

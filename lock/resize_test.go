@@ -407,3 +407,30 @@ func TestResizeMetaPinned(t *testing.T) {
 	require.Equal(t, "8", st.Meta["segments"], "a recorded key keeps its value")
 	require.Equal(t, int64(2), st.Epoch)
 }
+
+// TestResetGroupStartsAnEpoch: ResetGroup moves the plan epoch on and records it as the reset
+// epoch, so positions recorded under earlier epochs are known to be the previous run's; a slot
+// finished before the reset is open under the new epoch.
+func TestResetGroupStartsAnEpoch(t *testing.T) {
+	db, table := lockTable(t)
+	ctx := context.Background()
+	c, _ := newClient(t, db, table, WithClock(clock.NewFake(t0)), WithOwner("a"))
+	l, err := c.TryAcquireSlot(ctx, "g", 1)
+	require.NoError(t, err)
+	require.NoError(t, l.MarkFinished(ctx))
+	require.NoError(t, l.Release(ctx))
+	_, err = c.ResizeGroup(ctx, "g", 2)
+	require.NoError(t, err)
+	require.NoError(t, c.ResetGroup(ctx, "g"))
+	st, err := c.GroupState(ctx, "g")
+	require.NoError(t, err)
+	require.Equal(t, int64(2), st.Epoch)
+	require.Equal(t, int64(2), st.ResetEpoch)
+	gs, err := c.GroupStatus(ctx, "g")
+	require.NoError(t, err)
+	require.Equal(t, int64(2), gs.ResetEpoch)
+	l, err = c.TryAcquireSlot(ctx, "g", 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), l.Epoch())
+	require.NoError(t, l.Release(ctx))
+}

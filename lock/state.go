@@ -11,9 +11,12 @@ import (
 type GroupState struct {
 	Exists bool // false: the group has no meta item (never run, or a typo); the rest is zero
 	N      int
-	Epoch  int64 // +1 per ResizeGroup; 0 for a group never resized
-	Paused bool
-	Meta   map[string]string
+	Epoch  int64 // +1 per ResizeGroup (and per ResetGroup); 0 for a group never resized
+	// ResetEpoch is the epoch the last ResetGroup started (0: never reset): positions recorded
+	// under an older epoch belong to the run before the reset.
+	ResetEpoch int64
+	Paused     bool
+	Meta       map[string]string
 }
 
 // GroupState reads the group's meta item with one consistent GetItem (half an RCU for a meta item
@@ -30,7 +33,7 @@ func (c *Client) GroupState(ctx context.Context, group string) (GroupState, erro
 	if !m.exists {
 		return GroupState{}, nil
 	}
-	return GroupState{Exists: true, N: m.n, Epoch: m.epoch, Paused: m.paused, Meta: m.meta}, nil
+	return GroupState{Exists: true, N: m.n, Epoch: m.epoch, ResetEpoch: m.reset, Paused: m.paused, Meta: m.meta}, nil
 }
 
 // OldPlanHolders returns, in order, the slots of the group (any slot item, also those at or past

@@ -16,8 +16,10 @@ import (
 type GroupStatus struct {
 	Group string
 	N     int   // 0 when the group has never been used
-	Epoch int64 // the plan epoch: +1 per ResizeGroup
-	Meta  map[string]string
+	Epoch int64 // the plan epoch: +1 per ResizeGroup (and per ResetGroup)
+	// ResetEpoch is the epoch the last ResetGroup started (0: never reset).
+	ResetEpoch int64
+	Meta       map[string]string
 	// Paused is the group's pause flag (PauseGroup / ResumeGroup).
 	Paused bool
 	Slots  []SlotStatus
@@ -52,7 +54,7 @@ func (c *Client) GroupStatus(ctx context.Context, group string) (*GroupStatus, e
 	if err != nil {
 		return nil, err
 	}
-	st := &GroupStatus{Group: group, N: meta.n, Epoch: meta.epoch, Meta: meta.meta, Paused: meta.paused}
+	st := &GroupStatus{Group: group, N: meta.n, Epoch: meta.epoch, ResetEpoch: meta.reset, Meta: meta.meta, Paused: meta.paused}
 	n := meta.n
 	for s := range slots {
 		n = max(n, s+1)
@@ -83,12 +85,16 @@ func (c *Client) held(it slotItem, now time.Time) bool {
 // It also removes each slot's owner: every fenced write (and renew) of a lease acquired before the
 // reset then fails with ErrLeaseLost, so a holder that was paused across the reset can neither
 // mark the slot finished again nor restore an old checkpoint. The next holder gets the next token.
+// It first moves the group's plan epoch on and records it as the reset epoch (GroupState.ResetEpoch),
+// so that positions recorded under the earlier epochs (a resize's record of where every unit stood)
+// are known to belong to the run before the reset; a resize racing the reset makes it fail with
+// ErrGroupBusy.
 func (c *Client) ResetGroup(ctx context.Context, group string) error {
 	if group == "" {
 		return bad("group", "must not be empty")
 	}
 	pk := groupPK(group)
-	slots, _, err := c.readAll(ctx, pk)
+	slots, meta, err := c.readAll(ctx, pk)
 	if err != nil {
 		return err
 	}
@@ -96,6 +102,11 @@ func (c *Client) ResetGroup(ctx context.Context, group string) error {
 	for s, it := range slots {
 		if c.held(it, now) {
 			return fmt.Errorf("lock: reset group %q: slot %d held by %q: %w", group, s, it.owner, ErrGroupBusy)
+		}
+	}
+	if meta.exists {
+		if err := c.startResetEpoch(ctx, group, meta); err != nil {
+			return err
 		}
 	}
 	for s, it := range slots {
@@ -115,4 +126,33 @@ func (c *Client) ResetGroup(ctx context.Context, group string) error {
 		}
 	}
 	return nil
+}
+
+// startResetEpoch moves the meta item's epoch from the one read to the next and records it as the
+// reset epoch. A lost answer is settled by a re-read.
+func (c *Client) startResetEpoch(ctx context.Context, group string, meta metaItem) error {
+	pk := groupPK(group)
+	next := meta.epoch + 1
+	cond := "#ep = :old"
+	if meta.epoch == 0 {
+		cond = "(attribute_not_exists(#ep) OR #ep = :old)"
+	}
+	_, err := c.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(c.table),
+		Key:                       key(pk, metaSK),
+		UpdateExpression:          aws.String("SET #ep = :next, #reset = :next"),
+		ConditionExpression:       aws.String("attribute_exists(#pk) AND " + cond),
+		ExpressionAttributeNames:  map[string]string{"#ep": attrEpoch, "#reset": attrResetEpoch, "#pk": attrPK},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":old": avN(meta.epoch), ":next": avN(next)},
+	})
+	if err == nil {
+		return nil
+	}
+	if now, rerr := c.readMeta(ctx, pk); rerr == nil && now.epoch == next && now.reset == next {
+		return nil // ours landed (a lost answer, or the SDK's retry of it refused)
+	}
+	if _, ok := conditionFailed(err); ok {
+		return fmt.Errorf("lock: reset group %q: its plan changed during the reset: %w", group, ErrGroupBusy)
+	}
+	return fmt.Errorf("lock: reset group %q: %w", group, c.tableErr(err))
 }

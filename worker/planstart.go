@@ -48,7 +48,8 @@ func (w *Worker) planStartFor(ctx context.Context, e *env, epoch int64) (planSta
 	if err != nil {
 		return planStart{}, err
 	}
-	if ok {
+	// A plan start recorded before the group's last reset (lock.ResetGroup) is the previous run's.
+	if ok && prevEpoch >= st.ResetEpoch {
 		src, err := w.planStartSource(e, prev, prevEpoch)
 		if err != nil {
 			return planStart{}, err

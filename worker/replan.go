@@ -107,13 +107,14 @@ func (w *Worker) adoptPlan(ctx context.Context, e *env, lease *lock.Lease, plan 
 	return out, nil
 }
 
-// planSources decodes the group's slot checkpoints that were made under a known plan and fit this
-// table and mode; others (older formats, another table) are left out: their units are read again.
+// planSources decodes the group's slot checkpoints that were made under a known plan, since the
+// group's last reset, and fit this table and mode; others (older formats, another table, the run
+// before a reset) are left out: their units are read again.
 func (w *Worker) planSources(e *env, st *lock.GroupStatus) []planSource {
 	var out []planSource
 	for _, s := range st.Slots {
 		cp, err := decodeSlotCheckpoint(s.Checkpoint)
-		if err != nil || cp.n < 1 || s.Checkpoint == "" || cp.n > w.maxSlots(e) {
+		if err != nil || cp.n < 1 || s.Checkpoint == "" || cp.n > w.maxSlots(e) || cp.epoch < st.ResetEpoch {
 			continue
 		}
 		src := planSource{epoch: cp.epoch, rank: 1, units: w.units(e, w.scanPlan(e, cp.n), s.Slot), pass: cp.pass,
