@@ -55,6 +55,9 @@
 //     next poll); a group without a meta item is refused with ErrGroupNotFound at once, and a join
 //     never creates one. A resize does not change what n > 0 means: a caller whose n differs from
 //     the meta item's still gets a *GroupMismatchError.
+//   - [Client.ResetGroup] moves the epoch on too and records it as the reset epoch
+//     ([GroupState.ResetEpoch]), so a caller that keeps positions per epoch can tell the run
+//     before the reset from the one after it.
 //
 // # Example
 //
@@ -73,7 +76,8 @@
 // released (the holder gave the slot back), checkpoint (the holder's saved position, see
 // [Lease.SaveCheckpoint]), finished (see [Lease.MarkFinished]), epoch (the plan epoch the holder
 // acquired under; absent: 0). The meta item holds n (the group's slot count), epoch (the plan
-// epoch, +1 per [Client.ResizeGroup]; absent: 0), meta (the caller's [WithGroupMeta] values) and
-// paused (see [Client.PauseGroup]). Slot items at or past n (retired by a resize to a smaller n)
+// epoch, +1 per [Client.ResizeGroup] and [Client.ResetGroup]; absent: 0), reset_epoch (the epoch
+// the last reset started), meta (the caller's [WithGroupMeta] values) and paused (see
+// [Client.PauseGroup]). Slot items at or past n (retired by a resize to a smaller n)
 // stay, with their checkpoints, and [Client.GroupStatus] lists them.
 package lock
