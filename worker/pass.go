@@ -46,6 +46,14 @@ type pass struct {
 	counts        passCounts
 	startedAt     time.Time
 	pausedAtStart time.Duration
+
+	// Work stealing (see steal.go): unit is set on a pass that reads one unit of a slot's share
+	// (a thief's, or the owner's after a thief died); marks is the unit markers of a once-worker's
+	// pass over its own slot, stolen the units its scanner skipped because a thief holds them
+	// (guarded by mu).
+	unit   *unitRun
+	marks  *markerSet
+	stolen []int
 }
 
 // passCounts are the items a pass scanned, moved to done and moved to failed.
@@ -79,6 +87,10 @@ func (w *Worker) runPass(ctx context.Context, e *env, lease *lock.Lease, h Handl
 	if w.cfg.BatchClaims {
 		p.gate = newClaimGate(w.cfg.Concurrency, w.cfg.ClaimTTL)
 	}
+	if w.marksUnits() && cp.run != 0 {
+		m := w.markerSet(cp.epoch, lease.Slot(), cp.pass, cp.run)
+		p.marks = &m
+	}
 	return p.run()
 }
 
@@ -95,7 +107,15 @@ func (p *pass) run() (passResult, error) {
 
 	res := passResult{cp: p.current()}
 	if p.lease.Context().Err() == nil {
-		_ = p.w.saveCheckpoint(p.ctx, p.lease, res.cp.encode())
+		_ = p.save(res.cp)
+	}
+	if scanErr == nil && p.sc.Done() && p.stolenUnits() != nil {
+		// The pass is complete once every unit a thief took is done (see steal.go).
+		scanErr = p.reconcile()
+		res.cp = p.current()
+		if p.lease.Context().Err() == nil {
+			_ = p.save(res.cp)
+		}
 	}
 	p.mu.Lock()
 	if !p.nextDue.IsZero() {
@@ -162,6 +182,12 @@ func (p *pass) openScanner() error {
 		ConsistentRead: c.ConsistentRead, Projection: p.projection(), ReadRate: c.ReadRate,
 		PageLimit: c.PageSize, Resume: p.cp.scan,
 		OnCheckpoint: func(v string) { p.latest.Store(&v) },
+	}
+	switch {
+	case p.unit != nil:
+		scfg.Slot, scfg.Only = p.unit.slot, []int{p.unit.unit}
+	case p.marks != nil:
+		scfg.BeforeSegment = p.beforeUnit
 	}
 	sc, err := scan.New(scfg)
 	if err != nil && p.cp.scan != "" && (errors.Is(err, scan.ErrCheckpointMismatch) || errors.Is(err, scan.ErrBadCheckpoint)) {
@@ -256,7 +282,7 @@ func (p *pass) handlerLoop() {
 
 // current is the checkpoint the pass has reached.
 func (p *pass) current() slotCheckpoint {
-	out := slotCheckpoint{epoch: p.cp.epoch, n: p.cp.n, pass: p.cp.pass, scan: p.cp.scan, counts: p.cp.counts}
+	out := slotCheckpoint{epoch: p.cp.epoch, n: p.cp.n, run: p.cp.run, pass: p.cp.pass, scan: p.cp.scan, counts: p.cp.counts}
 	if v := p.latest.Load(); v != nil {
 		out.scan = *v
 	}
@@ -281,7 +307,7 @@ func (p *pass) checkpointSaver(stop <-chan struct{}) {
 		}
 		// Working time alone passing is no reason to write.
 		if cp := p.current(); cp.withoutElapsed() != saved {
-			if err := p.w.saveCheckpoint(p.ctx, p.lease, cp.encode()); err == nil {
+			if err := p.save(cp); err == nil {
 				saved = cp.withoutElapsed()
 			}
 		}
