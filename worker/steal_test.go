@@ -4,31 +4,38 @@ import (
 	"context"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/require"
 
 	"github.com/dynapart/dynapart/scan"
 )
 
-// skewed is a table whose filter-mode split over 3 slots gives slot 0 three times the items of
-// each other slot: attribute "p" is 3*i (slot 0) for the first 3/5 of the items, then 3*i+1 and
-// 3*i+2.
-func newSkewedFixture(t *testing.T, n int) *fixture {
+// newSkewedFixture is a table of n items whose filter-mode split over slots gives slot 0 three
+// times the items of each other slot: attribute "p" maps the first 3/(slots+2) of the items to
+// slot 0, and the rest evenly to the others.
+func newSkewedFixture(t *testing.T, n, slots int) *fixture {
 	f := newFixture(t, 0)
+	big := 3 * n / (slots + 2)
 	f.seed(t, 0, n, func(i int, it map[string]types.AttributeValue) {
-		p := 3 * i
-		switch {
-		case i >= n*4/5:
-			p += 2
-		case i >= n*3/5:
-			p++
+		p := slots * i
+		if i >= big {
+			p += 1 + (i-big)*(slots-1)/(n-big)
 		}
 		it["p"] = &types.AttributeValueMemberN{Value: strconv.Itoa(p)}
 	})
 	return f
+}
+
+// shareOf is the slot whose share item it is (filter mode on "p").
+func shareOf(it Item, slots int) int {
+	p, _ := strconv.Atoi(it.Attrs["p"].(*types.AttributeValueMemberN).Value)
+	return p % slots
 }
 
 func skewedConfig(f *fixture, owner string) Config {
@@ -55,11 +62,10 @@ func newHandledLog() *handledLog { return &handledLog{calls: map[string]int{}} }
 func (l *handledLog) handler(delay time.Duration) Handler {
 	return func(ctx context.Context, it Item) error {
 		time.Sleep(delay)
-		p, _ := strconv.Atoi(it.Attrs["p"].(*types.AttributeValueMemberN).Value)
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		l.calls[keyID(it.Key)]++
-		if p%3 == 0 && it.Slot != 0 {
+		if shareOf(it, 3) == 0 && it.Slot != 0 {
 			l.stolen++
 		}
 		return nil
@@ -106,7 +112,7 @@ func TestStealingOnASkewedTable(t *testing.T) {
 	}{{"steal", false, false}, {"steal-complete-only", false, true}, {"no-steal", true, false}} {
 		t.Run(v.name, func(t *testing.T) {
 			const n = 1500
-			f := newSkewedFixture(t, n)
+			f := newSkewedFixture(t, n, 3)
 			var cfgs []Config
 			for i := range 3 {
 				c := skewedConfig(f, "w"+strconv.Itoa(i))
@@ -136,4 +142,203 @@ func TestStealingOnASkewedTable(t *testing.T) {
 			require.True(t, finished)
 		})
 	}
+}
+
+// crashTest is once-workers of a 2-slot filter-mode group on a skewed table (slot 0's share 3x
+// slot 1's), each with its own client that its handler can crash. Which worker gets which slot is
+// up to the lock, so handlers act by the slot they hold: on slot 0 a worker is the owner of the
+// big share, on slot 1 reading slot 0's share it is a thief.
+type crashTest struct {
+	f       *fixture
+	mu      sync.Mutex
+	calls   map[string]int
+	crashed map[string]bool // the items in the crashed worker's handlers at the crash
+	crashes int
+}
+
+func newCrashTest(t *testing.T, n int) *crashTest {
+	return &crashTest{f: newSkewedFixture(t, n, 2), calls: map[string]int{}, crashed: map[string]bool{}}
+}
+
+// crashWorker is one worker of a crashTest: its client and the items in its handlers.
+type crashWorker struct {
+	ct       *crashTest
+	db       *crashable
+	w        *Worker
+	inFlight map[string]bool // guarded by ct.mu
+}
+
+func (ct *crashTest) worker(t *testing.T, owner string) *crashWorker {
+	db := &crashable{DynamoDBClient: ct.f.db}
+	c := skewedConfig(ct.f, owner)
+	c.Client, c.Workers, c.ClaimTTL, c.Concurrency = db, 2, 3*time.Second, 2
+	c.LeaseTTL, c.Heartbeat, c.MaxClockSkew = 3*time.Second, 500*time.Millisecond, 200*time.Millisecond
+	w, err := New(c)
+	require.NoError(t, err)
+	return &crashWorker{ct: ct, db: db, w: w, inFlight: map[string]bool{}}
+}
+
+// handler counts every call and runs act(it) while the item is in flight; act returns whether to
+// crash the worker (at most one crash per test).
+func (cw *crashWorker) handler(act func(Item) bool) Handler {
+	ct := cw.ct
+	return func(ctx context.Context, it Item) error {
+		if cw.db.dead.Load() {
+			return errCrashed // a dead process runs no more handlers
+		}
+		id := keyID(it.Key)
+		ct.mu.Lock()
+		ct.calls[id]++
+		cw.inFlight[id] = true
+		ct.mu.Unlock()
+		crash := act(it)
+		ct.mu.Lock()
+		defer ct.mu.Unlock()
+		if crash && ct.crashes == 0 {
+			ct.crashes++
+			for k := range cw.inFlight {
+				ct.crashed[k] = true
+			}
+			cw.db.dead.Store(true)
+		}
+		delete(cw.inFlight, id)
+		return nil
+	}
+}
+
+// markers reads every unit marker of the lease table.
+func (ct *crashTest) markers(t *testing.T) []unitMarker {
+	t.Helper()
+	out, err := ct.f.db.Scan(context.Background(), &dynamodb.ScanInput{TableName: aws.String(ct.f.leaseTable),
+		FilterExpression:          aws.String("begins_with(pk, :units)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":units": &types.AttributeValueMemberS{Value: "units#"}}})
+	require.NoError(t, err)
+	require.Empty(t, out.LastEvaluatedKey)
+	var ms []unitMarker
+	for _, it := range out.Items {
+		ms = append(ms, decodeMarker(it))
+	}
+	require.NotEmpty(t, ms)
+	return ms
+}
+
+// check requires every item done in the ledger and handled once, but for the items in the
+// crashed worker's handlers at the crash, which may have been handled twice.
+func (ct *crashTest) check(t *testing.T, n int) {
+	t.Helper()
+	ct.mu.Lock()
+	defer ct.mu.Unlock()
+	require.Equal(t, 1, ct.crashes, "a worker crashed")
+	require.Len(t, ct.calls, n, "every item handled")
+	for id, c := range ct.calls {
+		if !ct.crashed[id] {
+			require.Equal(t, 1, c, "item %s handled %d times", id, c)
+		}
+	}
+	for i := range n {
+		requireStatus(t, ct.f, LedgerInline, itemKey(i), StatusDone)
+	}
+}
+
+// runCrashing runs a worker that may crash (a crashed worker's Run keeps retrying its calls as a
+// standby would); stop cancels it and waits for Run to return.
+func runCrashing(w *Worker, h Handler) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = w.Run(ctx, h)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// TestStolenUnitOfADeadThief: a thief dies while reading a stolen unit (its calls start failing);
+// the owner waits until the thief's lease has expired, takes the unit back and reads it from the
+// cursor the thief saved. Every item ends done; only the items in the thief's handlers at the
+// crash may be handled twice.
+func TestStolenUnitOfADeadThief(t *testing.T) {
+	const n = 600
+	ct := newCrashTest(t, n)
+	var stolen atomic.Int64
+	act := func(it Item) bool {
+		switch {
+		case it.Slot == 0:
+			time.Sleep(30 * time.Millisecond) // the owner is slow
+		case shareOf(it, 2) == 0: // a thief on a stolen unit
+			return stolen.Add(1) == 5
+		}
+		return false
+	}
+	a, b := ct.worker(t, "a"), ct.worker(t, "b")
+	stopA, stopB := runCrashing(a.w, a.handler(act)), runCrashing(b.w, b.handler(act))
+	// The owner returns once its slot is finished; the crashed thief keeps retrying until stopped.
+	require.Eventually(t, func() bool {
+		ct.mu.Lock()
+		defer ct.mu.Unlock()
+		return ct.crashes == 1 && (a.w.Stats().State == StateFinished || b.w.Stats().State == StateFinished)
+	}, 120*time.Second, 50*time.Millisecond)
+	stopA()
+	stopB()
+	ct.check(t, n)
+	taken := 0
+	for _, m := range ct.markers(t) {
+		if m.slot == 0 && m.done {
+			taken++ // only a unit a thief left is marked done by its owner
+		}
+	}
+	require.Equal(t, 1, taken, "the owner took the dead thief's unit back and read it")
+}
+
+// TestOwnerDiesWhileThievesHoldItsUnits: the owner of the big share dies (its calls start
+// failing) while a thief reads its units; a standby takes the slot over, resumes the pass from
+// the owner's checkpoint, finds the markers (its predecessor's to take over, the thief's to wait
+// for) and completes the pass. Every item ends done; only the items in the owner's handlers at the
+// crash may be handled twice.
+func TestOwnerDiesWhileThievesHoldItsUnits(t *testing.T) {
+	const n = 600
+	ct := newCrashTest(t, n)
+	stealing := make(chan struct{})
+	var once sync.Once
+	act := func(it Item) bool {
+		if shareOf(it, 2) != 0 {
+			return false
+		}
+		time.Sleep(15 * time.Millisecond)
+		if it.Slot != 0 {
+			once.Do(func() { close(stealing) })
+			return false
+		}
+		select {
+		case <-stealing:
+			return true // the owner dies once a thief has begun
+		default:
+			return false
+		}
+	}
+	a, b, standby := ct.worker(t, "a"), ct.worker(t, "b"), ct.worker(t, "standby")
+	stopA, stopB := runCrashing(a.w, a.handler(act)), runCrashing(b.w, b.handler(act))
+	// The standby joins once both slots are held, so it waits for one.
+	require.Eventually(t, func() bool { return a.w.Stats().Slot >= 0 && b.w.Stats().Slot >= 0 }, 30*time.Second, 20*time.Millisecond)
+	require.NoError(t, runOnceWithin(t, standby.w, standby.handler(act), 120*time.Second))
+	stopA()
+	stopB()
+	ct.check(t, n)
+	var stolenUnits int64
+	for _, cw := range []*crashWorker{a, b, standby} {
+		stolenUnits += cw.w.Stats().Stolen
+	}
+	require.Positive(t, stolenUnits, "a thief read units of the owner's pass")
+	tokens := map[int64]bool{}
+	for _, m := range ct.markers(t) {
+		if m.slot == 0 {
+			tokens[m.token] = true
+		}
+	}
+	require.GreaterOrEqual(t, len(tokens), 2, "the successor took over units its predecessor was reading (markers of two holders of slot 0)")
+	finished, err := standby.w.JobFinished(context.Background())
+	require.NoError(t, err)
+	require.True(t, finished)
 }
