@@ -76,6 +76,7 @@ func (r *Results) Markdown(plots Plots) string {
 	r.takeoverSection(w, plots)
 	r.acquireSection(w)
 	r.lockScaleSection(w)
+	r.stealSection(w)
 	r.receiptsSection(w)
 	r.partitionSection(w)
 	r.hotSection(w)
@@ -203,6 +204,7 @@ func (r *Results) goals() []Goal {
 	gs = append(gs, r.latencyGoals()...)
 	gs = append(gs, r.coldStartGoals()...)
 	gs = append(gs, r.lockScaleGoals()...)
+	gs = append(gs, r.stealGoals()...)
 	return gs
 }
 

@@ -28,11 +28,12 @@ const (
 	ScenarioLatency    = "latency"
 	ScenarioColdStart  = "coldstart"
 	ScenarioLockScale  = "lockscale"
+	ScenarioSteal      = "steal"
 )
 
 // Scenarios lists every scenario.
 var Scenarios = []string{ScenarioPartition, ScenarioHotPaths, ScenarioCeiling, ScenarioThroughput, ScenarioModes,
-	ScenarioLatency, ScenarioColdStart, ScenarioTakeover, ScenarioAcquire, ScenarioLockScale, ScenarioReceipts, ScenarioMemory}
+	ScenarioLatency, ScenarioColdStart, ScenarioTakeover, ScenarioAcquire, ScenarioLockScale, ScenarioSteal, ScenarioReceipts, ScenarioMemory}
 
 // Options size a run.
 type Options struct {
@@ -85,6 +86,7 @@ type Results struct {
 	Latency    *Latency
 	ColdStart  *ColdStart
 	LockScale  *GoBenchRun
+	Steal      *Steal
 
 	ReceiptsBatches int
 }
@@ -142,6 +144,12 @@ func (e *Env) Run(ctx context.Context, opts Options) *Results {
 			}
 			r.Takeover, err = e.MeasureTakeover(ctx, items, reps, TakeoverConfig{
 				LeaseTTL: 3 * time.Second, Heartbeat: 750 * time.Millisecond, StandbyPoll: 500 * time.Millisecond, MaxClockSkew: 250 * time.Millisecond})
+		case ScenarioSteal:
+			items := 3000
+			if o.Quick {
+				items = 900
+			}
+			r.Steal, err = e.MeasureSteal(ctx, items, 8, 50*time.Millisecond, reps)
 		case ScenarioAcquire:
 			r.Acquire, err = e.RunGoBench(ctx, "./lock/", "^BenchmarkAcquire64For32$", reps, "-benchtime", "1x")
 		case ScenarioReceipts:
