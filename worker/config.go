@@ -145,7 +145,7 @@ type Config struct {
 	Once bool
 	// NoSteal stops a once-worker from stealing: by default, once its slot is finished and no
 	// free unfinished slot is left, it takes scan units (segments, or shards in index mode) not
-	// yet started from slots still working, one at a time from the end of their share, so that a
+	// yet started from slots still working, a few at a time from the end of their share, so that a
 	// skewed table ends close to a balanced one. Every once-worker, also with NoSteal, marks each
 	// unit before reading it (one conditional write to the lease table per unit per pass), which
 	// keeps units exclusive. Continuous workers never steal. Defaults to false.

@@ -34,8 +34,8 @@
 // A once-worker whose slot is finished first takes any free, unfinished slot; when none is left
 // (every slot finished or held by a live worker) it steals, unless Config.NoSteal: it keeps its
 // finished slot's lease and takes scan units (segments in segment and filter mode, shards in index
-// mode) that slots still working have not started, one at a time from the end of their share
-// (their holders read from the front), reading each with the owner's plan and filter under its
+// mode) that slots still working have not started, a few at a time (up to SubSegments, at most a
+// third of those left) from the end of their share (their holders read from the front), reading each with the owner's plan and filter under its
 // own lease; then it releases its slot and exits as before. Units stay exclusive through one
 // marker item per unit per pass in the lease table, written with a conditional put before anyone
 // reads the unit: every once-worker (also with NoSteal) marks the units of its passes, one

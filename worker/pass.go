@@ -185,7 +185,7 @@ func (p *pass) openScanner() error {
 	}
 	switch {
 	case p.unit != nil:
-		scfg.Slot, scfg.Only = p.unit.slot, []int{p.unit.unit}
+		scfg.Slot, scfg.Only = p.unit.slot, p.unit.units
 	case p.marks != nil:
 		scfg.BeforeSegment = p.beforeUnit
 	}

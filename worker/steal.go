@@ -20,10 +20,11 @@ import (
 // A once-worker whose slot is finished (and that found no free unfinished slot to take) keeps its
 // finished slot's lease and steals: it reads the group (GroupStatus; each holder's checkpoint
 // names its pass), picks the slot with the most units neither started nor marked, and marks the
-// last of them (the owner reads from the front). It reads that one unit with the owner's plan and
-// filter under its own lease (claims and completions fenced by it as in any pass), saving the
-// unit's cursor on the marker every CheckpointInterval, and sets done (and dirty when an item needs
-// another pass) at the end. It steals until no slot has such a unit, then releases its lease.
+// last few of them (the owner reads from the front; up to SubSegments units, at most a third of
+// those left). It reads them with the owner's plan and filter under its own lease (claims and
+// completions fenced by it as in any pass), saving each unit's cursor on its marker every
+// CheckpointInterval, and sets done (and dirty when an item needs another pass) at the end. It
+// steals until no slot has such a unit, then releases its lease.
 //
 // The owner's pass is complete only when every unit a thief took is done (reconcile): it ORs the
 // thief's dirty into its own; it polls (StandbyPoll) while the thief's lease is live (same token,
@@ -35,14 +36,6 @@ import (
 // A resize ends stealing like any pass; the next plan composes its cursors from slot checkpoints
 // only, so a unit a thief had begun is read again from its owner's position (reads only: its items
 // done are skipped without a handler call).
-
-// unitRun is the one unit a unit pass reads: of slot's share, held by me through marks.
-type unitRun struct {
-	marks markerSet
-	slot  int
-	unit  int
-	me    holder
-}
 
 // marksUnits reports whether the worker marks the units of its passes: every once-worker (also
 // with NoSteal, so that other workers' stealing stays exclusive).
@@ -156,7 +149,7 @@ func markerLive(m unitMarker, st *lock.GroupStatus) bool {
 // readOwnUnit reads unit m.unit of the pass's own slot from the marker's cursor (the owner's
 // reading of a unit a thief left) and marks it done; its counts and dirty join the pass's.
 func (p *pass) readOwnUnit(m unitMarker) error {
-	u := &unitRun{marks: *p.marks, slot: p.lease.Slot(), unit: m.unit, me: holderOf(p.lease)}
+	u := newUnitRun(*p.marks, p.lease.Slot(), []int{m.unit}, holderOf(p.lease))
 	res, err := p.w.runUnitPass(p.ctx, p.e, p.lease, p.h, p.plan, p.cp, u, m.cursor, p.stopAt)
 	p.counts.scanned.Add(res.cp.counts.scanned)
 	p.counts.done.Add(res.cp.counts.done)
@@ -168,51 +161,6 @@ func (p *pass) readOwnUnit(m unitMarker) error {
 		p.dirty.Store(true)
 	}
 	return nil
-}
-
-// runUnitPass reads one unit (u) from cursor under lease and marks it done (with dirty) on its
-// marker. of is the checkpoint of the pass the unit belongs to (its plan epoch and n).
-func (w *Worker) runUnitPass(ctx context.Context, e *env, lease *lock.Lease, h Handler, plan scan.Plan, of slotCheckpoint, u *unitRun, cursor string, stopAt time.Time) (passResult, error) {
-	cp := slotCheckpoint{epoch: of.epoch, n: of.n, pass: of.pass, scan: cursor}
-	now := w.cfg.Clock.Now()
-	p := &pass{w: w, e: e, lease: lease, h: h, plan: plan, cp: cp, stopAt: stopAt, ctx: ctx, startedAt: now,
-		pausedAtStart: w.pause.pausedTime(now), unit: u}
-	if w.cfg.BatchClaims {
-		p.gate = newClaimGate(w.cfg.Concurrency, w.cfg.ClaimTTL)
-	}
-	res, err := p.run()
-	if err != nil {
-		return res, err
-	}
-	wctx, cancel := w.markerWriteContext(ctx, lease)
-	defer cancel()
-	return res, u.marks.save(wctx, u.unit, u.me, res.cp.scan, true, res.cp.dirty)
-}
-
-// saveCursor saves a unit pass's position on its marker.
-func (u *unitRun) saveCursor(ctx context.Context, w *Worker, lease *lock.Lease, cursor string) error {
-	wctx, cancel := w.markerWriteContext(ctx, lease)
-	defer cancel()
-	err := u.marks.save(wctx, u.unit, u.me, cursor, false, false)
-	if err != nil && lease.Context().Err() == nil {
-		w.cfg.Logger.Warn("dynapart: save a stolen unit's position", "unit", u.unit, "err", err)
-	}
-	return err
-}
-
-// markerWriteContext is for a marker write made under lease: it outlives ctx's cancellation (a
-// stop saves the position) but is never sent once the lease has ended.
-func (w *Worker) markerWriteContext(ctx context.Context, lease *lock.Lease) (context.Context, context.CancelFunc) {
-	wctx, cancel := context.WithTimeout(lease.Context(), w.cfg.LeaseWriteTimeout)
-	return withFence(wctx, lease.Context()), cancel
-}
-
-// save saves the pass's position: on the slot's lease, or for a unit pass on the unit's marker.
-func (p *pass) save(cp slotCheckpoint) error {
-	if p.unit != nil {
-		return p.unit.saveCursor(p.ctx, p.w, p.lease, cp.scan)
-	}
-	return p.w.saveCheckpoint(p.ctx, p.lease, cp.encode())
 }
 
 // victim is a slot a thief may take units from: the checkpoint of its pass, the pass's markers
@@ -242,26 +190,23 @@ func (w *Worker) steal(ctx context.Context, e *env, lease *lock.Lease, h Handler
 		if !ok {
 			return
 		}
-		unit := v.free[len(v.free)-1]
-		wctx, cancel := w.markerWriteContext(ctx, lease)
-		taken, _, err := v.marks.claim(wctx, unit, me)
-		cancel()
+		units, err := w.markToSteal(ctx, lease, v)
 		switch {
 		case err != nil:
-			log.Warn("dynapart: mark a unit to steal", "err", err)
+			log.Warn("dynapart: mark units to steal", "err", err)
 			return
-		case !taken:
-			continue // its owner (or another thief) got there first
+		case len(units) == 0:
+			continue // their owner (or another thief) got there first
 		}
-		logSteal(log, v, unit)
-		u := &unitRun{marks: v.marks, slot: v.slot, unit: unit, me: me}
+		logSteal(log, v, units)
+		u := newUnitRun(v.marks, v.slot, units, me)
 		if _, err := w.runUnitPass(ctx, e, lease, h, w.scanPlan(e, st.N), v.cp, u, "", stopAt); err != nil {
 			if ctx.Err() == nil && lease.Context().Err() == nil {
-				log.Warn("dynapart: reading a stolen unit failed; its owner takes it back", "victim", v.slot, "unit", unit, "err", err)
+				log.Warn("dynapart: reading stolen units failed; their owner takes them back", "victim", v.slot, "units", units, "err", err)
 			}
 			return
 		}
-		w.stats.stolen.Add(1)
+		w.stats.stolen.Add(int64(len(units)))
 	}
 }
 
@@ -328,7 +273,27 @@ func (w *Worker) victimOf(ctx context.Context, e *env, st *lock.GroupStatus, s l
 	return v, true
 }
 
+// markToSteal marks for lease the units a thief takes from v at once: the last of v's free units,
+// up to SubSegments of them (read in parallel like a slot's) but at most a third of them, so the
+// owner and other thieves keep a share. It returns those it got.
+func (w *Worker) markToSteal(ctx context.Context, lease *lock.Lease, v victim) ([]int, error) {
+	k := max(1, min(w.cfg.SubSegments, len(v.free)/3))
+	wctx, cancel := w.markerWriteContext(ctx, lease)
+	defer cancel()
+	var got []int
+	for _, u := range slices.Backward(v.free[len(v.free)-k:]) {
+		taken, _, err := v.marks.claim(wctx, u, holderOf(lease))
+		if err != nil {
+			return got, err
+		}
+		if taken {
+			got = append(got, u)
+		}
+	}
+	return got, nil
+}
+
 // logSteal is the log of a thief.
-func logSteal(log *slog.Logger, v victim, unit int) {
-	log.Info("dynapart: stealing a unit of a slot still working", "victim", v.slot, "unit", unit, "left", len(v.free)-1)
+func logSteal(log *slog.Logger, v victim, units []int) {
+	log.Info("dynapart: stealing units of a slot still working", "victim", v.slot, "units", units, "left", len(v.free)-len(units))
 }

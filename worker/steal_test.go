@@ -256,8 +256,8 @@ func runCrashing(w *Worker, h Handler) (stop func()) {
 }
 
 // TestStolenUnitOfADeadThief: a thief dies while reading a stolen unit (its calls start failing);
-// the owner waits until the thief's lease has expired, takes the unit back and reads it from the
-// cursor the thief saved. Every item ends done; only the items in the thief's handlers at the
+// the owner waits until the thief's lease has expired, takes the units it held back and reads
+// them from the cursors the thief saved. Every item ends done; only the items in the thief's handlers at the
 // crash may be handled twice.
 func TestStolenUnitOfADeadThief(t *testing.T) {
 	const n = 600
@@ -289,7 +289,7 @@ func TestStolenUnitOfADeadThief(t *testing.T) {
 			taken++ // only a unit a thief left is marked done by its owner
 		}
 	}
-	require.Equal(t, 1, taken, "the owner took the dead thief's unit back and read it")
+	require.Positive(t, taken, "the owner took the dead thief's units back and read them")
 }
 
 // TestOwnerDiesWhileThievesHoldItsUnits: the owner of the big share dies (its calls start

@@ -64,7 +64,7 @@ exits 0 once every slot is finished or held by a live worker (so one --once proc
 whole table; a standby exits 0 once every slot is finished); otherwise the worker rescans every
 --poll-interval until stopped. A --once worker whose slot is finished, when no free unfinished slot
 is left, steals: it takes scan units (segments, or shards) not yet started from slots still
-working, one at a time from the end of their share, so a skewed table ends close to a balanced one;
+working, a few at a time from the end of their share, so a skewed table ends close to a balanced one;
 --no-steal turns that off (the worker still marks each unit it reads, one conditional write per
 unit per pass, so that other workers' stealing stays exclusive).
 --dry-run reads each slot's share exactly as a run would (same plan, mode and partition function)

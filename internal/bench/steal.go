@@ -112,6 +112,7 @@ func (e *Env) stealOnce(ctx context.Context, s *Steal, leases string, skewed, st
 	for _, w := range ws {
 		st := w.Stats()
 		done, stolen = done+st.Completed, stolen+st.Stolen
+		e.logf("steal:   %s: %d leases, %d passes, %d completed, %d skipped, %d units stolen", w.Config().Owner, st.Leases, st.Passes, st.Completed, st.Skipped, st.Stolen)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return 0, 0, err
