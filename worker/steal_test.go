@@ -2,6 +2,8 @@ package worker
 
 import (
 	"context"
+	"log/slog"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -341,4 +343,59 @@ func TestOwnerDiesWhileThievesHoldItsUnits(t *testing.T) {
 	finished, err := standby.w.JobFinished(context.Background())
 	require.NoError(t, err)
 	require.True(t, finished)
+}
+
+// TestStealingInSegmentAndIndexMode: the holder of slot 0 is slow (its handlers sleep, the
+// others' do not); the other once-workers steal segments (segment mode: from the end of slot 0's
+// block) or shards (index mode), and every item is handled exactly once.
+func TestStealingInSegmentAndIndexMode(t *testing.T) {
+	for _, mode := range []scan.Mode{scan.ModeSegment, scan.ModeIndex} {
+		t.Run(string(mode), func(t *testing.T) {
+			const n = 900
+			f := newFixture(t, 0)
+			var extra func(int, map[string]types.AttributeValue)
+			if mode == scan.ModeIndex {
+				require.NoError(t, scan.CreatePendingIndex(context.Background(), f.db, f.table, "dp_pending", "dp_shard"))
+				extra = func(_ int, it map[string]types.AttributeValue) { scan.MarkPending(it, "id", "dp_shard", 48) }
+			}
+			f.seed(t, 0, n, extra)
+			// Slot 0 must still have units not started when the others finish, on a loaded
+			// machine too.
+			delay := 100 * time.Millisecond
+			var cfgs []Config
+			for i := range 3 {
+				c := skewedConfig(f, "w"+strconv.Itoa(i))
+				// Small pages: a slot's readers run ahead of its handlers by whole pages
+				// (MaxUnackedPages), so one-page segments would all be started at once.
+				c.Mode, c.PartitionAttr, c.PageSize, c.Segments = mode, "", 10, 48
+				if mode == scan.ModeIndex {
+					c.Segments, c.Shards = 0, 48
+				}
+				if os.Getenv("STEAL_DEBUG") != "" {
+					c.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+				}
+				cfgs = append(cfgs, c)
+			}
+			var mu sync.Mutex
+			calls := map[string]int{}
+			ws := runThree(t, cfgs, func(ctx context.Context, it Item) error {
+				if it.Slot == 0 {
+					time.Sleep(delay)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				calls[keyID(it.Key)]++
+				return nil
+			})
+			require.Len(t, calls, n, "every item handled")
+			for id, c := range calls {
+				require.Equal(t, 1, c, "item %s handled %d times", id, c)
+			}
+			var stolen int64
+			for _, w := range ws {
+				stolen += w.Stats().Stolen
+			}
+			require.Positive(t, stolen, "units of the slow slot were stolen")
+		})
+	}
 }
