@@ -172,7 +172,7 @@ type victim struct {
 	free  []int
 }
 
-// steal takes units from slots still working, one at a time, until none is left to take, a free
+// steal takes units from slots still working, a few at a time, until none is left to take, a free
 // unfinished slot appears (Run's helping takes it), the group is resized, or ctx or the lease
 // ends. A failure ends stealing: a unit it held is then taken back by its owner once the lease is
 // released.

@@ -21,6 +21,7 @@ import (
 // evenly split table and on a skewed one (slot 0's share 3x each other slot's), with and without
 // stealing. Wall time from the start of the three Runs until all have returned.
 type Steal struct {
+	CLI         bool // the workers are `dynapart work --exec 'sleep ...'` processes, not the library
 	Items       int
 	Workers     int
 	Concurrency int
@@ -49,8 +50,8 @@ func (s *Steal) Point(skewed, steal bool) *StealPoint {
 }
 
 // MeasureSteal runs every variant reps times, interleaved, each on a fresh table of items items.
-func (e *Env) MeasureSteal(ctx context.Context, items, conc int, handler time.Duration, reps int) (*Steal, error) {
-	s := &Steal{Items: items, Workers: 3, Concurrency: conc, Handler: handler}
+func (e *Env) MeasureSteal(ctx context.Context, items, conc int, handler time.Duration, reps int, cli bool) (*Steal, error) {
+	s := &Steal{CLI: cli, Items: items, Workers: 3, Concurrency: conc, Handler: handler}
 	for _, v := range stealVariants {
 		s.Points = append(s.Points, &StealPoint{Skewed: v.skewed, Steal: v.steal})
 	}
@@ -83,6 +84,10 @@ func (e *Env) stealOnce(ctx context.Context, s *Steal, leases string, skewed, st
 		return 0, 0, err
 	}
 	group := tableName("steal")
+	if s.CLI {
+		secs, err := e.stealCLI(s, table, leases, group, steal)
+		return secs, 0, err
+	}
 	ws := make([]*worker.Worker, s.Workers)
 	for i := range ws {
 		ws[i], err = worker.New(worker.Config{Client: e.DB, Table: table, LeaseTable: leases, Group: group,
@@ -123,6 +128,43 @@ func (e *Env) stealOnce(ctx context.Context, s *Steal, leases string, skewed, st
 	return secs, stolen, nil
 }
 
+// stealCLI runs the workers as `dynapart work --once --exec 'sleep ...'` processes and returns
+// the wall time until all have exited.
+func (e *Env) stealCLI(s *Steal, table, leases, group string, steal bool) (float64, error) {
+	args := []string{"--table", table, "--lease-table", leases, "--group", group, "--workers", strconv.Itoa(s.Workers),
+		"--once", "--mode", "filter", "--partition-attr", "p", "--concurrency", strconv.Itoa(s.Concurrency),
+		"--exec", fmt.Sprintf("sleep %.3f", s.Handler.Seconds()), "--progress", "json", "--log-level", "warn"}
+	if !steal {
+		args = append(args, "--no-steal")
+	}
+	start := time.Now()
+	ps := make([]*proc, s.Workers)
+	for i := range ps {
+		p, err := e.startWork(append(args, "--owner", fmt.Sprintf("w%d", i))...)
+		if err != nil {
+			for _, q := range ps[:i] {
+				q.kill()
+			}
+			return 0, err
+		}
+		ps[i] = p
+	}
+	var errs []error
+	var done int64
+	for _, p := range ps {
+		errs = append(errs, p.waitExit(10*time.Minute))
+		done += p.last().Completed
+	}
+	secs := time.Since(start).Seconds()
+	if err := errors.Join(errs...); err != nil {
+		return 0, err
+	}
+	if done != int64(s.Items) {
+		return 0, fmt.Errorf("completed %d of %d items", done, s.Items)
+	}
+	return secs, nil
+}
+
 // seedSplit writes n items whose attribute p maps them to slots (filter mode, p mod slots):
 // evenly, or with slot 0's share 3x each other slot's.
 func (e *Env) seedSplit(ctx context.Context, table string, n, slots int, skewed bool) error {
@@ -161,12 +203,15 @@ func (r *Results) stealSection(w writer) {
 		pending(w, ScenarioSteal, r.Errors[ScenarioSteal])
 		return
 	}
-	w("%d once-workers (the library, in the runner's process) in filter mode on a numeric attribute, %d handlers each, every handler a %d ms sleep "+
-		"(latency-bound, like `--exec` that sleeps; the library stands in for the CLI so that 2 cores measure stealing, not process starts). "+
+	how := "the library, in the runner's process, every handler a %d ms sleep (latency-bound, like `--exec` that sleeps; the library stands in for the CLI so that 2 cores measure stealing, not process starts)"
+	if s.CLI {
+		how = "`dynapart work --once --exec 'sleep'` processes, every handler a %d ms sleep"
+	}
+	w("%d once-workers ("+fmt.Sprintf(how, s.Handler.Milliseconds())+") in filter mode on a numeric attribute, %d handlers each. "+
 		"A fresh table of %s items per run: split evenly (each slot a third), or skewed (slot 0 three fifths, the others a fifth each). "+
 		"Wall time until every worker has returned; the ratio is to the even table with stealing in the same repetition.\n\n",
-		s.Workers, s.Concurrency, s.Handler.Milliseconds(), num(float64(s.Items), 0))
-	w("| table | stealing | wall time | vs even table | units stolen |\n|---|---|---|---|---|\n")
+		s.Workers, s.Concurrency, num(float64(s.Items), 0))
+	w("| table | stealing | wall time | vs even table | units stolen |\n|---|---|---|---|---|\n") // units stolen: library runs only
 	even := s.Point(false, true)
 	for _, p := range s.Points {
 		layout, on := "even", "on"

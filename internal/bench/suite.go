@@ -149,7 +149,7 @@ func (e *Env) Run(ctx context.Context, opts Options) *Results {
 			if o.Quick {
 				items = 900
 			}
-			r.Steal, err = e.MeasureSteal(ctx, items, 8, 50*time.Millisecond, reps)
+			r.Steal, err = e.MeasureSteal(ctx, items, 8, 50*time.Millisecond, reps, os.Getenv("DYNAPART_BENCH_STEAL_CLI") != "")
 		case ScenarioAcquire:
 			r.Acquire, err = e.RunGoBench(ctx, "./lock/", "^BenchmarkAcquire64For32$", reps, "-benchtime", "1x")
 		case ScenarioReceipts:
