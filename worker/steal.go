@@ -58,9 +58,7 @@ func (p *pass) beforeUnit(ctx context.Context, unit int) (bool, error) {
 		return true, nil
 	case cur.done:
 		// Read to its end by a thief (or by this slot's earlier holder after a thief died).
-		if cur.dirty {
-			p.dirty.Store(true)
-		}
+		p.unitDone(cur)
 		return false, nil
 	case cur.slot == me.slot && cur.token < me.token:
 		// An earlier holder of this slot (ended) was reading it: resume it from the checkpoint.
@@ -74,6 +72,15 @@ func (p *pass) beforeUnit(ctx context.Context, unit int) (bool, error) {
 	p.stolen = append(p.stolen, unit)
 	p.mu.Unlock()
 	return false, nil
+}
+
+// unitDone takes in a unit another lease read to its end: its dirty and the thief's counts.
+func (p *pass) unitDone(m unitMarker) {
+	if m.dirty {
+		p.dirty.Store(true)
+	}
+	p.counts.done.Add(m.doneItems)
+	p.counts.failed.Add(m.failedItems)
 }
 
 func (p *pass) stolenUnits() []int {
@@ -101,9 +108,7 @@ func (p *pass) reconcile() error {
 			case !ok:
 				return errors.New("dynapart: a unit a thief took has no marker")
 			case m.done:
-				if m.dirty {
-					p.dirty.Store(true)
-				}
+				p.unitDone(m)
 				continue
 			case !m.heldBy(me):
 				if st == nil {

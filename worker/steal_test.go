@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/require"
 
+	"github.com/dynapart/dynapart/lock"
 	"github.com/dynapart/dynapart/scan"
 )
 
@@ -138,6 +139,19 @@ func TestStealingOnASkewedTable(t *testing.T) {
 				return
 			}
 			require.Greater(t, log.stolen, n*3/5/5, "thieves handle a good part of slot 0's share")
+			// The slots' counts (what `dynapart status` shows) include the stolen items: each
+			// owner adds its thieves' counts.
+			locks, err := lock.New(f.db, f.leaseTable)
+			require.NoError(t, err)
+			st, err := locks.GroupStatus(context.Background(), ws[0].Config().Group)
+			require.NoError(t, err)
+			var counted int64
+			for _, s := range st.Slots {
+				sp, err := ParseSlotProgress(s.Checkpoint)
+				require.NoError(t, err)
+				counted += sp.Done
+			}
+			require.Equal(t, int64(n), counted, "the slots' done counts add up to the table")
 			require.Positive(t, stolenUnits)
 			finished, err := ws[0].JobFinished(context.Background())
 			require.NoError(t, err)

@@ -25,6 +25,10 @@ type unitMarker struct {
 	cursor string
 	done   bool
 	dirty  bool
+	// doneItems and failedItems are the items a thief moved to done and failed while reading the
+	// units it took at once (recorded on the first of them when they are done); the owner adds
+	// them to its slot's counts.
+	doneItems, failedItems int64
 }
 
 // Attribute names of a unit marker (pk and sk are the lease table's key).
@@ -37,6 +41,8 @@ const (
 	markerCursor = "cursor"
 	markerDone   = "done"
 	markerDirty  = "dirty"
+	markerItems  = "done_items"
+	markerFailed = "failed_items"
 )
 
 // holder is the slot lease a marker names.
@@ -126,18 +132,17 @@ func (s markerSet) takeOver(ctx context.Context, from unitMarker, h holder) (boo
 	return true, nil
 }
 
-// save records the unit's cursor (and done, dirty) for h; errMarkerLost when h no longer holds it.
-func (s markerSet) save(ctx context.Context, unit int, h holder, cursor string, done, dirty bool) error {
+// save records the unit's cursor for h; errMarkerLost when h no longer holds it.
+func (s markerSet) save(ctx context.Context, unit int, h holder, cursor string) error {
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(s.table), Key: s.key(unit),
-		UpdateExpression:    aws.String("SET #cursor = :cursor, #done = :done, #dirty = :dirty"),
+		UpdateExpression:    aws.String("SET #cursor = :cursor"),
 		ConditionExpression: aws.String("#slot = :slot AND #token = :token"),
 		ExpressionAttributeNames: map[string]string{
-			"#cursor": markerCursor, "#done": markerDone, "#dirty": markerDirty, "#slot": markerSlot, "#token": markerToken,
+			"#cursor": markerCursor, "#slot": markerSlot, "#token": markerToken,
 		},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":cursor": &types.AttributeValueMemberS{Value: cursor}, ":done": &types.AttributeValueMemberBOOL{Value: done},
-			":dirty": &types.AttributeValueMemberBOOL{Value: dirty}, ":slot": avInt(int64(h.slot)), ":token": avInt(h.token),
+			":cursor": &types.AttributeValueMemberS{Value: cursor}, ":slot": avInt(int64(h.slot)), ":token": avInt(h.token),
 		},
 	})
 	var ccf *types.ConditionalCheckFailedException
@@ -146,6 +151,32 @@ func (s markerSet) save(ctx context.Context, unit int, h holder, cursor string, 
 		return fmt.Errorf("dynapart: save unit %d (%s): %w", unit, s.pk, errMarkerLost)
 	case err != nil:
 		return fmt.Errorf("dynapart: save unit %d (%s): %w", unit, s.pk, err)
+	}
+	return nil
+}
+
+// finish marks unit done for h, with its final cursor, dirty and the thief's counts.
+func (s markerSet) finish(ctx context.Context, unit int, h holder, cursor string, dirty bool, done, failed int64) error {
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table), Key: s.key(unit),
+		UpdateExpression:    aws.String("SET #cursor = :cursor, #done = :true, #dirty = :dirty, #items = :items, #failed = :failed"),
+		ConditionExpression: aws.String("#slot = :slot AND #token = :token"),
+		ExpressionAttributeNames: map[string]string{
+			"#cursor": markerCursor, "#done": markerDone, "#dirty": markerDirty, "#items": markerItems, "#failed": markerFailed,
+			"#slot": markerSlot, "#token": markerToken,
+		},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":cursor": &types.AttributeValueMemberS{Value: cursor}, ":true": &types.AttributeValueMemberBOOL{Value: true},
+			":dirty": &types.AttributeValueMemberBOOL{Value: dirty}, ":items": avInt(done), ":failed": avInt(failed),
+			":slot": avInt(int64(h.slot)), ":token": avInt(h.token),
+		},
+	})
+	var ccf *types.ConditionalCheckFailedException
+	switch {
+	case errors.As(err, &ccf):
+		return fmt.Errorf("dynapart: finish unit %d (%s): %w", unit, s.pk, errMarkerLost)
+	case err != nil:
+		return fmt.Errorf("dynapart: finish unit %d (%s): %w", unit, s.pk, err)
 	}
 	return nil
 }
@@ -190,6 +221,7 @@ func decodeMarker(it map[string]types.AttributeValue) unitMarker {
 		return -1
 	}
 	m.unit, m.slot, m.token = int(num(markerSK)), int(num(markerSlot)), num(markerToken)
+	m.doneItems, m.failedItems = max(0, num(markerItems)), max(0, num(markerFailed))
 	if v, ok := it[markerOwner].(*types.AttributeValueMemberS); ok {
 		m.owner = v.Value
 	}

@@ -47,10 +47,17 @@ func (w *Worker) runUnitPass(ctx context.Context, e *env, lease *lock.Lease, h H
 	if err != nil {
 		return res, err
 	}
+	// A thief's counts go on the first unit's marker, for the owner to add to its slot's; the
+	// owner's own unit pass counts them in its pass directly.
+	done, failed := res.cp.counts.done, res.cp.counts.failed
+	if u.slot == u.me.slot {
+		done, failed = 0, 0
+	}
 	for _, unit := range u.units {
-		if err := u.marks.save(wctx, unit, u.me, cursors[unit], true, res.cp.dirty); err != nil {
+		if err := u.marks.finish(wctx, unit, u.me, cursors[unit], res.cp.dirty, done, failed); err != nil {
 			return res, err
 		}
+		done, failed = 0, 0
 	}
 	return res, nil
 }
@@ -91,7 +98,7 @@ func (u *unitRun) saveCursors(ctx context.Context, w *Worker, lease *lock.Lease,
 		if !ok || c == u.saved[unit] {
 			continue
 		}
-		if err := u.marks.save(wctx, unit, u.me, c, false, false); err != nil {
+		if err := u.marks.save(wctx, unit, u.me, c); err != nil {
 			errs = append(errs, err)
 			continue
 		}
