@@ -27,7 +27,7 @@ import (
 // steals until no slot has such a unit, then releases its lease.
 //
 // The owner's pass is complete only when every unit a thief took is done (reconcile): it ORs the
-// thief's dirty into its own; it polls (StandbyPoll) while the thief's lease is live (same token,
+// thief's dirty into its own and adds the thief's done and failed counts to its slot's; it polls (StandbyPoll) while the thief's lease is live (same token,
 // held by the lock's rules); a thief whose lease ended (expired past MaxClockSkew, released, or
 // its slot taken again) it replaces: it takes the marker over and reads the unit from the marker's
 // cursor. An owner that dies leaves its markers to its slot's next holder, which resumes the pass
