@@ -51,9 +51,10 @@ type pass struct {
 	// (a thief's, or the owner's after a thief died); marks is the unit markers of a once-worker's
 	// pass over its own slot, stolen the units its scanner skipped because a thief holds them
 	// (guarded by mu).
-	unit   *unitRun
-	marks  *markerSet
-	stolen []int
+	unit       *unitRun
+	marks      *markerSet
+	stolen     []int
+	stolenDone map[int]bool // units other leases read to their end (guarded by mu)
 }
 
 // passCounts are the items a pass scanned, moved to done and moved to failed.
@@ -108,6 +109,14 @@ func (p *pass) run() (passResult, error) {
 	res := passResult{cp: p.current()}
 	if p.lease.Context().Err() == nil {
 		_ = p.save(res.cp)
+	}
+	if scanErr != nil || !p.sc.Done() {
+		// Stopped: units thieves have finished are done in the slot's checkpoint too, so that
+		// neither its next holder nor a new plan reads them again.
+		if p.takeStolenDone() && p.lease.Context().Err() == nil {
+			res.cp = p.current()
+			_ = p.save(res.cp)
+		}
 	}
 	if scanErr == nil && p.sc.Done() && p.stolenUnits() != nil {
 		// The pass is complete once every unit a thief took is done (see steal.go).
@@ -293,6 +302,7 @@ func (p *pass) current() slotCheckpoint {
 	out.counts.done += p.counts.done.Load()
 	out.counts.failed += p.counts.failed.Load()
 	out.dirty = p.dirty.Load() // read after the position: see pass.dirty
+	out.scan = p.withStolenDone(out.scan)
 	return out
 }
 

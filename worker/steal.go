@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"slices"
 	"time"
 
@@ -74,13 +75,72 @@ func (p *pass) beforeUnit(ctx context.Context, unit int) (bool, error) {
 	return false, nil
 }
 
-// unitDone takes in a unit another lease read to its end: its dirty and the thief's counts.
+// unitDone takes in, once, a unit another lease read to its end: its dirty, the thief's counts, and
+// the unit done in the slot's checkpoint.
 func (p *pass) unitDone(m unitMarker) {
+	p.mu.Lock()
+	seen := p.stolenDone[m.unit]
+	if p.stolenDone == nil {
+		p.stolenDone = map[int]bool{}
+	}
+	p.stolenDone[m.unit] = true
+	p.mu.Unlock()
+	if seen {
+		return
+	}
 	if m.dirty {
 		p.dirty.Store(true)
 	}
 	p.counts.done.Add(m.doneItems)
 	p.counts.failed.Add(m.failedItems)
+}
+
+// takeStolenDone reads the markers of the units thieves took from a pass that stopped, and takes in
+// those done (see unitDone); it reports whether there were any.
+func (p *pass) takeStolenDone() bool {
+	stolen := p.stolenUnits()
+	if len(stolen) == 0 {
+		return false
+	}
+	wctx, cancel := p.w.markerWriteContext(p.ctx, p.lease)
+	defer cancel()
+	ms, err := p.marks.list(wctx)
+	if err != nil {
+		return false
+	}
+	found := false
+	for _, u := range stolen {
+		if m, ok := ms[u]; ok && m.done {
+			p.unitDone(m)
+			found = true
+		}
+	}
+	return found
+}
+
+// withStolenDone is the scan position pos with the units other leases read to their end marked
+// done (the scanner skipped them).
+func (p *pass) withStolenDone(pos string) string {
+	p.mu.Lock()
+	done := maps.Clone(p.stolenDone)
+	p.mu.Unlock()
+	if len(done) == 0 || pos == "" {
+		return pos
+	}
+	dp, err := scan.DecodeCheckpoint(pos)
+	if err != nil {
+		return pos
+	}
+	for i, c := range dp.Cursors {
+		if done[c.Segment] {
+			dp.Cursors[i] = scan.Cursor{TotalSegments: c.TotalSegments, Segment: c.Segment, Done: true}
+		}
+	}
+	out, err := scan.EncodeCheckpoint(dp)
+	if err != nil {
+		return pos
+	}
+	return out
 }
 
 func (p *pass) stolenUnits() []int {
@@ -165,6 +225,12 @@ func (p *pass) readOwnUnit(m unitMarker) error {
 	if res.cp.dirty {
 		p.dirty.Store(true)
 	}
+	p.mu.Lock()
+	if p.stolenDone == nil {
+		p.stolenDone = map[int]bool{}
+	}
+	p.stolenDone[m.unit] = true // counted above
+	p.mu.Unlock()
 	return nil
 }
 
