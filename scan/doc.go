@@ -45,6 +45,10 @@
 //   - Memory is bounded by [Config.MaxUnackedPages] pages, not by table size.
 //   - With [Config.ReadRate], reads stay near that many RCU per second, as DynamoDB reports them.
 //   - [Scanner.Run] returns only after every goroutine it started has returned.
+//   - Work stealing: [Config.Only] restricts a scanner to some units of its slot (a worker that
+//     took one segment or shard of another slot's share), and [Config.BeforeSegment] lets the
+//     caller skip a unit just before it starts (one taken by such a worker): a skipped unit is not
+//     read, keeps its cursor in checkpoints, and [Scanner.Done] ignores it.
 //
 // # Example
 //

@@ -79,6 +79,17 @@ type Config struct {
 	// (or on a reading goroutine), so keep the function quick, for example a store into an
 	// atomic value that a saver goroutine persists.
 	OnCheckpoint func(cp string)
+
+	// Only, when not nil, restricts the scanner to these segments (index mode: shards), each one
+	// the slot owns under Plan (a work-stealing worker reads one segment of another slot's share
+	// this way). Resume may then hold cursors for these only. Defaults to nil: every unit the slot
+	// owns.
+	Only []int
+	// BeforeSegment, when set, is called from a reading goroutine before a segment (shard) that
+	// is not done starts being read, also one resumed mid-way. false skips the segment: it is not
+	// read, keeps its cursor in checkpoints, and Done ignores it (the caller accounts for it).
+	// An error ends Run with that error. Defaults to nil: every segment is read.
+	BeforeSegment func(ctx context.Context, seg int) (bool, error)
 }
 
 // Scanner reads one slot's share of a table, page by page, and tracks which pages the consumer
@@ -116,6 +127,7 @@ type stream struct {
 	// guarded by Scanner.mu:
 	acked   map[string]types.AttributeValue // the position: every page before it is acknowledged
 	done    bool                            // acknowledged through the last page
+	skipped bool                            // BeforeSegment said no: not read, ignored by Done
 	pending []*pageState                    // pages read, in order, not yet behind the position
 	stats   SegmentStats
 }
@@ -224,6 +236,12 @@ func New(cfg Config) (*Scanner, error) {
 		s.total = plan.TotalSegments()
 		segs = plan.Segments(cfg.Slot)
 	}
+	if cfg.Only != nil {
+		var err error
+		if segs, err = onlyUnits(segs, cfg.Only, cfg.Slot); err != nil {
+			return nil, err
+		}
+	}
 	// At most SubSegments requests in flight, however many segments (shards) the slot owns.
 	s.parallel = max(1, min(s.parallel, len(segs)))
 	s.streams = make([]*stream, len(segs))
@@ -250,6 +268,25 @@ func New(cfg Config) (*Scanner, error) {
 	}
 	s.sem = make(chan struct{}, cfg.MaxUnackedPages)
 	return s, nil
+}
+
+// onlyUnits is Config.Only checked against the units the slot owns, in the slot's order.
+func onlyUnits(owned, only []int, slot int) ([]int, error) {
+	for i, u := range only {
+		if !slices.Contains(owned, u) {
+			return nil, &ConfigError{Pkg: "scan", Field: "Only", Reason: fmt.Sprintf("unit %d is not owned by slot %d", u, slot)}
+		}
+		if slices.Contains(only[:i], u) {
+			return nil, &ConfigError{Pkg: "scan", Field: "Only", Reason: fmt.Sprintf("unit %d listed twice", u)}
+		}
+	}
+	var out []int
+	for _, u := range owned {
+		if slices.Contains(only, u) {
+			out = append(out, u)
+		}
+	}
+	return out, nil
 }
 
 func (s *Scanner) checkPosition(p Position, bySeg map[int]*stream) error {
@@ -309,12 +346,12 @@ func (s *Scanner) checkpointLocked() string {
 }
 
 // Done reports whether every segment has been read to its end and every delivered item
-// acknowledged: the slot's share is finished.
+// acknowledged: the slot's share is finished (segments BeforeSegment skipped excepted).
 func (s *Scanner) Done() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, st := range s.streams {
-		if !st.done {
+		if !st.done && !st.skipped {
 			return false
 		}
 	}
@@ -405,7 +442,7 @@ func (s *Scanner) Run(ctx context.Context, fn func(ctx context.Context, p *Page)
 				if i >= len(todo) {
 					return nil
 				}
-				if err := s.read(gctx, todo[i], pages); err != nil {
+				if err := s.readUnlessSkipped(gctx, todo[i], pages); err != nil {
 					return err
 				}
 			}
@@ -504,6 +541,23 @@ type response struct {
 	lek      map[string]types.AttributeValue
 	scanned  int32
 	consumed *types.ConsumedCapacity
+}
+
+// readUnlessSkipped asks BeforeSegment (when set) whether to read st, then reads it.
+func (s *Scanner) readUnlessSkipped(ctx context.Context, st *stream, out chan<- *Page) error {
+	if f := s.cfg.BeforeSegment; f != nil {
+		ok, err := f(ctx, st.seg)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			s.mu.Lock()
+			st.skipped = true
+			s.mu.Unlock()
+			return nil
+		}
+	}
+	return s.read(ctx, st, out)
 }
 
 // read reads one segment from its start position to its end, handing pages to out.

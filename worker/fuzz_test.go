@@ -35,6 +35,9 @@ func FuzzDecodeSlotCheckpoint(f *testing.F) {
 	f.Add("dp3|-2.1|1|0|0.0.0.0|x")
 	f.Add("dp3|2|1|0|0.0.0.0|x")
 	f.Add("dp3|99999999999999999999.3|1|0|0.0.0.0|x")
+	f.Add(slotCheckpoint{epoch: 3, n: 5, run: 17, pass: 1, scan: "x"}.encode())
+	f.Add("dp3|1.2.0|1|0|0.0.0.0|x")
+	f.Add("dp3|1.2.3.4|1|0|0.0.0.0|x")
 	f.Add("\xff\x00|\n")
 	f.Fuzz(func(t *testing.T, v string) {
 		cp, err := decodeSlotCheckpoint(v)

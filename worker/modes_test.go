@@ -37,6 +37,7 @@ func TestFilterModeMissingAttributeGoesToSlot0(t *testing.T) {
 		c := fastTimings(f.config(LedgerInline))
 		c.Workers, c.Once, c.Owner = 3, true, owner
 		c.Mode, c.PartitionAttr = scan.ModeFilter, "grp"
+		c.NoSteal = true // a thief would handle a slot's items under its own slot
 		c.Hooks.OnItem = func(e ItemEvent) {
 			comp.hook(owner)(e)
 			if e.Outcome == OutcomeCompleted {

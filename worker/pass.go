@@ -46,6 +46,15 @@ type pass struct {
 	counts        passCounts
 	startedAt     time.Time
 	pausedAtStart time.Duration
+
+	// Work stealing (see steal.go): unit is set on a pass that reads one unit of a slot's share
+	// (a thief's, or the owner's after a thief died); marks is the unit markers of a once-worker's
+	// pass over its own slot, stolen the units its scanner skipped because a thief holds them
+	// (guarded by mu).
+	unit       *unitRun
+	marks      *markerSet
+	stolen     []int
+	stolenDone map[int]bool // units other leases read to their end (guarded by mu)
 }
 
 // passCounts are the items a pass scanned, moved to done and moved to failed.
@@ -79,6 +88,10 @@ func (w *Worker) runPass(ctx context.Context, e *env, lease *lock.Lease, h Handl
 	if w.cfg.BatchClaims {
 		p.gate = newClaimGate(w.cfg.Concurrency, w.cfg.ClaimTTL)
 	}
+	if w.marksUnits() && cp.run != 0 {
+		m := w.markerSet(cp.epoch, lease.Slot(), cp.pass, cp.run)
+		p.marks = &m
+	}
 	return p.run()
 }
 
@@ -95,7 +108,23 @@ func (p *pass) run() (passResult, error) {
 
 	res := passResult{cp: p.current()}
 	if p.lease.Context().Err() == nil {
-		_ = p.w.saveCheckpoint(p.ctx, p.lease, res.cp.encode())
+		_ = p.save(res.cp)
+	}
+	if scanErr != nil || !p.sc.Done() {
+		// Stopped: units thieves have finished are done in the slot's checkpoint too, so that
+		// neither its next holder nor a new plan reads them again.
+		if p.takeStolenDone() && p.lease.Context().Err() == nil {
+			res.cp = p.current()
+			_ = p.save(res.cp)
+		}
+	}
+	if scanErr == nil && p.sc.Done() && p.stolenUnits() != nil {
+		// The pass is complete once every unit a thief took is done (see steal.go).
+		scanErr = p.reconcile()
+		res.cp = p.current()
+		if p.lease.Context().Err() == nil {
+			_ = p.save(res.cp)
+		}
 	}
 	p.mu.Lock()
 	if !p.nextDue.IsZero() {
@@ -162,6 +191,12 @@ func (p *pass) openScanner() error {
 		ConsistentRead: c.ConsistentRead, Projection: p.projection(), ReadRate: c.ReadRate,
 		PageLimit: c.PageSize, Resume: p.cp.scan,
 		OnCheckpoint: func(v string) { p.latest.Store(&v) },
+	}
+	switch {
+	case p.unit != nil:
+		scfg.Slot, scfg.Only = p.unit.slot, p.unit.units
+	case p.marks != nil:
+		scfg.BeforeSegment = p.beforeUnit
 	}
 	sc, err := scan.New(scfg)
 	if err != nil && p.cp.scan != "" && (errors.Is(err, scan.ErrCheckpointMismatch) || errors.Is(err, scan.ErrBadCheckpoint)) {
@@ -256,7 +291,7 @@ func (p *pass) handlerLoop() {
 
 // current is the checkpoint the pass has reached.
 func (p *pass) current() slotCheckpoint {
-	out := slotCheckpoint{epoch: p.cp.epoch, n: p.cp.n, pass: p.cp.pass, scan: p.cp.scan, counts: p.cp.counts}
+	out := slotCheckpoint{epoch: p.cp.epoch, n: p.cp.n, run: p.cp.run, pass: p.cp.pass, scan: p.cp.scan, counts: p.cp.counts}
 	if v := p.latest.Load(); v != nil {
 		out.scan = *v
 	}
@@ -267,6 +302,7 @@ func (p *pass) current() slotCheckpoint {
 	out.counts.done += p.counts.done.Load()
 	out.counts.failed += p.counts.failed.Load()
 	out.dirty = p.dirty.Load() // read after the position: see pass.dirty
+	out.scan = p.withStolenDone(out.scan)
 	return out
 }
 
@@ -281,7 +317,7 @@ func (p *pass) checkpointSaver(stop <-chan struct{}) {
 		}
 		// Working time alone passing is no reason to write.
 		if cp := p.current(); cp.withoutElapsed() != saved {
-			if err := p.w.saveCheckpoint(p.ctx, p.lease, cp.encode()); err == nil {
+			if err := p.save(cp); err == nil {
 				saved = cp.withoutElapsed()
 			}
 		}

@@ -55,6 +55,10 @@ func (j *resizeJob) config(owner string, workers int) Config {
 	if j.rc.mode == scan.ModeIndex {
 		c.Shards = 24
 	}
+	// A unit a thief was reading at the resize is read again under the new plan: segment and
+	// index mode, whose re-reads the test bounds, run without stealing; filter mode (which rescans
+	// anyway) keeps it, so a resize while thieves work is covered too.
+	c.NoSteal = j.rc.mode != scan.ModeFilter
 	return c
 }
 

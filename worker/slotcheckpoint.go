@@ -12,8 +12,12 @@ import (
 // replan.go), the pass number, whether the pass met items that still need another pass (retries,
 // items claimed elsewhere), the slot's counts and the scan position.
 type slotCheckpoint struct {
-	epoch  int64
-	n      int // the group's n at epoch (0 in checkpoints made before plan epochs)
+	epoch int64
+	n     int // the group's n at epoch (0 in checkpoints made before plan epochs)
+	// run is the lease token of the holder that started the pass (0 in checkpoints made before
+	// work stealing): with the pass number it names the pass's unit markers (see steal.go), so
+	// that a pass run again after lock.Client.ResetGroup never meets an earlier run's markers.
+	run    int64
 	pass   int
 	dirty  bool
 	counts slotCounts
@@ -21,10 +25,10 @@ type slotCheckpoint struct {
 }
 
 // slotCounts are a slot's progress, saved with its checkpoint so `dynapart status` can show it
-// without reading the table: done and failed count the items the slot's holders moved to done or
-// failed over all passes; scanned and elapsed (working time, pauses excluded) are the current
-// pass's. They are exact after a clean run; a holder that dies loses (or a takeover repeats) what
-// it counted since its last checkpoint save.
+// without reading the table: done and failed count the items the slot's holders (and the thieves
+// that read units of its share, see steal.go) moved to done or failed over all passes; scanned and
+// elapsed (working time, pauses excluded) are the current pass's. They are exact after a clean run;
+// a holder that dies loses (or a takeover repeats) what it counted since its last checkpoint save.
 type slotCounts struct {
 	done, failed, scanned int64
 	elapsed               time.Duration // kept in whole milliseconds
@@ -32,7 +36,7 @@ type slotCounts struct {
 
 // The checkpoint encodings: dp1|pass|dirty|scan (before counts; decodes with zero counts),
 // dp2|pass|dirty|done.failed.scanned.ms|scan (before plan epochs; decodes with epoch 0) and
-// dp3|epoch.n|pass|dirty|done.failed.scanned.ms|scan.
+// dp3|epoch.n[.run]|pass|dirty|done.failed.scanned.ms|scan (run absent: 0).
 const (
 	checkpointPrefixV1 = "dp1"
 	checkpointPrefixV2 = "dp2"
@@ -47,13 +51,17 @@ func (s slotCheckpoint) encode() string {
 	c := s.counts
 	counts := strconv.FormatInt(c.done, 10) + "." + strconv.FormatInt(c.failed, 10) + "." +
 		strconv.FormatInt(c.scanned, 10) + "." + strconv.FormatInt(c.elapsed.Milliseconds(), 10)
-	return checkpointPrefix + "|" + strconv.FormatInt(s.epoch, 10) + "." + strconv.Itoa(s.n) + "|" + strconv.Itoa(s.pass) + "|" + d + "|" + counts + "|" + s.scan
+	plan := strconv.FormatInt(s.epoch, 10) + "." + strconv.Itoa(s.n)
+	if s.run != 0 {
+		plan += "." + strconv.FormatInt(s.run, 10)
+	}
+	return checkpointPrefix + "|" + plan + "|" + strconv.Itoa(s.pass) + "|" + d + "|" + counts + "|" + s.scan
 }
 
-// next is the checkpoint a new pass starts from: the next pass number, the slot's done and failed
-// counts carried over, the pass's own counts and position empty.
-func (s slotCheckpoint) next() slotCheckpoint {
-	return slotCheckpoint{epoch: s.epoch, n: s.n, pass: s.pass + 1, counts: slotCounts{done: s.counts.done, failed: s.counts.failed}}
+// next is the checkpoint a new pass started by the holder of token run starts from: the next pass
+// number, the slot's done and failed counts carried over, the pass's own counts and position empty.
+func (s slotCheckpoint) next(run int64) slotCheckpoint {
+	return slotCheckpoint{epoch: s.epoch, n: s.n, run: run, pass: s.pass + 1, counts: slotCounts{done: s.counts.done, failed: s.counts.failed}}
 }
 
 // withoutElapsed is s without its working time: the checkpoint saver compares it, so time alone
@@ -92,11 +100,11 @@ func decodeSlotCheckpoint(v string) (slotCheckpoint, error) {
 	var cp slotCheckpoint
 	parts = parts[1:]
 	if withEpoch {
-		e, n, ok := decodePlan(parts[0])
+		e, n, run, ok := decodePlan(parts[0])
 		if !ok {
-			return slotCheckpoint{}, fmt.Errorf("dynapart: malformed slot checkpoint plan %q (want epoch.n)", parts[0])
+			return slotCheckpoint{}, fmt.Errorf("dynapart: malformed slot checkpoint plan %q (want epoch.n[.run])", parts[0])
 		}
-		cp.epoch, cp.n, parts = e, n, parts[1:]
+		cp.epoch, cp.n, cp.run, parts = e, n, run, parts[1:]
 	}
 	pass, err := strconv.Atoi(parts[0])
 	if err != nil || pass < 0 || (parts[1] != "0" && parts[1] != "1") {
@@ -127,13 +135,21 @@ func decodeCounts(v string) (slotCounts, error) {
 	return slotCounts{done: n[0], failed: n[1], scanned: n[2], elapsed: time.Duration(n[3]) * time.Millisecond}, nil
 }
 
-// decodePlan decodes the epoch.n field of a dp3 checkpoint.
-func decodePlan(v string) (epoch int64, n int, ok bool) {
-	es, ns, found := strings.Cut(v, ".")
+// decodePlan decodes the epoch.n[.run] field of a dp3 checkpoint.
+func decodePlan(v string) (epoch int64, n int, run int64, ok bool) {
+	es, rest, found := strings.Cut(v, ".")
+	ns, rs, withRun := strings.Cut(rest, ".")
 	e, err1 := strconv.ParseInt(es, 10, 64)
 	n, err2 := strconv.Atoi(ns)
 	if !found || err1 != nil || err2 != nil || e < 0 || n < 0 {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
-	return e, n, true
+	if withRun {
+		r, err := strconv.ParseInt(rs, 10, 64)
+		if err != nil || r < 1 {
+			return 0, 0, 0, false
+		}
+		run = r
+	}
+	return e, n, run, true
 }

@@ -24,9 +24,14 @@ func TestSlotCheckpointCounts(t *testing.T) {
 	back, err := decodeSlotCheckpoint(cp.encode())
 	require.NoError(t, err)
 	require.Equal(t, cp, back)
-	require.Equal(t, slotCheckpoint{epoch: 4, n: 6, pass: 2, counts: slotCounts{done: 7, failed: 2}}, cp.next())
+	require.Equal(t, slotCheckpoint{epoch: 4, n: 6, run: 9, pass: 2, counts: slotCounts{done: 7, failed: 2}}, cp.next(9))
+	cp.run = 9
+	require.Equal(t, "dp3|4.6.9|1|0|7.2.12.2500|x|y", cp.encode(), "the run (the token that started the pass) follows epoch.n")
+	back, err = decodeSlotCheckpoint(cp.encode())
+	require.NoError(t, err)
+	require.Equal(t, cp, back)
 
-	for _, bad := range []string{"dp2|1|0|7.2.12|x", "dp2|1|0|a.b.c.d|x", "dp2|1|0|-1.0.0.0|x", "dp2|1|0", "dp3|-1.2|1|0|0.0.0.0|x", "dp3|e.2|1|0|0.0.0.0|x", "dp3|1|1|0|0.0.0.0|x", "dp3|1.-2|1|0|0.0.0.0|x", "dp3|1.2|1|0|0.0.0.0"} {
+	for _, bad := range []string{"dp2|1|0|7.2.12|x", "dp2|1|0|a.b.c.d|x", "dp2|1|0|-1.0.0.0|x", "dp2|1|0", "dp3|-1.2|1|0|0.0.0.0|x", "dp3|e.2|1|0|0.0.0.0|x", "dp3|1|1|0|0.0.0.0|x", "dp3|1.-2|1|0|0.0.0.0|x", "dp3|1.2|1|0|0.0.0.0", "dp3|1.2.0|1|0|0.0.0.0|x", "dp3|1.2.x|1|0|0.0.0.0|x"} {
 		_, err := decodeSlotCheckpoint(bad)
 		require.Error(t, err, bad)
 	}

@@ -9,7 +9,7 @@ import (
 
 type counters struct {
 	scanned, claimed, skipped, completed, retried, deadLettered, released, claimLost, panics, unprocessable, abandoned atomic.Int64
-	leases, takeovers, leasesLost, passes                                                                              atomic.Int64
+	leases, takeovers, leasesLost, passes, stolen                                                                      atomic.Int64
 }
 
 // State is what a Worker is doing (Stats.State).
@@ -51,6 +51,9 @@ type Stats struct {
 	Takeovers  int64 `json:"takeovers"`   // leases taken from a holder that had not released
 	LeasesLost int64 `json:"leases_lost"` // leases lost while working
 	Passes     int64 `json:"passes"`      // completed scans of a share
+	// Stolen counts the scan units (segments, shards) this worker took from slots still working
+	// and read to their end (see Config.NoSteal).
+	Stolen int64 `json:"stolen"`
 
 	RCU float64 `json:"rcu"` // read capacity consumed by the scans
 	WCU float64 `json:"wcu"` // write capacity consumed by the ledger
@@ -82,6 +85,7 @@ func (w *Worker) Stats() Stats {
 	out.Released, out.ClaimLost, out.Panics = s.released.Load(), s.claimLost.Load(), s.panics.Load()
 	out.Unprocessable, out.Abandoned = s.unprocessable.Load(), s.abandoned.Load()
 	out.Leases, out.Takeovers, out.LeasesLost, out.Passes = s.leases.Load(), s.takeovers.Load(), s.leasesLost.Load(), s.passes.Load()
+	out.Stolen = s.stolen.Load()
 	return out
 }
 

@@ -306,6 +306,11 @@ func (w *Worker) runSlot(ctx context.Context, e *env, lease *lock.Lease, h Handl
 	})
 	defer stopWatch()
 	finished, err := w.workSlot(sctx, e, lease, h, stopAt, log)
+	if err == nil && finished && w.steals() {
+		// Keep the finished slot's lease (it fences what the thief writes) while taking units
+		// from slots still working (see steal.go).
+		w.steal(sctx, e, lease, h, stopAt, log)
+	}
 	end := slotEnd{finished: finished, replan: ctx.Err() == nil && errors.Is(context.Cause(sctx), errReplan)}
 	if errors.Is(err, errReplan) {
 		end.replan, err = true, nil
@@ -333,6 +338,12 @@ func (w *Worker) startSlot(ctx context.Context, e *env, lease *lock.Lease, stopA
 		if err == nil {
 			log.Info("dynapart: slot taken under the group's new plan", "epoch", cp.epoch, "slots", cp.n, "pass", cp.pass)
 		}
+	}
+	if err == nil && cp.run == 0 && w.marksUnits() {
+		// The pass's unit markers are named by the token that started it (see steal.go): saved
+		// at once, so that thieves and the slot's next holder use the same markers.
+		cp.epoch, cp.n, cp.run = lease.Epoch(), plan.Slots, lease.Token()
+		err = w.saveCheckpoint(ctx, lease, cp.encode())
 	}
 	if err != nil && !errors.Is(err, errReplan) && ctx.Err() == nil && lease.Context().Err() == nil {
 		log.Warn("dynapart: reading the group's plan failed; taking a slot again", "err", err)
@@ -394,7 +405,7 @@ func (w *Worker) workSlot(ctx context.Context, e *env, lease *lock.Lease, h Hand
 				wait = res.nextDue
 			}
 		}
-		cp = cp.next()
+		cp = cp.next(lease.Token())
 		if err := w.saveCheckpoint(ctx, lease, cp.encode()); err != nil {
 			return false, nil
 		}

@@ -22,7 +22,7 @@ type workFlags struct {
 	workers, segments, subSegments, concurrency, maxAttempts, shards, pageSize                   int
 	leaseTTL, heartbeat, claimTTL, pollInterval, drainTimeout, execTimeout, standbyPoll, maxSkew time.Duration
 	retryBackoff                                                                                 time.Duration
-	once, completeOnly, batchClaims, consistent, dryRun                                          bool
+	once, noSteal, completeOnly, batchClaims, consistent, dryRun                                 bool
 	readRate, writeRate                                                                          float64
 	writeRateSet                                                                                 bool
 }
@@ -62,7 +62,11 @@ DynamoDB throttles and climbs back by a tenth a second (throttles show in progre
 --once processes the share one time, then takes any other free, unfinished slot the same way, and
 exits 0 once every slot is finished or held by a live worker (so one --once process can do the
 whole table; a standby exits 0 once every slot is finished); otherwise the worker rescans every
---poll-interval until stopped.
+--poll-interval until stopped. A --once worker whose slot is finished, when no free unfinished slot
+is left, steals: it takes scan units (segments, or shards) not yet started from slots still
+working, a few at a time from the end of their share, so a skewed table ends close to a balanced one;
+--no-steal turns that off (the worker still marks each unit it reads, one conditional write per
+unit per pass, so that other workers' stealing stays exclusive).
 --dry-run reads each slot's share exactly as a run would (same plan, mode and partition function)
 and prints, per slot, how many items a run would process (those not done or failed per the
 ledger), a few sample keys, the RCU the reads consumed and the WCU processing would cost; it takes
@@ -105,6 +109,7 @@ func (f *workFlags) add(fl *pflag.FlagSet) {
 	fl.DurationVar(&f.maxSkew, "max-clock-skew", time.Second, "clock difference tolerated between workers (added to the wait before a takeover)")
 	fl.DurationVar(&f.claimTTL, "claim-ttl", time.Minute, "how long a claim protects an item (handler time limit)")
 	fl.BoolVar(&f.once, "once", false, "process the share once and exit (default: continuous)")
+	fl.BoolVar(&f.noSteal, "no-steal", false, "with --once: do not take units from slots still working once this worker's slot is finished")
 	fl.DurationVar(&f.pollInterval, "poll-interval", 0, "pause between passes (default 30s continuous, 5s once)")
 	fl.StringVar(&f.job, "job", "default", "job name; with --ledger table a new job processes every item again")
 	fl.StringVar(&f.ledger, "ledger", "inline", "where item state lives: inline (attributes on the item) or table (a ledger table)")
@@ -141,6 +146,9 @@ func (f *workFlags) check() error {
 	if f.writeRateSet && !(f.writeRate > 0 && !math.IsInf(f.writeRate, 1)) {
 		return usagef("--write-rate must be a number > 0 (WCU per second; leave it out for no limit), got %v", f.writeRate)
 	}
+	if f.noSteal && !f.once {
+		return usagef("--no-steal applies to --once workers only (continuous workers never steal)")
+	}
 	if f.pageSize < math.MinInt32 || f.pageSize > math.MaxInt32 { // worker.Config.PageSize is an int32
 		return usagef("--page-size %d: out of range (worker.Config.PageSize is an int32)", f.pageSize)
 	}
@@ -156,7 +164,7 @@ func (f *workFlags) config(db *dynamodb.Client) worker.Config {
 		ConsistentRead: f.consistent, ReadRate: f.readRate, WriteRate: f.writeRate, PageSize: int32(f.pageSize),
 		Concurrency: f.concurrency, BatchClaims: f.batchClaims, CompleteOnly: f.completeOnly,
 		LeaseTTL: f.leaseTTL, Heartbeat: f.heartbeat, StandbyPoll: f.standbyPoll, MaxClockSkew: f.maxSkew,
-		ClaimTTL: f.claimTTL, MaxAttempts: f.maxAttempts, RetryBackoff: f.retryBackoff, Once: f.once,
+		ClaimTTL: f.claimTTL, MaxAttempts: f.maxAttempts, RetryBackoff: f.retryBackoff, Once: f.once, NoSteal: f.noSteal,
 		PollInterval: f.pollInterval, DrainTimeout: f.drainTimeout,
 		Job: f.job, Ledger: worker.LedgerKind(f.ledger), LedgerTable: f.ledgerTable, AttrPrefix: f.prefix,
 		Owner: f.owner,

@@ -175,6 +175,7 @@ func TestBadUsageExits2AndWritesNothing(t *testing.T) {
 		{[]string{"work", "--table", tbl, "--workers", "-1"}, "--workers"},
 		{[]string{"work", "--table", tbl}, "--workers"}, // joins a group that does not exist
 		{[]string{"work", "--table", tbl, "--workers", "2", "--mode", "sideways"}, "--mode"},
+		{[]string{"work", "--table", tbl, "--workers", "2", "--no-steal"}, "--no-steal"}, // continuous workers never steal
 		{[]string{"work", "--table", tbl, "--workers", "2", "--ledger", "paper"}, "--ledger"},
 		{[]string{"init", "--table", tbl, "--endpoint", "not a url"}, "--endpoint"},
 		{[]string{"init", "--table", tbl, "--endpoint", "ftp://x"}, "--endpoint"},

@@ -29,11 +29,12 @@ const (
 	ScenarioColdStart  = "coldstart"
 	ScenarioLockScale  = "lockscale"
 	ScenarioResize     = "resize"
+	ScenarioSteal      = "steal"
 )
 
 // Scenarios lists every scenario.
 var Scenarios = []string{ScenarioPartition, ScenarioHotPaths, ScenarioCeiling, ScenarioThroughput, ScenarioModes,
-	ScenarioLatency, ScenarioColdStart, ScenarioTakeover, ScenarioResize, ScenarioAcquire, ScenarioLockScale, ScenarioReceipts, ScenarioMemory}
+	ScenarioLatency, ScenarioColdStart, ScenarioTakeover, ScenarioResize, ScenarioAcquire, ScenarioLockScale, ScenarioSteal, ScenarioReceipts, ScenarioMemory}
 
 // Options size a run.
 type Options struct {
@@ -87,6 +88,7 @@ type Results struct {
 	ColdStart  *ColdStart
 	LockScale  *GoBenchRun
 	Resize     *Resize
+	Steal      *Steal
 
 	ReceiptsBatches int
 }
@@ -151,6 +153,12 @@ func (e *Env) Run(ctx context.Context, opts Options) *Results {
 			}
 			r.Resize, err = e.MeasureResize(ctx, items, reps, ResizeConfig{From: 2, To: 6, At: 1.0 / 3,
 				Sleep: 50 * time.Millisecond, Concurrency: 4, LeaseTTL: 3 * time.Second})
+		case ScenarioSteal:
+			items := 3000
+			if o.Quick {
+				items = 900
+			}
+			r.Steal, err = e.MeasureSteal(ctx, items, 8, 50*time.Millisecond, reps, os.Getenv("DYNAPART_BENCH_STEAL_CLI") != "")
 		case ScenarioAcquire:
 			r.Acquire, err = e.RunGoBench(ctx, "./lock/", "^BenchmarkAcquire64For32$", reps, "-benchtime", "1x")
 		case ScenarioReceipts:
