@@ -51,14 +51,7 @@ func holdSlot(t *testing.T, ctx context.Context, locks *lock.Client, group strin
 func TestResizeTwiceWithoutWorkersReadsNothingAgain(t *testing.T) {
 	f := newFixture(t, 300)
 	ctx := context.Background()
-	run := func(workers int) Stats {
-		c := fastTimings(f.config(LedgerInline))
-		c.Workers, c.Once = workers, true
-		w, err := New(c)
-		require.NoError(t, err)
-		require.NoError(t, runOnceWithin(t, w, func(context.Context, Item) error { return nil }, 60*time.Second))
-		return w.Stats()
-	}
+	run := func(workers int) Stats { return runOnceStats(t, f, workers) }
 	require.EqualValues(t, 300, run(2).Scanned, "one worker does both slots")
 	locks, err := lock.New(f.db, f.leaseTable)
 	require.NoError(t, err)

@@ -228,14 +228,7 @@ func TestJoinWithoutWorkers(t *testing.T) {
 func TestResizeTwiceReadsNothingAgain(t *testing.T) {
 	f := newFixture(t, 300)
 	ctx := context.Background()
-	run := func(workers int) Stats {
-		c := fastTimings(f.config(LedgerInline))
-		c.Workers, c.Once = workers, true
-		w, err := New(c)
-		require.NoError(t, err)
-		require.NoError(t, runOnceWithin(t, w, func(context.Context, Item) error { return nil }, 60*time.Second))
-		return w.Stats()
-	}
+	run := func(workers int) Stats { return runOnceStats(t, f, workers) }
 	require.EqualValues(t, 300, run(2).Scanned, "one worker does both slots")
 	locks, err := lock.New(f.db, f.leaseTable)
 	require.NoError(t, err)
@@ -251,4 +244,16 @@ func TestResizeTwiceReadsNothingAgain(t *testing.T) {
 			require.True(t, s.Finished, "slot %d finished under epoch %d", s.Slot, epoch+1)
 		}
 	}
+}
+
+// runOnceStats runs one once-worker of workers slots (0: join) with a no-op handler over f's table
+// and returns its stats.
+func runOnceStats(t *testing.T, f *fixture, workers int) Stats {
+	t.Helper()
+	c := fastTimings(f.config(LedgerInline))
+	c.Workers, c.Once = workers, true
+	w, err := New(c)
+	require.NoError(t, err)
+	require.NoError(t, runOnceWithin(t, w, func(context.Context, Item) error { return nil }, 60*time.Second))
+	return w.Stats()
 }

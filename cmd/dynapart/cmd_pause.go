@@ -60,14 +60,7 @@ func runPause(cmd *cobra.Command, g *globals, group, leaseTable string, pause bo
 		return usagef("--group is required (the work command's --group, default TABLE/JOB)")
 	}
 	ctx := cmd.Context()
-	db, err := g.dynamoClient(ctx)
-	if err != nil {
-		return err
-	}
-	if err := lock.CheckTable(ctx, db, leaseTable); err != nil {
-		return err
-	}
-	lc, err := lock.New(db, leaseTable)
+	lc, err := g.leaseClient(ctx, leaseTable)
 	if err != nil {
 		return err
 	}

@@ -65,14 +65,7 @@ func runScale(cmd *cobra.Command, g *globals, group, leaseTable string, m int) e
 		return usagef("--workers %d: a group needs at least 1 slot (nothing written)", m)
 	}
 	ctx := cmd.Context()
-	db, err := g.dynamoClient(ctx)
-	if err != nil {
-		return err
-	}
-	if err := lock.CheckTable(ctx, db, leaseTable); err != nil {
-		return err
-	}
-	lc, err := lock.New(db, leaseTable)
+	lc, err := g.leaseClient(ctx, leaseTable)
 	if err != nil {
 		return err
 	}
