@@ -235,6 +235,11 @@ const (
 	// OutcomeAbandoned: the handler ignored its cancelled context for HandlerGrace and was given
 	// up on; the item is claimed again once its claim expires.
 	OutcomeAbandoned Outcome = "abandoned"
+	// OutcomeUnknown: the write recording the handler's outcome (complete, retry or dead letter)
+	// got no answer, e.g. the lease ended while it was in flight, and a read could not show it
+	// applied. It may still have landed; a later pass finds the item finished, or claims it again
+	// once the claim has expired.
+	OutcomeUnknown Outcome = "unknown"
 )
 
 // ItemEvent reports one item's outcome.

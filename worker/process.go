@@ -148,7 +148,7 @@ func (p *pass) completed(ctx context.Context, t task, claim Claim, err error, to
 	default:
 		// Unknown outcome: the claim expires and the item is handled again.
 		c.Logger.Error("dynapart: complete", "slot", claim.Slot, "err", err)
-		p.again(claim.Until)
+		p.unknown(claim, took)
 	}
 }
 
@@ -276,7 +276,7 @@ func (p *pass) failed(ctx context.Context, cl Claim, herr error, took time.Durat
 		p.claimLost(cl, took)
 	default:
 		c.Logger.Error("dynapart: record retry", "slot", cl.Slot, "err", err)
-		p.again(cl.Until)
+		p.unknown(cl, took)
 	}
 }
 
@@ -294,8 +294,15 @@ func (p *pass) deadLetter(ctx context.Context, cl Claim, msg string, took time.D
 		// Unknown outcome: the item is kept for a later pass, which reclaims it once the claim
 		// has expired (or finds it failed).
 		c.Logger.Error("dynapart: record dead letter; the item will be tried again", "slot", cl.Slot, "err", err)
-		p.again(cl.Until)
+		p.unknown(cl, took)
 	}
+}
+
+// unknown reports a claimed item whose outcome write got no answer: it may have landed. The item
+// is due again once its claim has expired; that pass finds it finished or claims it again.
+func (p *pass) unknown(cl Claim, took time.Duration) {
+	p.w.itemEvent(OutcomeUnknown, cl.Key, cl.Slot, cl.Attempt, took)
+	p.again(cl.Until)
 }
 
 // deadLettered counts a dead-lettered item; in index mode it also leaves the index.
