@@ -192,18 +192,16 @@ func (l *ledgerCore) claimOne(ctx context.Context, r ClaimRequest, rowKey Key) (
 }
 
 // update runs one conditional UpdateItem; nothing is sent once ctx's fence (the lease the write is
-// made for) has ended. It counts capacity and condition failures, and tries
+// made for) has ended. It counts condition failures (updateItem counts capacity), and tries
 // again (a few times, with backoff) when the item was locked by a transaction in flight: the
 // outcome of such a write is known (nothing was written), so trying again is safe.
 func (l *ledgerCore) update(ctx context.Context, in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
 	if fenceEnded(ctx) {
 		return nil, fmt.Errorf("update: %w (%w)", errFenceEnded, context.Cause(fenceOf(ctx)))
 	}
-	in.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
 	for conflicts := 0; ; conflicts++ {
 		out, err := l.updateItem(ctx, in)
 		if err == nil {
-			l.addWCU(out.ConsumedCapacity)
 			return out, nil
 		}
 		var ccf *types.ConditionalCheckFailedException

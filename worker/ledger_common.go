@@ -118,7 +118,7 @@ type ledgerCore struct {
 	// placeholders caches the placeholders each of x's expressions uses.
 	placeholders map[string][]string
 
-	wcuBits      atomic.Uint64 // float64 bits
+	meter        capacityMeter
 	condFailures atomic.Int64
 	gate         *writeGate // every write passes through it; set by the Worker (nil: none)
 }
@@ -181,12 +181,15 @@ func newLedgerCore(db LedgerClient, name string, keyAttrs []string, attrs stateA
 		claimUpdate: "SET #status = :claimed, #owner = :owner, #slot = :slot, #token = :token, #scope = :scope, #claimUntil = :until" +
 			extra + " ADD #attempts :one",
 		// status = claimed implies the item exists: the inline ledger needs no exists test here.
-		fenceCond:        "#status = :claimed AND #owner = :owner AND #slot = :slot AND #token = :token AND #attempts = :attempt",
-		completeUpdate:   "SET #status = :done, #doneAt = :now" + removeOnDone,
-		retryUpdate:      "SET #status = :retry, #retryAt = :retryAt, #error = :error",
-		deadUpdate:       "SET #status = :failed, #error = :error, #failedAt = :now" + removeOnDone,
-		releaseUpdate:    "SET #status = :retry, #retryAt = :now ADD #attempts :minusOne",
-		completeOnlyCond: exists + "(attribute_not_exists(#status) OR NOT (#status IN (:done, :failed)))",
+		fenceCond:      "#status = :claimed AND #owner = :owner AND #slot = :slot AND #token = :token AND #attempts = :attempt",
+		completeUpdate: "SET #status = :done, #doneAt = :now" + removeOnDone,
+		retryUpdate:    "SET #status = :retry, #retryAt = :retryAt, #error = :error",
+		deadUpdate:     "SET #status = :failed, #error = :error, #failedAt = :now" + removeOnDone,
+		releaseUpdate:  "SET #status = :retry, #retryAt = :now ADD #attempts :minusOne",
+		// A comparison with a missing attribute is false, so NOT (... IN ...) holds for an item
+		// without a status (DynamoDB, DynamoDB Local and moto agree); the shorter condition is
+		// cheaper to evaluate.
+		completeOnlyCond: exists + "NOT (#status IN (:done, :failed))",
 		completeOnlyUpdate: "SET #status = :done, #owner = :owner, #slot = :slot, #token = :token, #doneAt = :now" +
 			extra + removeOnDone + " ADD #attempts :one",
 		completeOnlyLean: "SET #status = :done, #doneAt = :now" + extra + removeOnDone,

@@ -38,15 +38,13 @@ func (l *ledgerCore) removeAttr(ctx context.Context, table string, key Key, attr
 		names[n] = k
 		cond.WriteString("attribute_exists(" + n + ")")
 	}
-	out, err := l.updateItem(ctx, &dynamodb.UpdateItemInput{
+	_, err := l.updateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(table), Key: key, UpdateExpression: aws.String("REMOVE #s"),
 		ConditionExpression: aws.String(cond.String()), ExpressionAttributeNames: names,
-		ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
 	})
 	var ccf *types.ConditionalCheckFailedException
 	switch {
 	case err == nil:
-		l.addWCU(out.ConsumedCapacity)
 	case !errors.As(err, &ccf):
 		return l.wrapErr("leave the pending index", table, err)
 	}

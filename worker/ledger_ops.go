@@ -57,7 +57,9 @@ func (l ledgerOps) failOnly(ctx context.Context, r ClaimRequest, f onlyFailure) 
 	return l.core.failOnly(ctx, r, f)
 }
 
-// ConsumedWCU is the write capacity the ledger's writes consumed, as DynamoDB reported it.
+// ConsumedWCU is the write capacity the ledger's writes consumed, as DynamoDB reported it: for
+// every write while a write rate is held, otherwise estimated from one write in 16 (see
+// capacityMeter).
 func (l ledgerOps) ConsumedWCU() float64 { return l.core.consumedWCU() }
 
 // ConditionFailures counts the ledger's writes whose condition failed (items taken or finished by
@@ -66,4 +68,7 @@ func (l ledgerOps) ConditionFailures() int64 { return l.core.condFailures.Load()
 
 // useWriteGate sends the ledger's writes through g (see writeGate); a Worker calls it before the
 // ledger's first write.
-func (l ledgerOps) useWriteGate(g *writeGate) { l.core.gate = g }
+func (l ledgerOps) useWriteGate(g *writeGate) {
+	l.core.gate = g
+	l.core.meter.always.Store(g != nil && g.bucket != nil)
+}

@@ -21,20 +21,17 @@ const (
 	txFailed                      // any other error: the outcome may be unknown
 )
 
-// transact runs one transaction (none once ctx's fence has ended: txFailed) and counts its
-// capacity. With txCancelled, reasons has one
-// cancellation reason per item, in the order of items; err is the error DynamoDB returned.
+// transact runs one transaction (none once ctx's fence has ended: txFailed); transactItems counts
+// its capacity. With txCancelled, reasons has one cancellation reason per item, in the order of
+// items; err is the error DynamoDB returned.
 func (l *ledgerCore) transact(ctx context.Context, items []types.TransactWriteItem) (a txAnswer, reasons []types.CancellationReason, err error) {
 	if fenceEnded(ctx) {
 		return txFailed, nil, fmt.Errorf("transaction: %w (%w)", errFenceEnded, context.Cause(fenceOf(ctx)))
 	}
-	out, err := l.transactItems(ctx, &dynamodb.TransactWriteItemsInput{
-		TransactItems: items, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
+	_, err = l.transactItems(ctx, &dynamodb.TransactWriteItemsInput{
+		TransactItems: items,
 	})
 	if err == nil {
-		for _, c := range out.ConsumedCapacity {
-			l.addWCU(&c)
-		}
 		return txDone, nil, nil
 	}
 	var tce *types.TransactionCanceledException

@@ -121,10 +121,12 @@ func (l *ledgerCore) updateItem(ctx context.Context, in *dynamodb.UpdateItemInpu
 		return nil, err
 	}
 	var seen atomic.Int64
+	in.ReturnConsumedCapacity = l.meter.ask()
 	out, err := l.db.UpdateItem(ctx, in, l.gate.option(&seen)...)
 	var c []types.ConsumedCapacity
 	if err == nil && out.ConsumedCapacity != nil {
 		c = []types.ConsumedCapacity{*out.ConsumedCapacity}
+		l.meter.add(c)
 	}
 	l.gate.after(taken, max(sumWCU(c), 1), c != nil, throttledAttempts(seen.Load(), err))
 	return out, err
@@ -145,10 +147,12 @@ func (l *ledgerCore) transactItems(ctx context.Context, in *dynamodb.TransactWri
 		return nil, err
 	}
 	var seen atomic.Int64
+	in.ReturnConsumedCapacity = l.meter.ask()
 	out, err := l.db.TransactWriteItems(ctx, in, l.gate.option(&seen)...)
 	var c []types.ConsumedCapacity
-	if err == nil {
+	if err == nil && len(out.ConsumedCapacity) > 0 {
 		c = out.ConsumedCapacity
+		l.meter.add(c)
 	}
 	// Settled on no less than DynamoDB's least charge, 2 WCU per item: DynamoDB Local reports 2
 	// for a whole transaction.
