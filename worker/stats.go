@@ -56,7 +56,7 @@ type Stats struct {
 	Stolen int64 `json:"stolen"`
 
 	RCU float64 `json:"rcu"` // read capacity consumed by the scans
-	WCU float64 `json:"wcu"` // write capacity consumed by the ledger
+	WCU float64 `json:"wcu"` // write capacity consumed by the ledger (estimated from 1 write in 16 unless WriteRate is set)
 	// WriteThrottles counts the ledger's write attempts DynamoDB throttled (those the SDK retried
 	// included, and transactions cancelled for throttling).
 	WriteThrottles int64 `json:"write_throttles"`
