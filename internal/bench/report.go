@@ -446,7 +446,10 @@ const whereTheTimeGoes = "**Where the time goes** (profiled on ee1cbd8: a CPU pr
 	"of Run's return, and besides the 8,000 item writes it sends about 90 requests (64 segment scans and their 64 unit markers, the plan, lease and checkpoint writes). " +
 	"The plain loop sending Run's complete-only write reached 0.74–0.80x of the plain loop, and 0.89–1.07x without `ReturnConsumedCapacity`: asking DynamoDB Local for a write's " +
 	"consumed capacity cost about a fifth of its write throughput. Run therefore asks on 1 write in 16 (on every write while `--write-rate` holds a rate, which settles each write on its cost) " +
-	"and estimates the total; with that and the shorter complete-only condition (`NOT status IN (done, failed)`), complete-only went from 0.70–0.77x to about 0.9x. " +
+	"and estimates the total; with that and the shorter complete-only condition (`NOT status IN (done, failed)`), complete-only went from 0.70–0.77x to 0.82–0.88x in `make bench` " +
+	"(0.89–1.08x in the A/B runs, on a busier machine). The rest is the client's CPU, which on this 2-core machine DynamoDB Local competes for: Run spent 3.3–3.9 s of CPU " +
+	"per 8,000 items where the plain loop spent 2.5–3.0 s, mostly because it reads whole items (its handler gets them) where the loop projects only the key, and sends " +
+	"each through its pipeline (claim gate, hooks, counters). " +
 	"Claim+complete sends two writes per item, the claim larger than the hand loop's write (six attributes set and a counter, under a condition of three alternatives: what " +
 	"fencing and reclaiming read): 0.38–0.44x in the A/B runs. Trimming it further means changing the ledger's data model (for example one claim attribute instead of owner, slot, " +
 	"token and scope), which this round did not do."
