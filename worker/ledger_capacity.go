@@ -11,10 +11,11 @@ import (
 )
 
 // capacityMeter sums the write capacity the ledger's writes consume. Asking DynamoDB for a write's
-// consumed capacity is not free: on DynamoDB Local it costs about a quarter of the write
+// consumed capacity is not free: on DynamoDB Local it costs about a fifth of the write
 // throughput. So unless every write must be settled on its cost (a write rate is held:
 // Config.WriteRate), one write in capacitySample asks, and the total is estimated as the asking
-// writes' WCU times writes/asked: exact for writes of equal size, an estimate otherwise.
+// writes' WCU times writes/asked: exact for writes of equal size, an estimate otherwise. A ledger
+// keeps one meter for single writes and one for transactions, whose sizes differ.
 type capacityMeter struct {
 	always atomic.Bool // every write asks (a write rate is held)
 
@@ -75,7 +76,7 @@ func sumWCU(cs []types.ConsumedCapacity) float64 {
 	return u
 }
 
-func (l *ledgerCore) consumedWCU() float64 { return l.meter.total() }
+func (l *ledgerCore) consumedWCU() float64 { return l.meter.total() + l.txMeter.total() }
 
 // wrapErr says which ledger, operation and table an error comes from.
 func (l *ledgerCore) wrapErr(op, table string, err error) error {

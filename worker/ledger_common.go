@@ -118,7 +118,8 @@ type ledgerCore struct {
 	// placeholders caches the placeholders each of x's expressions uses.
 	placeholders map[string][]string
 
-	meter        capacityMeter
+	meter        capacityMeter // single writes
+	txMeter      capacityMeter // transactions
 	condFailures atomic.Int64
 	gate         *writeGate // every write passes through it; set by the Worker (nil: none)
 }

@@ -70,5 +70,7 @@ func (l ledgerOps) ConditionFailures() int64 { return l.core.condFailures.Load()
 // ledger's first write.
 func (l ledgerOps) useWriteGate(g *writeGate) {
 	l.core.gate = g
-	l.core.meter.always.Store(g != nil && g.bucket != nil)
+	always := g != nil && g.bucket != nil
+	l.core.meter.always.Store(always)
+	l.core.txMeter.always.Store(always)
 }

@@ -147,12 +147,12 @@ func (l *ledgerCore) transactItems(ctx context.Context, in *dynamodb.TransactWri
 		return nil, err
 	}
 	var seen atomic.Int64
-	in.ReturnConsumedCapacity = l.meter.ask()
+	in.ReturnConsumedCapacity = l.txMeter.ask()
 	out, err := l.db.TransactWriteItems(ctx, in, l.gate.option(&seen)...)
 	var c []types.ConsumedCapacity
 	if err == nil && len(out.ConsumedCapacity) > 0 {
 		c = out.ConsumedCapacity
-		l.meter.add(c)
+		l.txMeter.add(c)
 	}
 	// Settled on no less than DynamoDB's least charge, 2 WCU per item: DynamoDB Local reports 2
 	// for a whole transaction.
