@@ -21,7 +21,7 @@ import (
 type claimGate struct {
 	size int           // Concurrency
 	ttl  time.Duration // ClaimTTL
-	wake chan struct{} // signalled when places are given back
+	wake chan struct{} // closed (and replaced) when places are given back; g.mu guards it
 
 	mu       sync.Mutex
 	inFlight int           // claimed, handler not finished
@@ -29,7 +29,7 @@ type claimGate struct {
 }
 
 func newClaimGate(size int, ttl time.Duration) *claimGate {
-	return &claimGate{size: size, ttl: ttl, wake: make(chan struct{}, 1)}
+	return &claimGate{size: size, ttl: ttl, wake: make(chan struct{})}
 }
 
 // limit is how many claims may be unfinished now; g.mu is held.
@@ -41,40 +41,42 @@ func (g *claimGate) limit() int {
 	return g.size + int(min(ahead, int64(g.size)))
 }
 
-// take waits until at least one place is free, then takes up to limit of them.
+// take waits until at least one place is free and, so that transactions carry more than a few
+// items, until half the gate's limit is free or the batch fits; it then takes up to limit places.
 func (g *claimGate) take(ctx context.Context, limit int) (int, error) {
 	if g == nil {
 		return limit, nil
 	}
 	for {
 		g.mu.Lock()
-		if free := g.limit() - g.inFlight; free > 0 {
+		lim := g.limit()
+		free, want := lim-g.inFlight, min(limit, max(1, lim/2))
+		if free >= want {
 			n := min(free, limit)
 			g.inFlight += n
 			g.mu.Unlock()
 			return n, nil
 		}
+		wake := g.wake
 		g.mu.Unlock()
 		select {
-		case <-g.wake:
+		case <-wake:
 		case <-ctx.Done():
 			return 0, ctx.Err()
 		}
 	}
 }
 
-// give returns n places to the gate.
+// give returns n places to the gate and wakes every waiter.
 func (g *claimGate) give(n int) {
 	if g == nil || n == 0 {
 		return
 	}
 	g.mu.Lock()
 	g.inFlight -= n
+	close(g.wake)
+	g.wake = make(chan struct{})
 	g.mu.Unlock()
-	select {
-	case g.wake <- struct{}{}:
-	default:
-	}
 }
 
 // observe adds one handler time to the moving average.
