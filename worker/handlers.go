@@ -16,8 +16,9 @@ import (
 
 // claimGate bounds the batched claims whose handlers have not finished: Concurrency (one per
 // handler), plus a lookahead of items that, at the handlers' average pace, start within a tenth of
-// the claim TTL (at most Concurrency more; none until a handler time has been seen). A nil gate
-// never blocks.
+// the claim TTL (at most Concurrency more, or as many as claimsInFlight full transactions carry if
+// that is larger, so that fast handlers at low concurrency get full transactions and the claims'
+// round trips overlap; none until a handler time has been seen). A nil gate never blocks.
 type claimGate struct {
 	size int           // Concurrency
 	ttl  time.Duration // ClaimTTL
@@ -38,7 +39,7 @@ func (g *claimGate) limit() int {
 		return g.size
 	}
 	ahead := int64(g.size) * int64(g.ttl/10) / int64(g.avg)
-	return g.size + int(min(ahead, int64(g.size)))
+	return g.size + int(min(ahead, int64(max(g.size, claimsInFlight*claimBatchSize))))
 }
 
 // take waits until at least one place is free and, so that transactions carry more than a few

@@ -59,6 +59,12 @@ type ClaimRequest struct {
 	// identity): not Owner, Slot and Token, and no attempt counted. Run sets it unless
 	// Config.CompleteOnlyAudit; a request built elsewhere gets the full write.
 	statusOnly bool
+	// seen says the caller read the item's attempts (seenAttempts) in the scan, as the inline
+	// ledger's batched claims do. A claim transaction then also requires that count and learns the
+	// new attempt number without reading it back; an item whose count has moved since is claimed
+	// again without the expectation.
+	seen         bool
+	seenAttempts int
 }
 
 // Claim is a claim held by the caller. Its fields fence every later write.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 )
 
 func (l *ledgerCore) claim(ctx context.Context, reqs []ClaimRequest) ([]ClaimOutcome, error) {
+	reqs = slices.Clone(reqs) // claimReasons may drop a request's expectation (seen)
 	outs := make([]ClaimOutcome, len(reqs))
 	rowKeys := make([]Key, len(reqs))
 	first := make(map[string]int, len(reqs))
@@ -72,12 +74,12 @@ func (l *ledgerCore) claimChunk(ctx context.Context, reqs []ClaimRequest, rowKey
 		}
 		items := make([]types.TransactWriteItem, len(pending))
 		for j, i := range pending {
-			items[j] = l.txUpdate(rowKeys[i], l.x.claimCond, l.x.claimUpdate, l.claimRequestVals(reqs[i]))
+			items[j] = l.claimTxItem(reqs[i], rowKeys[i])
 		}
 		answer, reasons, err := l.transact(ctx, items)
 		switch answer {
 		case txDone:
-			if rerr := l.readBackClaims(ctx, reqs, rowKeys, pending, outs); rerr != nil {
+			if rerr := l.claimsLanded(ctx, reqs, rowKeys, pending, outs); rerr != nil {
 				// The claims landed but their attempt numbers are unknown: give them back, so
 				// they use up no attempt.
 				l.unclaimSettled(ctx, reqs, rowKeys, pending)
@@ -135,6 +137,11 @@ func (l *ledgerCore) claimReasons(ctx context.Context, reqs []ClaimRequest, rowK
 		switch code {
 		case "ConditionalCheckFailed":
 			l.condFailures.Add(1)
+			if l.seenStale(reqs[i], reason.Item) {
+				reqs[i].seen = false // the count moved since the scan: claim it without the expectation
+				again = append(again, i)
+				continue
+			}
 			o, err := l.outcomeOfRefused(ctx, reqs[i], rowKeys[i], reason.Item)
 			if err != nil {
 				return nil, false, err
