@@ -27,7 +27,7 @@ func (p *pass) dispatch(ctx context.Context, page *scan.Page) error {
 		t := task{item: it, key: key}
 		if p.e.inline != nil {
 			st := p.e.inline.stateOf(it.Attrs)
-			t.attempt, t.seen = st.Attempts+1, true
+			t.attempt, t.seen, t.fresh = st.Attempts+1, true, st.Status == StatusPending
 			if skip, due := p.prefilter(st, now); skip {
 				p.w.stats.skipped.Add(1)
 				p.w.itemEvent(OutcomeSkipped, key, p.lease.Slot(), 0, 0)
@@ -82,7 +82,7 @@ func (p *pass) claimAndSend(ctx context.Context, chunk []task) error {
 	reqs := make([]ClaimRequest, len(chunk))
 	for i, t := range chunk {
 		reqs[i] = p.claimRequest(t.key, now, until)
-		reqs[i].seen, reqs[i].seenAttempts = t.seen, t.attempt-1
+		reqs[i].seen, reqs[i].seenAttempts, reqs[i].fresh = t.seen, t.attempt-1, t.fresh
 	}
 	// Paused: wait before claiming (the gate places of the chunk are held meanwhile).
 	if err := p.w.pause.enter(ctx); err != nil {

@@ -65,6 +65,10 @@ type ClaimRequest struct {
 	// again without the expectation.
 	seen         bool
 	seenAttempts int
+	// fresh says the scan saw the item with no state at all (the inline ledger). The claim then
+	// requires exactly that, a much cheaper condition for DynamoDB to evaluate than the general
+	// one; an item that has gained a state since is claimed again under the general condition.
+	fresh bool
 }
 
 // Claim is a claim held by the caller. Its fields fence every later write.

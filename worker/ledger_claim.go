@@ -64,7 +64,7 @@ func (l *ledgerCore) claimChunk(ctx context.Context, reqs []ClaimRequest, rowKey
 	for len(pending) > 0 {
 		if len(pending) == 1 || conflicts >= claimConflictRounds {
 			for _, i := range pending {
-				o, err := l.claimOne(ctx, reqs[i], rowKeys[i])
+				o, err := l.claimOneExpecting(ctx, reqs[i], rowKeys[i])
 				if err != nil {
 					return err
 				}
@@ -137,8 +137,8 @@ func (l *ledgerCore) claimReasons(ctx context.Context, reqs []ClaimRequest, rowK
 		switch code {
 		case "ConditionalCheckFailed":
 			l.condFailures.Add(1)
-			if l.seenStale(reqs[i], reason.Item) {
-				reqs[i].seen = false // the count moved since the scan: claim it without the expectation
+			if l.expectationFailed(reqs[i], reason.Item) {
+				dropExpectations(&reqs[i]) // moved since the scan: claim it under the general condition
 				again = append(again, i)
 				continue
 			}
@@ -169,10 +169,11 @@ func (l *ledgerCore) unclaimSettled(ctx context.Context, reqs []ClaimRequest, ro
 
 // claimOne claims one item with one UpdateItem and reads the new attempt number back.
 func (l *ledgerCore) claimOne(ctx context.Context, r ClaimRequest, rowKey Key) (ClaimOutcome, error) {
-	names, vals := l.exprInput(l.claimRequestVals(r), l.x.claimCond, l.x.claimUpdate)
+	cond, allVals := l.claimCondFor(r)
+	names, vals := l.exprInput(allVals, cond, l.x.claimUpdate)
 	in := &dynamodb.UpdateItemInput{
 		TableName: aws.String(l.row.table), Key: rowKey,
-		ConditionExpression: aws.String(l.x.claimCond), UpdateExpression: aws.String(l.x.claimUpdate),
+		ConditionExpression: aws.String(cond), UpdateExpression: aws.String(l.x.claimUpdate),
 		ExpressionAttributeNames: names, ExpressionAttributeValues: vals,
 		ReturnValues:                        types.ReturnValueUpdatedNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
@@ -186,6 +187,9 @@ func (l *ledgerCore) claimOne(ctx context.Context, r ClaimRequest, rowKey Key) (
 	}
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
+		if l.expectationFailed(r, ccf.Item) {
+			return ClaimOutcome{}, &movedError{}
+		}
 		return l.outcomeOfRefused(ctx, r, rowKey, ccf.Item)
 	}
 	werr := l.wrapErr("claim", l.row.table, err)

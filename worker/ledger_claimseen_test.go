@@ -96,3 +96,49 @@ func TestClaimWithSeenAttemptsReadsNothing(t *testing.T) {
 		require.Equal(t, 1, o.Claim.Attempt)
 	}
 }
+
+// TestClaimFreshMoved: a request that saw no state (fresh) claims under "no status"; an item
+// that has gained a state since is claimed under the general condition, alone (UpdateItem) and in
+// a transaction, with the stored attempt; a live claim of another worker stays refused.
+func TestClaimFreshMoved(t *testing.T) {
+	for _, kind := range []LedgerKind{LedgerInline, LedgerTable} {
+		t.Run(string(kind), func(t *testing.T) {
+			f := newFixture(t, 4)
+			led := f.ledger(t, kind, "")
+			ctx := context.Background()
+			now := time.Now()
+			for _, i := range []int{0, 2, 3} { // expired claims of x on items 0 and 2; a live one on 3
+				until := now.Add(time.Second)
+				if i == 3 {
+					until = now.Add(time.Hour)
+				}
+				o, err := led.Claim(ctx, []ClaimRequest{{Key: skey(itemKey(i)), Owner: "x", Slot: 0, Token: 1, Now: now, Until: until}})
+				require.NoError(t, err)
+				require.True(t, o[0].Claimed)
+			}
+			later := now.Add(10 * time.Second)
+			fresh := func(i int, seen bool) ClaimRequest {
+				return ClaimRequest{Key: skey(itemKey(i)), Owner: "a", Slot: 0, Token: 1, Now: later, Until: later.Add(time.Minute), fresh: true, seen: seen}
+			}
+			one, err := led.Claim(ctx, []ClaimRequest{fresh(0, false)})
+			require.NoError(t, err)
+			require.True(t, one[0].Claimed, "alone")
+			require.Equal(t, 2, one[0].Claim.Attempt)
+			outs, err := led.Claim(ctx, []ClaimRequest{fresh(1, true), fresh(2, true), fresh(3, true)})
+			require.NoError(t, err)
+			require.True(t, outs[0].Claimed)
+			require.Equal(t, 1, outs[0].Claim.Attempt)
+			require.True(t, outs[1].Claimed, "in a transaction")
+			require.Equal(t, 2, outs[1].Claim.Attempt)
+			require.False(t, outs[2].Claimed, "x's live claim")
+			require.Equal(t, StatusClaimed, outs[2].Status)
+			for i, cl := range []Claim{one[0].Claim, outs[0].Claim, outs[1].Claim} {
+				st, err := led.State(ctx, cl.Key)
+				require.NoError(t, err)
+				require.Equal(t, cl.Attempt, st.Attempts, "claim %d: the claim's attempt is the stored one", i)
+				require.Equal(t, "a", st.Owner)
+				require.NoError(t, led.Complete(ctx, cl, later), "claim %d is current", i)
+			}
+		})
+	}
+}

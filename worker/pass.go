@@ -78,6 +78,7 @@ type task struct {
 	// a batched claim then requires (ClaimRequest.seen).
 	attempt int
 	seen    bool
+	fresh   bool // the scanned item has no state (the inline ledger): see ClaimRequest.fresh
 }
 
 // minNextDue is the shortest wait before the next pass that runPass reports in once mode.
