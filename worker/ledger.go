@@ -65,9 +65,10 @@ type ClaimRequest struct {
 	// again without the expectation.
 	seen         bool
 	seenAttempts int
-	// fresh says the scan saw the item with no state at all (the inline ledger). The claim then
-	// requires exactly that, a much cheaper condition for DynamoDB to evaluate than the general
-	// one; an item that has gained a state since is claimed again under the general condition.
+	// fresh says the scan saw the item with no state at all (the inline ledger). The claim (or the
+	// complete-only write) then requires exactly that, a much cheaper condition for DynamoDB to
+	// evaluate than the general one; an item that has gained a state since is written again under
+	// the general condition.
 	fresh bool
 }
 

@@ -142,3 +142,33 @@ func TestClaimFreshMoved(t *testing.T) {
 		})
 	}
 }
+
+// TestCompleteOnlyFreshMoved: a complete-only write for an item the scan saw without state
+// requires "no status yet"; an item that gained a state since is decided by the general
+// condition: completed when it is in retry or claimed, refused when it is done.
+func TestCompleteOnlyFreshMoved(t *testing.T) {
+	for _, kind := range []LedgerKind{LedgerInline, LedgerTable} {
+		t.Run(string(kind), func(t *testing.T) {
+			f := newFixture(t, 3)
+			led := f.ledger(t, kind, "")
+			ctx := context.Background()
+			now := time.Now()
+			o, err := led.Claim(ctx, []ClaimRequest{{Key: skey(itemKey(1)), Owner: "x", Slot: 0, Token: 1, Now: now, Until: now.Add(time.Second)}})
+			require.NoError(t, err)
+			require.True(t, o[0].Claimed)
+			o, err = led.Claim(ctx, []ClaimRequest{{Key: skey(itemKey(2)), Owner: "x", Slot: 0, Token: 1, Now: now, Until: now.Add(time.Second)}})
+			require.NoError(t, err)
+			require.NoError(t, led.Complete(ctx, o[0].Claim, now))
+			want := []bool{true, true, false} // fresh; claimed since the scan; done since the scan
+			for i, w := range want {
+				r := ClaimRequest{Key: skey(itemKey(i)), Owner: "a", Slot: 0, Token: 1, Now: now, Until: now, statusOnly: true, fresh: true}
+				done, err := led.CompleteOnly(ctx, r)
+				require.NoError(t, err)
+				require.Equal(t, w, done, "item %d", i)
+				st, err := led.State(ctx, r.Key)
+				require.NoError(t, err)
+				require.Equal(t, StatusDone, st.Status, "item %d", i)
+			}
+		})
+	}
+}

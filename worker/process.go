@@ -237,6 +237,7 @@ func (p *pass) completeOnly(wctx context.Context, t task, now time.Time) {
 	}
 	req := p.claimRequest(t.key, now, now)
 	req.statusOnly = !c.CompleteOnlyAudit
+	req.fresh = t.fresh
 	done, err := p.e.ledger.CompleteOnly(wctx, req)
 	switch {
 	case err != nil:
