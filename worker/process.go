@@ -178,6 +178,11 @@ type completion struct {
 	took  time.Duration
 }
 
+// completionQueue is how many handled items may wait for a batched completion: a full transaction
+// (so that few handlers still fill one; see README on what a crash repeats), or Concurrency when
+// that is larger.
+func completionQueue(concurrency int) int { return max(concurrency, claimBatchSize) }
+
 // completer completes handled items in batches of up to 25: it takes what is waiting (at least
 // one) and writes it in one transaction, so batches grow with the load and add no delay.
 func (p *pass) completer(bc BatchCompleter) {
