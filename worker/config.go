@@ -105,10 +105,7 @@ type Config struct {
 	// Concurrency is the number of handlers in flight, at most 100,000. Defaults to 16.
 	Concurrency int
 	// BatchClaims claims up to 25 items of a page in one TransactWriteItems instead of one
-	// UpdateItem per item (up to 4 transactions in flight, as many items as the handlers start
-	// within a tenth of ClaimTTL), and completes handled items 25 to a transaction. With the inline
-	// ledger the claim requires the attempt count the scan saw and so needs no read back; the
-	// table ledger reads the claimed rows back with one BatchGetItem. Defaults to false.
+	// UpdateItem per item. Defaults to false.
 	BatchClaims bool
 	// CompleteOnly skips the claim: each item is handled and then completed with one conditional
 	// write, for handlers that are themselves one conditional write. A handler error is recorded as

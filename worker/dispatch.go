@@ -24,11 +24,8 @@ func (p *pass) dispatch(ctx context.Context, page *scan.Page) error {
 		p.w.stats.scanned.Add(1)
 		p.counts.scanned.Add(1)
 		key := keyOf(it.Attrs, p.e.keyAttrs)
-		t := task{item: it, key: key}
 		if p.e.inline != nil {
-			st := p.e.inline.stateOf(it.Attrs)
-			t.attempt, t.seen, t.fresh = st.Attempts+1, true, st.Status == StatusPending
-			if skip, due := p.prefilter(st, now); skip {
+			if skip, due := p.prefilter(p.e.inline.stateOf(it.Attrs), now); skip {
 				p.w.stats.skipped.Add(1)
 				p.w.itemEvent(OutcomeSkipped, key, p.lease.Slot(), 0, 0)
 				if !due.IsZero() {
@@ -38,7 +35,7 @@ func (p *pass) dispatch(ctx context.Context, page *scan.Page) error {
 				continue
 			}
 		}
-		todo = append(todo, t)
+		todo = append(todo, task{item: it, key: key})
 	}
 	if c.CompleteOnly {
 		var err error
@@ -53,20 +50,14 @@ func (p *pass) dispatch(ctx context.Context, page *scan.Page) error {
 	// Batched claims: claim only as many items as handlers can start soon (at most 25 in one
 	// transaction; see claimGate) and hand them over before claiming more, so a claim's clock
 	// does not run while its item waits in the queue.
-	// The transactions run in the background (claimPipe) on the pass's fetch context: the
-	// scanner's ends with the scan, and scanAndHandle waits for them before closing the tasks.
 	for len(todo) > 0 {
-		if err := p.claims.failed(); err != nil {
-			return err
-		}
 		n, err := p.gate.take(ctx, min(claimBatchSize, len(todo)))
 		if err != nil {
 			return err
 		}
 		chunk := todo[:n]
 		todo = todo[n:]
-		if err := p.claims.start(ctx, func() error { return p.claimAndSend(p.fetchCtx, chunk) }); err != nil {
-			p.gate.give(n)
+		if err := p.claimAndSend(ctx, chunk); err != nil {
 			return err
 		}
 	}
@@ -82,7 +73,6 @@ func (p *pass) claimAndSend(ctx context.Context, chunk []task) error {
 	reqs := make([]ClaimRequest, len(chunk))
 	for i, t := range chunk {
 		reqs[i] = p.claimRequest(t.key, now, until)
-		reqs[i].seen, reqs[i].seenAttempts, reqs[i].fresh = t.seen, t.attempt-1, t.fresh
 	}
 	// Paused: wait before claiming (the gate places of the chunk are held meanwhile).
 	if err := p.w.pause.enter(ctx); err != nil {

@@ -194,10 +194,9 @@ func TestClaimUnknownOutcomeKeepsAttempt(t *testing.T) {
 }
 
 // TestBatchReadBackFailureKeepsAttempt: a batch of claims lands but reading their attempt
-// numbers back fails. The claims must not use up an attempt. Only the table ledger reads batched
-// claims back (the inline ledger's claims require the scanned count: TestClaimWithSeenAttempts).
+// numbers back fails. The claims must not use up an attempt.
 func TestBatchReadBackFailureKeepsAttempt(t *testing.T) {
-	for _, kind := range []LedgerKind{LedgerTable} {
+	for _, kind := range []LedgerKind{LedgerInline, LedgerTable} {
 		t.Run(string(kind), func(t *testing.T) {
 			const n = 5
 			f := newFixture(t, n)

@@ -16,13 +16,12 @@ import (
 
 // claimGate bounds the batched claims whose handlers have not finished: Concurrency (one per
 // handler), plus a lookahead of items that, at the handlers' average pace, start within a tenth of
-// the claim TTL (at most Concurrency more, or as many as claimsInFlight full transactions carry if
-// that is larger, so that fast handlers at low concurrency get full transactions and the claims'
-// round trips overlap; none until a handler time has been seen). A nil gate never blocks.
+// the claim TTL (at most Concurrency more; none until a handler time has been seen). A nil gate
+// never blocks.
 type claimGate struct {
 	size int           // Concurrency
 	ttl  time.Duration // ClaimTTL
-	wake chan struct{} // closed (and replaced) when places are given back; g.mu guards it
+	wake chan struct{} // signalled when places are given back
 
 	mu       sync.Mutex
 	inFlight int           // claimed, handler not finished
@@ -30,7 +29,7 @@ type claimGate struct {
 }
 
 func newClaimGate(size int, ttl time.Duration) *claimGate {
-	return &claimGate{size: size, ttl: ttl, wake: make(chan struct{})}
+	return &claimGate{size: size, ttl: ttl, wake: make(chan struct{}, 1)}
 }
 
 // limit is how many claims may be unfinished now; g.mu is held.
@@ -39,45 +38,43 @@ func (g *claimGate) limit() int {
 		return g.size
 	}
 	ahead := int64(g.size) * int64(g.ttl/10) / int64(g.avg)
-	return g.size + int(min(ahead, int64(max(g.size, claimsInFlight*claimBatchSize))))
+	return g.size + int(min(ahead, int64(g.size)))
 }
 
-// take waits until at least one place is free and, so that transactions carry more than a few
-// items, until half the gate's limit is free or the batch fits; it then takes up to limit places.
+// take waits until at least one place is free, then takes up to limit of them.
 func (g *claimGate) take(ctx context.Context, limit int) (int, error) {
 	if g == nil {
 		return limit, nil
 	}
 	for {
 		g.mu.Lock()
-		lim := g.limit()
-		free, want := lim-g.inFlight, min(limit, max(1, lim/2))
-		if free >= want {
+		if free := g.limit() - g.inFlight; free > 0 {
 			n := min(free, limit)
 			g.inFlight += n
 			g.mu.Unlock()
 			return n, nil
 		}
-		wake := g.wake
 		g.mu.Unlock()
 		select {
-		case <-wake:
+		case <-g.wake:
 		case <-ctx.Done():
 			return 0, ctx.Err()
 		}
 	}
 }
 
-// give returns n places to the gate and wakes every waiter.
+// give returns n places to the gate.
 func (g *claimGate) give(n int) {
 	if g == nil || n == 0 {
 		return
 	}
 	g.mu.Lock()
 	g.inFlight -= n
-	close(g.wake)
-	g.wake = make(chan struct{})
 	g.mu.Unlock()
+	select {
+	case g.wake <- struct{}{}:
+	default:
+	}
 }
 
 // observe adds one handler time to the moving average.

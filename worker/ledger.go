@@ -59,17 +59,6 @@ type ClaimRequest struct {
 	// identity): not Owner, Slot and Token, and no attempt counted. Run sets it unless
 	// Config.CompleteOnlyAudit; a request built elsewhere gets the full write.
 	statusOnly bool
-	// seen says the caller read the item's attempts (seenAttempts) in the scan, as the inline
-	// ledger's batched claims do. A claim transaction then also requires that count and learns the
-	// new attempt number without reading it back; an item whose count has moved since is claimed
-	// again without the expectation.
-	seen         bool
-	seenAttempts int
-	// fresh says the scan saw the item with no state at all (the inline ledger). The claim (or the
-	// complete-only write) then requires exactly that, a much cheaper condition for DynamoDB to
-	// evaluate than the general one; an item that has gained a state since is written again under
-	// the general condition.
-	fresh bool
 }
 
 // Claim is a claim held by the caller. Its fields fence every later write.

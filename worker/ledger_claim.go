@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,7 +16,6 @@ import (
 )
 
 func (l *ledgerCore) claim(ctx context.Context, reqs []ClaimRequest) ([]ClaimOutcome, error) {
-	reqs = slices.Clone(reqs) // claimReasons may drop a request's expectation (seen)
 	outs := make([]ClaimOutcome, len(reqs))
 	rowKeys := make([]Key, len(reqs))
 	first := make(map[string]int, len(reqs))
@@ -64,7 +62,7 @@ func (l *ledgerCore) claimChunk(ctx context.Context, reqs []ClaimRequest, rowKey
 	for len(pending) > 0 {
 		if len(pending) == 1 || conflicts >= claimConflictRounds {
 			for _, i := range pending {
-				o, err := l.claimOneExpecting(ctx, reqs[i], rowKeys[i])
+				o, err := l.claimOne(ctx, reqs[i], rowKeys[i])
 				if err != nil {
 					return err
 				}
@@ -74,12 +72,12 @@ func (l *ledgerCore) claimChunk(ctx context.Context, reqs []ClaimRequest, rowKey
 		}
 		items := make([]types.TransactWriteItem, len(pending))
 		for j, i := range pending {
-			items[j] = l.claimTxItem(reqs[i], rowKeys[i])
+			items[j] = l.txUpdate(rowKeys[i], l.x.claimCond, l.x.claimUpdate, l.claimRequestVals(reqs[i]))
 		}
 		answer, reasons, err := l.transact(ctx, items)
 		switch answer {
 		case txDone:
-			if rerr := l.claimsLanded(ctx, reqs, rowKeys, pending, outs); rerr != nil {
+			if rerr := l.readBackClaims(ctx, reqs, rowKeys, pending, outs); rerr != nil {
 				// The claims landed but their attempt numbers are unknown: give them back, so
 				// they use up no attempt.
 				l.unclaimSettled(ctx, reqs, rowKeys, pending)
@@ -137,11 +135,6 @@ func (l *ledgerCore) claimReasons(ctx context.Context, reqs []ClaimRequest, rowK
 		switch code {
 		case "ConditionalCheckFailed":
 			l.condFailures.Add(1)
-			if l.expectationFailed(reqs[i], reason.Item) {
-				dropExpectations(&reqs[i]) // moved since the scan: claim it under the general condition
-				again = append(again, i)
-				continue
-			}
 			o, err := l.outcomeOfRefused(ctx, reqs[i], rowKeys[i], reason.Item)
 			if err != nil {
 				return nil, false, err
@@ -169,11 +162,10 @@ func (l *ledgerCore) unclaimSettled(ctx context.Context, reqs []ClaimRequest, ro
 
 // claimOne claims one item with one UpdateItem and reads the new attempt number back.
 func (l *ledgerCore) claimOne(ctx context.Context, r ClaimRequest, rowKey Key) (ClaimOutcome, error) {
-	cond, allVals := l.claimCondFor(r)
-	names, vals := l.exprInput(allVals, cond, l.x.claimUpdate)
+	names, vals := l.exprInput(l.claimRequestVals(r), l.x.claimCond, l.x.claimUpdate)
 	in := &dynamodb.UpdateItemInput{
 		TableName: aws.String(l.row.table), Key: rowKey,
-		ConditionExpression: aws.String(cond), UpdateExpression: aws.String(l.x.claimUpdate),
+		ConditionExpression: aws.String(l.x.claimCond), UpdateExpression: aws.String(l.x.claimUpdate),
 		ExpressionAttributeNames: names, ExpressionAttributeValues: vals,
 		ReturnValues:                        types.ReturnValueUpdatedNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
@@ -187,9 +179,6 @@ func (l *ledgerCore) claimOne(ctx context.Context, r ClaimRequest, rowKey Key) (
 	}
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		if l.expectationFailed(r, ccf.Item) {
-			return ClaimOutcome{}, &movedError{}
-		}
 		return l.outcomeOfRefused(ctx, r, rowKey, ccf.Item)
 	}
 	werr := l.wrapErr("claim", l.row.table, err)

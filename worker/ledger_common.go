@@ -104,12 +104,6 @@ type ledgerExprs struct {
 	retryUpdate, deadUpdate, releaseUpdate string
 	completeOnlyCond, completeOnlyUpdate   string
 	completeOnlyLean                       string // the default complete-only write: status and done_at
-	// claimCondSeen and claimCondSeen0 are claimCond for a request that saw the item's attempts
-	// (ClaimRequest.seen): the count must still be :prev (or absent, for a count of 0).
-	claimCondSeen, claimCondSeen0 string
-	// claimCondFresh is the claim condition for an item the scan saw with no state
-	// (ClaimRequest.fresh); claimCondFreshSeen also requires its count of 0.
-	claimCondFresh, claimCondFreshSeen string
 }
 
 // ledgerCore implements the transitions for both ledgers.
@@ -201,12 +195,8 @@ func newLedgerCore(db LedgerClient, name string, keyAttrs []string, attrs stateA
 			extra + removeOnDone + " ADD #attempts :one",
 		completeOnlyLean: "SET #status = :done, #doneAt = :now" + extra + removeOnDone,
 	}
-	l.x.claimCondSeen = l.x.claimCond + " AND #attempts = :prev"
-	l.x.claimCondSeen0 = l.x.claimCond + " AND (attribute_not_exists(#attempts) OR #attempts = :prev)"
-	l.x.claimCondFresh = exists + "attribute_not_exists(#status)"
-	l.x.claimCondFreshSeen = l.x.claimCondFresh + " AND (attribute_not_exists(#attempts) OR #attempts = :prev)"
 	l.placeholders = map[string][]string{}
-	for _, e := range []string{l.x.claimCondFresh, l.x.claimCondFreshSeen, l.x.claimCondSeen, l.x.claimCondSeen0, l.x.claimCond, l.x.claimUpdate, l.x.fenceCond, l.x.completeUpdate, l.x.retryUpdate,
+	for _, e := range []string{l.x.claimCond, l.x.claimUpdate, l.x.fenceCond, l.x.completeUpdate, l.x.retryUpdate,
 		l.x.deadUpdate, l.x.releaseUpdate, l.x.completeOnlyCond, l.x.completeOnlyUpdate, l.x.completeOnlyLean} {
 		l.placeholders[e] = ledgerPlaceholderRE.FindAllString(e, -1)
 	}

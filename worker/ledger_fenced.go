@@ -80,24 +80,16 @@ func (l *ledgerCore) completeOnly(ctx context.Context, r ClaimRequest) (bool, er
 	if r.statusOnly {
 		update = l.x.completeOnlyLean
 	}
-	cond := l.x.completeOnlyCond
-	if r.fresh {
-		cond = l.x.claimCondFresh // the scan saw no state: require just that (see ClaimRequest.fresh)
-	}
-	names, vals := l.exprInput(l.completeOnlyVals(r), cond, update)
+	names, vals := l.exprInput(l.completeOnlyVals(r), l.x.completeOnlyCond, update)
 	_, err = l.update(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(l.row.table), Key: rowKey,
-		ConditionExpression: aws.String(cond), UpdateExpression: aws.String(update),
+		ConditionExpression: aws.String(l.x.completeOnlyCond), UpdateExpression: aws.String(update),
 		ExpressionAttributeNames: names, ExpressionAttributeValues: vals,
 	})
 	if err == nil {
 		return true, nil
 	}
 	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) && r.fresh {
-		r.fresh = false // it gained a state since the scan: the general condition decides
-		return l.completeOnly(ctx, r)
-	}
 	if errors.As(err, &ccf) {
 		return false, nil
 	}

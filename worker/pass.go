@@ -40,7 +40,6 @@ type pass struct {
 	mu      sync.Mutex
 	nextDue time.Time  // once mode: the earliest pending retry or foreign claim
 	gate    *claimGate // with BatchClaims: bounds claims made ahead of the handlers
-	claims  *claimPipe // with BatchClaims: the claim transactions running in the background
 
 	// counts are this pass's additions to the slot's counts (see slotCounts); startedAt and
 	// pausedAtStart (the worker's paused time then) give its working time.
@@ -74,11 +73,8 @@ type task struct {
 	key   Key
 	claim *Claim // set when claimed in a batch
 	// attempt is the attempt a complete-only item makes (its recorded attempts + 1); claims
-	// carry their own. seen says attempt comes from the scanned item (the inline ledger), which
-	// a batched claim then requires (ClaimRequest.seen).
+	// carry their own.
 	attempt int
-	seen    bool
-	fresh   bool // the scanned item has no state (the inline ledger): see ClaimRequest.fresh
 }
 
 // minNextDue is the shortest wait before the next pass that runPass reports in once mode.
@@ -89,7 +85,9 @@ func (w *Worker) runPass(ctx context.Context, e *env, lease *lock.Lease, h Handl
 	now := w.cfg.Clock.Now()
 	p := &pass{w: w, e: e, lease: lease, h: h, plan: plan, cp: cp, stopAt: stopAt, ctx: ctx, startedAt: now, pausedAtStart: w.pause.pausedTime(now)}
 	p.dirty.Store(cp.dirty)
-	p.batchClaims()
+	if w.cfg.BatchClaims {
+		p.gate = newClaimGate(w.cfg.Concurrency, w.cfg.ClaimTTL)
+	}
 	if w.marksUnits() && cp.run != 0 {
 		m := w.markerSet(cp.epoch, lease.Slot(), cp.pass, cp.run)
 		p.marks = &m
@@ -244,7 +242,7 @@ func (p *pass) scanAndHandle() error {
 	completerDone := closedChan
 	// With batched claims, successful items are completed in batches too, by one goroutine.
 	if bc, ok := p.e.ledger.(BatchCompleter); ok && c.BatchClaims {
-		p.completions = make(chan completion, completionQueue(c.Concurrency))
+		p.completions = make(chan completion, c.Concurrency)
 		completerDone = goDone(func() { p.completer(bc) })
 	}
 	var handlers sync.WaitGroup
@@ -252,9 +250,6 @@ func (p *pass) scanAndHandle() error {
 		handlers.Go(p.handlerLoop)
 	}
 	err := p.sc.Run(p.fetchCtx, p.dispatch)
-	if cerr := p.claims.wait(); err == nil {
-		err = cerr
-	}
 	close(p.tasks)
 	handlers.Wait()
 	if p.completions != nil {

@@ -65,9 +65,7 @@ func (p *pass) claimOne(wctx context.Context, t task, now time.Time) *Claim {
 		return nil // stopped while paused: not acknowledged, the next holder rescans it
 	}
 	now = c.Clock.Now() // later than the caller's when it waited for a resume
-	req := p.claimRequest(t.key, now, now.Add(c.ClaimTTL))
-	req.fresh = t.fresh // the attempt comes back with the write (UPDATED_NEW): no count needed
-	outs, err := p.e.ledger.Claim(wctx, []ClaimRequest{req})
+	outs, err := p.e.ledger.Claim(wctx, []ClaimRequest{p.claimRequest(t.key, now, now.Add(c.ClaimTTL))})
 	p.w.pause.leave()
 	if err != nil && isValidation(err) {
 		p.unprocessable(t, err)
@@ -178,11 +176,6 @@ type completion struct {
 	took  time.Duration
 }
 
-// completionQueue is how many handled items may wait for a batched completion: a full transaction
-// (so that few handlers still fill one; see README on what a crash repeats), or Concurrency when
-// that is larger.
-func completionQueue(concurrency int) int { return max(concurrency, claimBatchSize) }
-
 // completer completes handled items in batches of up to 25: it takes what is waiting (at least
 // one) and writes it in one transaction, so batches grow with the load and add no delay.
 func (p *pass) completer(bc BatchCompleter) {
@@ -242,7 +235,6 @@ func (p *pass) completeOnly(wctx context.Context, t task, now time.Time) {
 	}
 	req := p.claimRequest(t.key, now, now)
 	req.statusOnly = !c.CompleteOnlyAudit
-	req.fresh = t.fresh
 	done, err := p.e.ledger.CompleteOnly(wctx, req)
 	switch {
 	case err != nil:

@@ -34,7 +34,9 @@ func (w *Worker) runUnitPass(ctx context.Context, e *env, lease *lock.Lease, h H
 	now := w.cfg.Clock.Now()
 	p := &pass{w: w, e: e, lease: lease, h: h, plan: plan, cp: cp, stopAt: stopAt, ctx: ctx, startedAt: now,
 		pausedAtStart: w.pause.pausedTime(now), unit: u}
-	p.batchClaims()
+	if w.cfg.BatchClaims {
+		p.gate = newClaimGate(w.cfg.Concurrency, w.cfg.ClaimTTL)
+	}
 	res, err := p.run()
 	if err != nil {
 		return res, err

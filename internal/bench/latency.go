@@ -121,18 +121,8 @@ func (r *Results) latencySection(w writer) {
 			w("| %s |\n", strings.Join(row, " | "))
 		}
 	}
-	w("\n%s\n\n", batchedAtLatency)
+	w("\n")
 }
-
-// batchedAtLatency explains the batched-claims columns: where they can beat the hand loop and
-// where the server's write ceiling stops them.
-const batchedAtLatency = "**Batched claims at a distance.** A claim transaction carries up to 25 items, up to 4 run at once, " +
-	"and with the inline ledger a claim requires the attempt count the scan saw, so nothing is read back. While the hand loop is bound by the round trip " +
-	"(low concurrency at 5 ms) that is what wins: 2 requests per 25 items against its 25. Once the hand loop reaches DynamoDB Local's write ceiling " +
-	"(from c = 16 at 5 ms, and at 0 ms), no ordering of requests helps: batched claims make two writes per item (the claim and the completion), " +
-	"and DynamoDB Local spends as much on a transacted item as on an UpdateItem (ceiling section), so they can reach at most half the hand loop's rate " +
-	"and no more than single claims, which make the same two writes. Against DynamoDB, whose capacity is per partition rather than one process, " +
-	"the round-trip regime is the one a fleet far from its table is in."
 
 // latencyGoals are the summary rows of the latency scenario at its largest delay.
 func (r *Results) latencyGoals() []Goal {

@@ -518,7 +518,10 @@ func Kill(ctx context.Context, env Env, p Params) *Result {
 				return err
 			}
 			victim.Kill()
-			f.res.SideEffectBound += batchInFlight(f.p.Concurrency)
+			// In flight at a kill with --batch-claims: the handlers running (concurrency), the
+			// handled items queued for a batched completion (concurrency) and the completion
+			// transaction being written (25).
+			f.res.SideEffectBound += 2*f.p.Concurrency + 25
 			f.res.event("SIGKILL %s (slot %d, token %d) at %d/%d done", victim.Owner, l.Slot, l.Token, f.completed(), f.p.Items)
 			if _, err := f.start(extra...); err != nil {
 				return err
@@ -618,9 +621,3 @@ func total(m map[string]int) int {
 	}
 	return n
 }
-
-// batchInFlight is how many handled items a worker with --batch-claims may lose the completion of
-// when it is killed: the handlers running (concurrency), the handled items queued for a batched
-// completion (concurrency, or 25 when that is larger) and the completion transaction being
-// written (25).
-func batchInFlight(concurrency int) int { return concurrency + max(concurrency, 25) + 25 }
