@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -17,8 +16,6 @@ import (
 // writes' WCU times writes/asked: exact for writes of equal size, an estimate otherwise. A ledger
 // keeps one meter for single writes and one for transactions, whose sizes differ.
 type capacityMeter struct {
-	always atomic.Bool // every write asks (a write rate is held)
-
 	mu            sync.Mutex
 	writes, asked int64
 	wcu           float64 // of the writes that asked and were answered
@@ -27,12 +24,13 @@ type capacityMeter struct {
 // capacitySample: without a write rate, one write in capacitySample asks for its capacity.
 const capacitySample = 16
 
-// ask counts a write and says whether it asks for its consumed capacity (the first write does).
-func (m *capacityMeter) ask() types.ReturnConsumedCapacity {
+// ask counts a write and says whether it asks for its consumed capacity: every write does when
+// every is set (a write rate is held), otherwise the first and one in capacitySample.
+func (m *capacityMeter) ask(every bool) types.ReturnConsumedCapacity {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.writes++
-	if m.always.Load() || m.writes%capacitySample == 1 {
+	if every || m.writes%capacitySample == 1 {
 		return types.ReturnConsumedCapacityTotal
 	}
 	return types.ReturnConsumedCapacityNone

@@ -12,23 +12,22 @@ import (
 // for their capacity and the total scales them to every write; with one, every write asks and the
 // total is what was reported.
 func TestCapacityMeter(t *testing.T) {
-	answer := func(m *capacityMeter, wcu float64) {
-		if m.ask() == types.ReturnConsumedCapacityTotal {
+	answer := func(m *capacityMeter, every bool, wcu float64) {
+		if m.ask(every) == types.ReturnConsumedCapacityTotal {
 			m.add([]types.ConsumedCapacity{{CapacityUnits: aws.Float64(wcu)}})
 		}
 	}
 	var sampled capacityMeter
 	require.Zero(t, sampled.total())
 	for range 2 * capacitySample {
-		answer(&sampled, 2)
+		answer(&sampled, false, 2)
 	}
 	require.Equal(t, int64(2), sampled.asked, "writes 1 and 1+capacitySample ask")
 	require.InDelta(t, 2*2*capacitySample, sampled.total(), 1e-9)
 
 	var always capacityMeter
-	always.always.Store(true)
 	for i := range 5 {
-		answer(&always, float64(i+1))
+		answer(&always, true, float64(i+1))
 	}
 	require.Equal(t, int64(5), always.asked)
 	require.InDelta(t, 15, always.total(), 1e-9)

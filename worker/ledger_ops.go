@@ -70,7 +70,4 @@ func (l ledgerOps) ConditionFailures() int64 { return l.core.condFailures.Load()
 // ledger's first write.
 func (l ledgerOps) useWriteGate(g *writeGate) {
 	l.core.gate = g
-	always := g != nil && g.bucket != nil
-	l.core.meter.always.Store(always)
-	l.core.txMeter.always.Store(always)
 }

@@ -41,7 +41,7 @@ func newWriteGate(wcu float64) *writeGate {
 
 // before waits until the bucket holds a write's estimated WCU; taken is for after.
 func (g *writeGate) before(ctx context.Context, estimate float64) (taken int, err error) {
-	if g == nil || g.bucket == nil {
+	if !g.holdsRate() {
 		return 0, nil
 	}
 	if r, changed := g.aimd.Rate(time.Now()); changed {
@@ -121,7 +121,7 @@ func (l *ledgerCore) updateItem(ctx context.Context, in *dynamodb.UpdateItemInpu
 		return nil, err
 	}
 	var seen atomic.Int64
-	in.ReturnConsumedCapacity = l.meter.ask()
+	in.ReturnConsumedCapacity = l.meter.ask(l.gate.holdsRate())
 	out, err := l.db.UpdateItem(ctx, in, l.gate.option(&seen)...)
 	var c []types.ConsumedCapacity
 	if err == nil && out.ConsumedCapacity != nil {
@@ -147,7 +147,7 @@ func (l *ledgerCore) transactItems(ctx context.Context, in *dynamodb.TransactWri
 		return nil, err
 	}
 	var seen atomic.Int64
-	in.ReturnConsumedCapacity = l.txMeter.ask()
+	in.ReturnConsumedCapacity = l.txMeter.ask(l.gate.holdsRate())
 	out, err := l.db.TransactWriteItems(ctx, in, l.gate.option(&seen)...)
 	var c []types.ConsumedCapacity
 	if err == nil && len(out.ConsumedCapacity) > 0 {
@@ -167,3 +167,6 @@ func (l *ledgerCore) transactItems(ctx context.Context, in *dynamodb.TransactWri
 func writeEstimate(key Key, vals map[string]types.AttributeValue) float64 {
 	return max(1, math.Ceil(float64(capacity.ItemSize(key)+capacity.ItemSize(vals))/1024))
 }
+
+// holdsRate reports whether g holds a write rate (then every write is settled on its reported cost).
+func (g *writeGate) holdsRate() bool { return g != nil && g.bucket != nil }
