@@ -16,7 +16,9 @@
 //     version it replaces, so every renew that lands moves the version on and a contender whose
 //     read predates it cannot take the slot. A renew whose answer is lost is settled by a
 //     consistent re-read: when a renew of ours landed, the lease adopts the item's version and
-//     expiry (what contenders see), never the expiry it meant to write.
+//     expiry (what contenders see), never the expiry it meant to write. A renew may take half the
+//     time left until the local expiry (at least a heartbeat), so a server slower than a
+//     heartbeat (a loaded DynamoDB Local, throttling retries) still renews the lease.
 //   - A standby takes a slot as soon as it is released, or once it has expired; a lease whose
 //     renewals stop (crash, lost connection) ends in a cancelled context, never a hang. In a
 //     group of up to 64 slots every poll reads the whole group, so a standby finds a free slot at

@@ -206,8 +206,18 @@ func (l *Lease) startRenew(now time.Time) (chan renewResult, context.CancelFunc)
 	ctx, cancel := context.WithCancel(l.ctx)
 	ch := make(chan renewResult, 1)
 	known, exp := l.currentVersion(), now.Add(l.c.ttl)
-	go func() { ch <- l.renew(ctx, known, exp) }()
+	wait := l.renewTimeout(now)
+	go func() { ch <- l.renew(ctx, known, exp, wait) }()
 	return ch, cancel
+}
+
+// renewTimeout is how long (real time) a renew started at now may take: half the time left until
+// the local expiry, and at least a heartbeat. A server that answers slowly (a loaded DynamoDB
+// Local, throttling retries) still renews the lease instead of having every attempt cut off after
+// one heartbeat, while a hung call leaves time for one more attempt; the local expiry ends the
+// lease either way, whatever is in flight.
+func (l *Lease) renewTimeout(now time.Time) time.Duration {
+	return max(l.c.heartbeat, l.localExpiry().Sub(now)/2)
 }
 
 func earliest(a, b time.Time) time.Time {
@@ -247,11 +257,10 @@ func (l *Lease) apply(r renewResult) bool {
 // lost landed after all), the lease adopts that item's version and expiry, as those are what
 // contenders see: a condition failure that returns it renews once more on top of it; an unknown
 // outcome settled by a consistent re-read keeps it.
-func (l *Lease) renew(ctx context.Context, known int64, exp time.Time) renewResult {
-	c := l.c
-	// A hung call gives up after one heartbeat (real time), so a later heartbeat can try again;
-	// the local expiry does not wait for it either way.
-	wctx, cancel := context.WithTimeout(ctx, c.heartbeat)
+func (l *Lease) renew(ctx context.Context, known int64, exp time.Time, wait time.Duration) renewResult {
+	// A hung call gives up after wait (real time, see renewTimeout), so a later heartbeat can
+	// try again; the local expiry does not wait for it either way.
+	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	var adopted renewResult
 	for range 2 {
@@ -260,7 +269,7 @@ func (l *Lease) renew(ctx context.Context, known int64, exp time.Time) renewResu
 			return renewResult{outcome: "ok", version: known + 1, expiresAt: exp}
 		}
 		if _, ok := conditionFailed(err); !ok {
-			return orAdopted(l.settleRenew(ctx, known, err), adopted)
+			return orAdopted(l.settleRenew(ctx, known, err, wait), adopted)
 		}
 		cur, rerr := l.conditionFailedItem(wctx, err)
 		switch {
@@ -323,11 +332,11 @@ func (l *Lease) ours(cur slotItem) bool {
 // settleRenew decides a renew whose outcome is unknown (timeout, transport) by a consistent
 // re-read: a version of ours past known means a renew of ours landed (this one or an earlier one
 // whose answer was lost), and the item's expiry is the one the lease now has.
-func (l *Lease) settleRenew(ctx context.Context, known int64, err error) renewResult {
+func (l *Lease) settleRenew(ctx context.Context, known int64, err error, wait time.Duration) renewResult {
 	if ctx.Err() != nil {
 		return renewResult{outcome: "aborted", err: err}
 	}
-	rctx, rcancel := context.WithTimeout(ctx, l.c.heartbeat)
+	rctx, rcancel := context.WithTimeout(ctx, wait)
 	defer rcancel()
 	cur, rerr := l.c.readSlot(rctx, l.pk, l.slot)
 	switch {
