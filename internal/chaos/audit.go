@@ -99,6 +99,7 @@ type audit struct {
 	sideEffect map[string]int            // key -> handler runs (nil: no side-effect log)
 	permanent  map[string]bool           // keys whose handler always fails permanently
 	leases     LeaseReport
+	lost       map[[2]int64]bool // leases (slot, token) lost by load (see fixture.countLeaseLosses)
 }
 
 // apply fills r's counts and invariant results.

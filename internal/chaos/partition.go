@@ -43,6 +43,8 @@ func Partition(ctx context.Context, env Env, p Params) *Result {
 			f.res.event("%s no longer works a slot (%s) at %d/%d done: nothing to cut", victim.Owner, l.State, f.completed(), f.p.Items)
 			return nil
 		}
+		victim.Fault()
+		f.countLeaseLosses(f.p.Concurrency)
 		pw := &partitionWrites{owner: victim.Owner, slot: int64(l.Slot), token: l.Token, leases: f.leases}
 		proxy.Cut(true)
 		cutAt := time.Now()

@@ -87,6 +87,7 @@ type Proc struct {
 	exited  chan struct{}
 	exit    int
 	killed  bool
+	faulted bool // the scenario froze or cut off this process (see Fault)
 }
 
 // StartWorker starts `bin work` with args plus --owner, --progress json and --record; stderr goes
@@ -232,6 +233,31 @@ func (p *Proc) Killed() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.killed
+}
+
+// Fault marks the process as one the scenario froze or cut off: its lost leases are that fault's,
+// already in the scenario's bound (see fixture.countLeaseLosses).
+func (p *Proc) Fault() {
+	p.mu.Lock()
+	p.faulted = true
+	p.mu.Unlock()
+}
+
+// LostLeases are the leases (slot, token) the process reported lost, unless the scenario killed,
+// froze or cut it off.
+func (p *Proc) LostLeases() [][2]int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.killed || p.faulted {
+		return nil
+	}
+	var out [][2]int64
+	for _, l := range p.lines {
+		if l.Event == "lease-lost" {
+			out = append(out, [2]int64{int64(l.Slot), l.Token})
+		}
+	}
+	return out
 }
 
 // Signal sends sig to the process.

@@ -19,15 +19,15 @@ func leaseWrites(l LeaseReport) string {
 // WriteMarkdown writes a scenario's runs as a section of RELIABILITY.md.
 func WriteMarkdown(w io.Writer, title, what string, runs []*Result) {
 	fmt.Fprintf(w, "## %s\n\n%s\n\n", title, what)
-	fmt.Fprintln(w, "| seed | items | done | completed twice | missing | side-effect dups (bound) | unrecorded | takeovers | lease writes checked | wall | held |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| seed | items | done | completed twice | missing | side-effect dups (bound) | unrecorded | takeovers | leases lost by load | lease writes checked | wall | held |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range runs {
 		held := "yes"
 		if !r.OK() {
 			held = "**NO**"
 		}
-		fmt.Fprintf(w, "| %d | %d | %d | %d | %d | %d (%d) | %d | %d | %s | %.1fs | %s |\n", r.Seed, r.Items, r.Done,
-			r.CompletedTwice, r.Missing, r.SideEffectDuplicates, r.SideEffectBound, r.Unrecorded, r.Takeovers, leaseWrites(r.Leases),
+		fmt.Fprintf(w, "| %d | %d | %d | %d | %d | %d (%d) | %d | %d | %d | %s | %.1fs | %s |\n", r.Seed, r.Items, r.Done,
+			r.CompletedTwice, r.Missing, r.SideEffectDuplicates, r.SideEffectBound, r.Unrecorded, r.Takeovers, r.LeasesLost, leaseWrites(r.Leases),
 			r.Wall.Seconds(), held)
 	}
 	fmt.Fprintln(w)

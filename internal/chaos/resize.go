@@ -43,11 +43,12 @@ func Resize(ctx context.Context, env Env, p Params) *Result {
 	return run(ctx, env, "resize-"+p.Mode, p, env.Endpoint, func(ctx context.Context, f *fixture) error {
 		f.watch()
 		// Longer leases than the kill scenario (as in two-groups): up to seven workers share the
-		// machine, and a lease lost by load is a takeover, which this scenario is not about.
+		// machine. A lease lost by load all the same counts as a failure of its own.
 		trace := filepath.Join(f.dir, "runs.log")
 		extra := []string{"--batch-claims", "--lease-ttl", "5s", "--heartbeat", "1s", "--exec", "sleep 0.02; " +
 			fmt.Sprintf(`printf '%%s %%s %%s %%s %%s\n' "$DYNAPART_KEY" "$DYNAPART_SLOT" "$DYNAPART_TOKEN" "$DYNAPART_ATTEMPT" "$(date +%%s.%%N)" >> '%s'; `, trace) +
 			f.handler()}
+		f.countLeaseLosses(batchInFlight(f.p.Concurrency))
 		rt := &resizeTrace{path: trace}
 		f.audits = append(f.audits, rt.check)
 		if err := f.startFleet(ctx, extra...); err != nil {
@@ -220,9 +221,10 @@ type resizeTrace struct {
 }
 
 // check attributes every item whose handler ran more than once: to the kill when one of its runs
-// was under a lease (slot, token) the killed worker held. Any other repeat, in a run whose lease
-// history shows no takeover but the kill's, was caused by a resize alone: a violation. It lists
-// up to 5 repeated items with their runs.
+// was under a lease (slot, token) the killed worker held, or to a lease lost by load when one was
+// under that lease. Any other repeat, in a run whose lease history shows no takeover but the
+// kill's, was caused by a resize alone: a violation. It lists repeated items with their runs, the
+// unexplained ones first.
 func (rt *resizeTrace) check(r *Result, a *audit) {
 	if r.SideEffectDuplicates == 0 {
 		return
@@ -246,25 +248,31 @@ func (rt *resizeTrace) check(r *Result, a *audit) {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	var other []string
-	for i, k := range keys {
+	// Items with no run by the killed worker (or under a lease lost by load) are listed first:
+	// they are the ones a resize repeated.
+	var other, victims []string
+	desc := map[string]string{}
+	for _, k := range keys {
 		var parts []string
 		byVictim := false
 		for _, run := range runs[k] {
 			slot, _ := strconv.ParseInt(run[0], 10, 64)
 			token, _ := strconv.ParseInt(run[1], 10, 64)
 			owner := a.leases.Owners[[2]int64{slot, token}]
-			byVictim = byVictim || (owner != "" && owner == rt.victim)
+			byVictim = byVictim || (owner != "" && owner == rt.victim) || a.lost[[2]int64{slot, token}]
 			parts = append(parts, fmt.Sprintf("%s (slot %s token %s) attempt %s", owner, run[0], run[1], run[2]))
 		}
-		if !byVictim {
+		desc[k] = strings.Join(parts, "; ")
+		if byVictim {
+			victims = append(victims, k)
+		} else {
 			other = append(other, k)
 		}
-		if i < 5 {
-			r.event("handler runs of %s: %s", k, strings.Join(parts, "; "))
-		}
 	}
-	r.event("%d items ran their handler more than once, %d of them not in a run of the killed worker %s", len(keys), len(other), rt.victim)
+	for _, k := range append(other, victims...)[:min(len(keys), 5+min(len(other), 10))] {
+		r.event("handler runs of %s: %s", k, desc[k])
+	}
+	r.event("%d items ran their handler more than once, %d of them not in a run of the killed worker %s nor under a lease lost by load", len(keys), len(other), rt.victim)
 	if len(other) > 0 && r.Leases.Takeovers <= 1 {
 		r.fail("%d items ran their handler again with no run by the killed worker and no other takeover (a resize repeated side effects), e.g. %s",
 			len(other), other[0])
