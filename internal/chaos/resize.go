@@ -159,7 +159,7 @@ func (f *fixture) killDuringReplan(ctx context.Context, holders []*Proc, extra [
 	rt.victim = victim.Owner
 	// In flight at a kill with --batch-claims (as in Kill): the handlers running, the handled
 	// items queued for a batched completion and the completion transaction being written.
-	f.res.SideEffectBound += 2*f.p.Concurrency + 25
+	f.res.SideEffectBound += batchInFlight(f.p.Concurrency)
 	f.res.event("SIGKILL %s during the re-plan (last seen: slot %d, token %d, %s, event %q) at %d/%d done",
 		victim.Owner, l.Slot, l.Token, l.State, l.Event, f.completed(), f.p.Items)
 	_, err := f.join(extra...)

@@ -555,7 +555,7 @@ func Kill(ctx context.Context, env Env, p Params) *Result {
 			// In flight at a kill with --batch-claims: the handlers running (concurrency), the
 			// handled items queued for a batched completion (concurrency) and the completion
 			// transaction being written (25).
-			f.res.SideEffectBound += 2*f.p.Concurrency + 25
+			f.res.SideEffectBound += batchInFlight(f.p.Concurrency)
 			f.res.event("SIGKILL %s (slot %d, token %d) at %d/%d done", victim.Owner, l.Slot, l.Token, f.completed(), f.p.Items)
 			if _, err := f.start(extra...); err != nil {
 				return err
@@ -657,3 +657,8 @@ func total(m map[string]int) int {
 	}
 	return n
 }
+
+// batchInFlight is how many handled items a worker with --batch-claims may lose the completion of
+// when it fails: its handlers running (concurrency) and the items waiting for a batched
+// completion (up to concurrency), plus the batch being written (up to 25).
+func batchInFlight(concurrency int) int { return 2*concurrency + 25 }
