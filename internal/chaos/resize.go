@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -248,28 +249,30 @@ func (rt *resizeTrace) check(r *Result, a *audit) {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	// Items with no run by the killed worker (or under a lease lost by load) are listed first:
-	// they are the ones a resize repeated.
-	var other, victims []string
+	// A repeat is explained by a run under the killed worker's lease or a lease lost by load.
+	// Unexplained items are listed first: they are the ones a resize repeated.
+	var other, explained []string
 	desc := map[string]string{}
 	for _, k := range keys {
 		var parts []string
-		byVictim := false
+		byFailure := false
 		for _, run := range runs[k] {
 			slot, _ := strconv.ParseInt(run[0], 10, 64)
 			token, _ := strconv.ParseInt(run[1], 10, 64)
-			owner := a.leases.Owners[[2]int64{slot, token}]
-			byVictim = byVictim || (owner != "" && owner == rt.victim) || a.lost[[2]int64{slot, token}]
+			lease := [2]int64{slot, token}
+			owner := a.leases.Owners[lease]
+			byFailure = byFailure || (owner != "" && owner == rt.victim) || a.lost[lease]
 			parts = append(parts, fmt.Sprintf("%s (slot %s token %s) attempt %s", owner, run[0], run[1], run[2]))
 		}
 		desc[k] = strings.Join(parts, "; ")
-		if byVictim {
-			victims = append(victims, k)
+		if byFailure {
+			explained = append(explained, k)
 		} else {
 			other = append(other, k)
 		}
 	}
-	for _, k := range append(other, victims...)[:min(len(keys), 5+min(len(other), 10))] {
+	listed := slices.Concat(other, explained)
+	for _, k := range listed[:min(len(listed), 5+min(len(other), 10))] {
 		r.event("handler runs of %s: %s", k, desc[k])
 	}
 	r.event("%d items ran their handler more than once, %d of them not in a run of the killed worker %s nor under a lease lost by load", len(keys), len(other), rt.victim)
