@@ -33,6 +33,7 @@ func (p *pass) completeOnlyStates(ctx context.Context, todo []task) ([]task, err
 			continue
 		}
 		t.attempt = states[i].Attempts + 1
+		t.fresh = states[i].Status == StatusPending
 		kept = append(kept, t)
 	}
 	return kept, nil

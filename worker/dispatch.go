@@ -24,8 +24,11 @@ func (p *pass) dispatch(ctx context.Context, page *scan.Page) error {
 		p.w.stats.scanned.Add(1)
 		p.counts.scanned.Add(1)
 		key := keyOf(it.Attrs, p.e.keyAttrs)
+		fresh := false
 		if p.e.inline != nil {
-			if skip, due := p.prefilter(p.e.inline.stateOf(it.Attrs), now); skip {
+			st := p.e.inline.stateOf(it.Attrs)
+			fresh = st.Status == StatusPending
+			if skip, due := p.prefilter(st, now); skip {
 				p.w.stats.skipped.Add(1)
 				p.w.itemEvent(OutcomeSkipped, key, p.lease.Slot(), 0, 0)
 				if !due.IsZero() {
@@ -35,7 +38,7 @@ func (p *pass) dispatch(ctx context.Context, page *scan.Page) error {
 				continue
 			}
 		}
-		todo = append(todo, task{item: it, key: key})
+		todo = append(todo, task{item: it, key: key, fresh: fresh})
 	}
 	if c.CompleteOnly {
 		var err error
@@ -73,6 +76,7 @@ func (p *pass) claimAndSend(ctx context.Context, chunk []task) error {
 	reqs := make([]ClaimRequest, len(chunk))
 	for i, t := range chunk {
 		reqs[i] = p.claimRequest(t.key, now, until)
+		reqs[i].fresh = t.fresh
 	}
 	// Paused: wait before claiming (the gate places of the chunk are held meanwhile).
 	if err := p.w.pause.enter(ctx); err != nil {

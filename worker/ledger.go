@@ -59,6 +59,11 @@ type ClaimRequest struct {
 	// identity): not Owner, Slot and Token, and no attempt counted. Run sets it unless
 	// Config.CompleteOnlyAudit; a request built elsewhere gets the full write.
 	statusOnly bool
+	// fresh says the scan saw the item with no state. The write then requires that it still has
+	// none, a shorter condition (DynamoDB Local evaluates the general one at about three quarters
+	// of the rate), and a batched claim learns its attempt (1) without reading it back. An item
+	// that has gained a state since is written again under the general condition.
+	fresh bool
 }
 
 // Claim is a claim held by the caller. Its fields fence every later write.

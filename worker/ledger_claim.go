@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 )
 
 func (l *ledgerCore) claim(ctx context.Context, reqs []ClaimRequest) ([]ClaimOutcome, error) {
+	reqs = slices.Clone(reqs) // a fresh request found with a state is made again as a general one
 	outs := make([]ClaimOutcome, len(reqs))
 	rowKeys := make([]Key, len(reqs))
 	first := make(map[string]int, len(reqs))
@@ -72,12 +74,12 @@ func (l *ledgerCore) claimChunk(ctx context.Context, reqs []ClaimRequest, rowKey
 		}
 		items := make([]types.TransactWriteItem, len(pending))
 		for j, i := range pending {
-			items[j] = l.txUpdate(rowKeys[i], l.x.claimCond, l.x.claimUpdate, l.claimRequestVals(reqs[i]))
+			items[j] = l.txUpdate(rowKeys[i], l.claimCondOf(reqs[i]), l.x.claimUpdate, l.claimRequestVals(reqs[i]))
 		}
 		answer, reasons, err := l.transact(ctx, items)
 		switch answer {
 		case txDone:
-			if rerr := l.readBackClaims(ctx, reqs, rowKeys, pending, outs); rerr != nil {
+			if rerr := l.claimsLanded(ctx, reqs, rowKeys, pending, outs); rerr != nil {
 				// The claims landed but their attempt numbers are unknown: give them back, so
 				// they use up no attempt.
 				l.unclaimSettled(ctx, reqs, rowKeys, pending)
@@ -101,11 +103,11 @@ func (l *ledgerCore) claimChunk(ctx context.Context, reqs []ClaimRequest, rowKey
 			}
 			return l.wrapErr("claim (transaction)", l.row.table, err)
 		}
-		again, conflicted, err := l.claimReasons(ctx, reqs, rowKeys, pending, reasons, outs, err)
+		again, conflicted, redone, err := l.claimReasons(ctx, reqs, rowKeys, pending, reasons, outs, err)
 		if err != nil {
 			return err
 		}
-		if len(again) == len(pending) && !conflicted {
+		if len(again) == len(pending) && !conflicted && !redone {
 			// Cancelled with no reason at all: do not loop on it.
 			conflicted = true
 		}
@@ -121,9 +123,10 @@ func (l *ledgerCore) claimChunk(ctx context.Context, reqs []ClaimRequest, rowKey
 }
 
 // claimReasons reads a cancelled claim transaction's reasons: an item whose condition failed gets
-// the state it holds, an item refused as invalid ErrUnprocessable; again are the items to try
-// again (conflicted: after a backoff).
-func (l *ledgerCore) claimReasons(ctx context.Context, reqs []ClaimRequest, rowKeys []Key, pending []int, reasons []types.CancellationReason, outs []ClaimOutcome, err error) (again []int, conflicted bool, _ error) {
+// the state it holds (or, asked for as fresh, is tried again as a general request: redone), an
+// item refused as invalid ErrUnprocessable; again are the items to try again (conflicted: after a
+// backoff).
+func (l *ledgerCore) claimReasons(ctx context.Context, reqs []ClaimRequest, rowKeys []Key, pending []int, reasons []types.CancellationReason, outs []ClaimOutcome, err error) (again []int, conflicted, redone bool, _ error) {
 	for j, reason := range reasons {
 		i := pending[j]
 		code := aws.ToString(reason.Code)
@@ -137,7 +140,13 @@ func (l *ledgerCore) claimReasons(ctx context.Context, reqs []ClaimRequest, rowK
 			l.condFailures.Add(1)
 			o, err := l.outcomeOfRefused(ctx, reqs[i], rowKeys[i], reason.Item)
 			if err != nil {
-				return nil, false, err
+				return nil, false, false, err
+			}
+			if reqs[i].fresh && mayClaimAgain(o) {
+				reqs[i].fresh = false
+				again = append(again, i)
+				redone = true
+				continue
 			}
 			outs[i] = o
 		case "ValidationError":
@@ -145,11 +154,11 @@ func (l *ledgerCore) claimReasons(ctx context.Context, reqs []ClaimRequest, rowK
 			// it past 400 KB): reported on its own, the others are tried again.
 			outs[i] = ClaimOutcome{Err: fmt.Errorf("%w: %s", ErrUnprocessable, aws.ToString(reason.Message))}
 		default:
-			return nil, false, l.wrapErr("claim (transaction)", l.row.table,
+			return nil, false, false, l.wrapErr("claim (transaction)", l.row.table,
 				fmt.Errorf("item %d cancelled with %s: %s: %w", j, code, aws.ToString(reason.Message), err))
 		}
 	}
-	return again, conflicted, nil
+	return again, conflicted, redone, nil
 }
 
 // unclaimSettled gives the claims of a transaction back (see unclaimAll) under a settling write's
@@ -162,10 +171,11 @@ func (l *ledgerCore) unclaimSettled(ctx context.Context, reqs []ClaimRequest, ro
 
 // claimOne claims one item with one UpdateItem and reads the new attempt number back.
 func (l *ledgerCore) claimOne(ctx context.Context, r ClaimRequest, rowKey Key) (ClaimOutcome, error) {
-	names, vals := l.exprInput(l.claimRequestVals(r), l.x.claimCond, l.x.claimUpdate)
+	cond := l.claimCondOf(r)
+	names, vals := l.exprInput(l.claimRequestVals(r), cond, l.x.claimUpdate)
 	in := &dynamodb.UpdateItemInput{
 		TableName: aws.String(l.row.table), Key: rowKey,
-		ConditionExpression: aws.String(l.x.claimCond), UpdateExpression: aws.String(l.x.claimUpdate),
+		ConditionExpression: aws.String(cond), UpdateExpression: aws.String(l.x.claimUpdate),
 		ExpressionAttributeNames: names, ExpressionAttributeValues: vals,
 		ReturnValues:                        types.ReturnValueUpdatedNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
@@ -179,7 +189,12 @@ func (l *ledgerCore) claimOne(ctx context.Context, r ClaimRequest, rowKey Key) (
 	}
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		return l.outcomeOfRefused(ctx, r, rowKey, ccf.Item)
+		o, err := l.outcomeOfRefused(ctx, r, rowKey, ccf.Item)
+		if err == nil && r.fresh && mayClaimAgain(o) {
+			r.fresh = false
+			return l.claimOne(ctx, r, rowKey)
+		}
+		return o, err
 	}
 	werr := l.wrapErr("claim", l.row.table, err)
 	if refused(err) {
@@ -243,6 +258,40 @@ func (l *ledgerCore) outcomeFromOld(r ClaimRequest, old map[string]types.Attribu
 func (l *ledgerCore) ownsClaim(r ClaimRequest, st ItemState) bool {
 	return st.Status == StatusClaimed && st.Owner == r.Owner && st.Slot == r.Slot && st.Token == r.Token &&
 		st.ClaimUntil.UnixMilli() == r.Until.UnixMilli()
+}
+
+// claimCondOf is the condition r's claim is made under.
+func (l *ledgerCore) claimCondOf(r ClaimRequest) string {
+	if r.fresh {
+		return l.x.freshCond
+	}
+	return l.x.claimCond
+}
+
+// mayClaimAgain reports a fresh claim refused because the item has gained a state another claim
+// may yet take over (a retry, or a claim that may have expired or be of an older token): it is
+// made again under the general condition. Done, failed, gone or the caller's own claim (a
+// repeated write whose first answer was lost) are final.
+func mayClaimAgain(o ClaimOutcome) bool {
+	return !o.Claimed && o.Err == nil && (o.Status == StatusClaimed || o.Status == StatusRetry)
+}
+
+// claimsLanded fills in the outcomes of a transaction's claims that all landed: a fresh claim
+// made attempt 1 (freshCond), the others' attempts are read back.
+func (l *ledgerCore) claimsLanded(ctx context.Context, reqs []ClaimRequest, rowKeys []Key, idxs []int, outs []ClaimOutcome) error {
+	var unknown []int
+	for _, i := range idxs {
+		r := reqs[i]
+		if !r.fresh {
+			unknown = append(unknown, i)
+			continue
+		}
+		outs[i] = ClaimOutcome{Claimed: true, Claim: Claim{Key: r.Key, Owner: r.Owner, Slot: r.Slot, Token: r.Token, Until: r.Until, Attempt: 1}}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	return l.readBackClaims(ctx, reqs, rowKeys, unknown, outs)
 }
 
 // readBackClaims learns the attempt numbers of a transaction's claims, which TransactWriteItems

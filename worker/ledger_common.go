@@ -104,6 +104,11 @@ type ledgerExprs struct {
 	retryUpdate, deadUpdate, releaseUpdate string
 	completeOnlyCond, completeOnlyUpdate   string
 	completeOnlyLean                       string // the default complete-only write: status and done_at
+	// freshCond is the claim and complete-only condition of an item the scan saw with no state
+	// (ClaimRequest.fresh): the item still has none. It implies claimCond and completeOnlyCond,
+	// and, since no write leaves an attempt count without a status (redrive removes both), that a
+	// claim under it makes attempt 1.
+	freshCond string
 }
 
 // ledgerCore implements the transitions for both ledgers.
@@ -194,10 +199,11 @@ func newLedgerCore(db LedgerClient, name string, keyAttrs []string, attrs stateA
 		completeOnlyUpdate: "SET #status = :done, #owner = :owner, #slot = :slot, #token = :token, #doneAt = :now" +
 			extra + removeOnDone + " ADD #attempts :one",
 		completeOnlyLean: "SET #status = :done, #doneAt = :now" + extra + removeOnDone,
+		freshCond:        exists + "attribute_not_exists(#status)",
 	}
 	l.placeholders = map[string][]string{}
 	for _, e := range []string{l.x.claimCond, l.x.claimUpdate, l.x.fenceCond, l.x.completeUpdate, l.x.retryUpdate,
-		l.x.deadUpdate, l.x.releaseUpdate, l.x.completeOnlyCond, l.x.completeOnlyUpdate, l.x.completeOnlyLean} {
+		l.x.deadUpdate, l.x.releaseUpdate, l.x.completeOnlyCond, l.x.completeOnlyUpdate, l.x.completeOnlyLean, l.x.freshCond} {
 		l.placeholders[e] = ledgerPlaceholderRE.FindAllString(e, -1)
 	}
 	return l, nil

@@ -80,10 +80,14 @@ func (l *ledgerCore) completeOnly(ctx context.Context, r ClaimRequest) (bool, er
 	if r.statusOnly {
 		update = l.x.completeOnlyLean
 	}
-	names, vals := l.exprInput(l.completeOnlyVals(r), l.x.completeOnlyCond, update)
+	cond := l.x.completeOnlyCond
+	if r.fresh {
+		cond = l.x.freshCond
+	}
+	names, vals := l.exprInput(l.completeOnlyVals(r), cond, update)
 	_, err = l.update(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(l.row.table), Key: rowKey,
-		ConditionExpression: aws.String(l.x.completeOnlyCond), UpdateExpression: aws.String(update),
+		ConditionExpression: aws.String(cond), UpdateExpression: aws.String(update),
 		ExpressionAttributeNames: names, ExpressionAttributeValues: vals,
 	})
 	if err == nil {
@@ -91,6 +95,12 @@ func (l *ledgerCore) completeOnly(ctx context.Context, r ClaimRequest) (bool, er
 	}
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
+		if r.fresh {
+			// The item has gained a state since the scan (a failed attempt's retry, say):
+			// the general condition decides.
+			r.fresh = false
+			return l.completeOnly(ctx, r)
+		}
 		return false, nil
 	}
 	return false, l.wrapErr("complete", l.row.table, err)

@@ -75,6 +75,7 @@ type task struct {
 	// attempt is the attempt a complete-only item makes (its recorded attempts + 1); claims
 	// carry their own.
 	attempt int
+	fresh   bool // the scan saw the item with no ledger state (see ClaimRequest.fresh)
 }
 
 // minNextDue is the shortest wait before the next pass that runPass reports in once mode.

@@ -65,7 +65,9 @@ func (p *pass) claimOne(wctx context.Context, t task, now time.Time) *Claim {
 		return nil // stopped while paused: not acknowledged, the next holder rescans it
 	}
 	now = c.Clock.Now() // later than the caller's when it waited for a resume
-	outs, err := p.e.ledger.Claim(wctx, []ClaimRequest{p.claimRequest(t.key, now, now.Add(c.ClaimTTL))})
+	req := p.claimRequest(t.key, now, now.Add(c.ClaimTTL))
+	req.fresh = t.fresh
+	outs, err := p.e.ledger.Claim(wctx, []ClaimRequest{req})
 	p.w.pause.leave()
 	if err != nil && isValidation(err) {
 		p.unprocessable(t, err)
@@ -235,6 +237,7 @@ func (p *pass) completeOnly(wctx context.Context, t task, now time.Time) {
 	}
 	req := p.claimRequest(t.key, now, now)
 	req.statusOnly = !c.CompleteOnlyAudit
+	req.fresh = t.fresh
 	done, err := p.e.ledger.CompleteOnly(wctx, req)
 	switch {
 	case err != nil:
