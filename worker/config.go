@@ -105,7 +105,8 @@ type Config struct {
 	// Concurrency is the number of handlers in flight, at most 100,000. Defaults to 16.
 	Concurrency int
 	// BatchClaims claims up to 25 items of a page in one TransactWriteItems instead of one
-	// UpdateItem per item. Defaults to false.
+	// UpdateItem per item, and completes handled items the same way (up to max(Concurrency, 25)
+	// wait for their completion: a crash runs those again). Defaults to false.
 	BatchClaims bool
 	// CompleteOnly skips the claim: each item is handled and then completed with one conditional
 	// write, for handlers that are themselves one conditional write. A handler error is recorded as

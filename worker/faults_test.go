@@ -194,12 +194,19 @@ func TestClaimUnknownOutcomeKeepsAttempt(t *testing.T) {
 }
 
 // TestBatchReadBackFailureKeepsAttempt: a batch of claims lands but reading their attempt
-// numbers back fails. The claims must not use up an attempt.
+// numbers back fails. The claims must not use up an attempt. (The inline ledger's items are in a
+// due retry, so the scan does not see them fresh and their claims are read back.)
 func TestBatchReadBackFailureKeepsAttempt(t *testing.T) {
 	for _, kind := range []LedgerKind{LedgerInline, LedgerTable} {
 		t.Run(string(kind), func(t *testing.T) {
 			const n = 5
-			f := newFixture(t, n)
+			f := newFixture(t, 0)
+			f.seed(t, 0, n, func(_ int, item map[string]types.AttributeValue) {
+				if kind == LedgerInline {
+					item[DefaultAttrPrefix+"status"] = &types.AttributeValueMemberS{Value: string(StatusRetry)}
+					item[DefaultAttrPrefix+"retry_at"] = &types.AttributeValueMemberN{Value: "0"}
+				}
+			})
 			var failGet, failed onceFlag
 			var armed atomic.Bool
 			fc := &faulty{DynamoDBClient: f.db}

@@ -16,8 +16,10 @@ import (
 
 // claimGate bounds the batched claims whose handlers have not finished: Concurrency (one per
 // handler), plus a lookahead of items that, at the handlers' average pace, start within a tenth of
-// the claim TTL (at most Concurrency more; none until a handler time has been seen). A nil gate
-// never blocks.
+// the claim TTL (at most maxLookahead more; none until a handler time has been seen). A nil gate
+// never blocks. A claim made ahead costs nothing at a crash (its handler has not run: the item is
+// claimed again once the claim expires or the slot is taken over), and lets the next transaction
+// be sent while the handlers work through the last one's items.
 type claimGate struct {
 	size int           // Concurrency
 	ttl  time.Duration // ClaimTTL
@@ -38,8 +40,13 @@ func (g *claimGate) limit() int {
 		return g.size
 	}
 	ahead := int64(g.size) * int64(g.ttl/10) / int64(g.avg)
-	return g.size + int(min(ahead, int64(g.size)))
+	return g.size + int(min(ahead, int64(maxLookahead(g.size))))
 }
+
+// maxLookahead caps the claims made ahead of the handlers: Concurrency, and at least two full
+// transactions, so that few handlers with fast items are not held to transactions of a few items
+// (at concurrency 1 a transaction would carry 2).
+func maxLookahead(concurrency int) int { return max(concurrency, 2*claimBatchSize) }
 
 // take waits until at least one place is free, then takes up to limit of them.
 func (g *claimGate) take(ctx context.Context, limit int) (int, error) {

@@ -243,7 +243,7 @@ func (p *pass) scanAndHandle() error {
 	completerDone := closedChan
 	// With batched claims, successful items are completed in batches too, by one goroutine.
 	if bc, ok := p.e.ledger.(BatchCompleter); ok && c.BatchClaims {
-		p.completions = make(chan completion, c.Concurrency)
+		p.completions = make(chan completion, completionQueue(c.Concurrency))
 		completerDone = goDone(func() { p.completer(bc) })
 	}
 	var handlers sync.WaitGroup

@@ -178,6 +178,11 @@ type completion struct {
 	took  time.Duration
 }
 
+// completionQueue is how many handled items may wait for a batched completion: Concurrency, and
+// at least a full transaction, so that few handlers do not hold the completer to transactions of
+// a few items (one round trip each). What waits here is what a crash may make run again.
+func completionQueue(concurrency int) int { return max(concurrency, claimBatchSize) }
+
 // completer completes handled items in batches of up to 25: it takes what is waiting (at least
 // one) and writes it in one transaction, so batches grow with the load and add no delay.
 func (p *pass) completer(bc BatchCompleter) {

@@ -660,5 +660,6 @@ func total(m map[string]int) int {
 
 // batchInFlight is how many handled items a worker with --batch-claims may lose the completion of
 // when it fails: its handlers running (concurrency) and the items waiting for a batched
-// completion (up to concurrency), plus the batch being written (up to 25).
-func batchInFlight(concurrency int) int { return 2*concurrency + 25 }
+// completion (worker's completion queue: max(concurrency, 25)), plus the batch being written (up
+// to 25).
+func batchInFlight(concurrency int) int { return concurrency + max(concurrency, 25) + 25 }

@@ -113,7 +113,7 @@ DynamoDB stream (new and old images), so no state is missed however briefly it l
   when every worker has exited; an item dead-lettered whose handler never failed permanently, or done whose handler
   always fails, is a violation;
 - **side-effect duplicates**: handler runs beyond the first per item; allowed only for items in flight at a kill,
-  freeze or fault. The bound: 2 x concurrency + 25 per SIGKILL (handlers running, handled items waiting
+  freeze or fault. The bound: concurrency + max(concurrency, 25) + 25 per SIGKILL (handlers running, handled items waiting
   for a batched completion, and the batch being written), the concurrency per freeze, partition or
   in-process crash, the concurrency of every worker per DynamoDB restart, one per injected fault, the concurrency
   per takeover or retake inside a group (two groups); in the SIGKILL, SIGSTOP, partition and resize scenarios also
