@@ -58,9 +58,38 @@ var errTaken = errors.New("lock: slot taken by another contender")
 // errRacesLost is the ErrNoFreeSlot of a round that saw free slots but lost the races for them.
 var errRacesLost = fmt.Errorf("%w: lost the races for the free slots seen", ErrNoFreeSlot)
 
+// round is what one acquireRound has seen so far.
+type round struct {
+	lostRaces int
+	freeAt    time.Time // the earliest a held slot seen becomes free by isFree, on our clock (zero: none)
+}
+
+// heldUntil is the ErrNoFreeSlot (or errRacesLost) of a round that saw a held slot become free
+// at freeAt by isFree's rule: a standby looks again just after it (untilFree) rather than at its
+// next poll, so a takeover waits for the lease and MaxClockSkew, not for the poll as well.
+type heldUntil struct {
+	error
+	freeAt time.Time
+}
+
+func (e *heldUntil) Unwrap() error { return e.error }
+
+// noFreeSlot is the error of a round that took nothing.
+func (rd *round) noFreeSlot() error {
+	err := ErrNoFreeSlot
+	if rd.lostRaces > 0 {
+		err = errRacesLost
+	}
+	if rd.freeAt.IsZero() {
+		return err
+	}
+	return &heldUntil{error: err, freeAt: rd.freeAt}
+}
+
 // AcquireSlot takes one free slot of group (slots 0..n-1), waiting as a hot standby while every
-// slot is held: it polls (jittered, on the client's clock) and takes a slot as soon as it sees its
-// holder release it or let it expire (a poll of a group of more than 64 slots reads 64 of them:
+// slot is held: it polls (jittered, on the client's clock, and just after a lease it saw runs out
+// when that is sooner) and takes a slot as soon as it sees its holder release it or let it
+// expire (a poll of a group of more than 64 slots reads 64 of them:
 // see the package doc). It returns ErrGroupFinished once every slot is finished under the group's
 // current plan epoch, a *GroupMismatchError when the group was set up with another n or meta, and
 // ctx's error when ctx ends first.
@@ -124,6 +153,7 @@ func (c *Client) acquireWait(ctx context.Context, t target) (*Lease, error) {
 			return l, nil
 		case errors.Is(err, ErrNoFreeSlot):
 			failures = 0
+			pause = c.untilFree(err, pause)
 		case ctx.Err() != nil || permanentAcquireError(err):
 			return nil, err
 		default:
@@ -205,19 +235,16 @@ func (c *Client) acquireRound(ctx context.Context, t target) (*Lease, error) {
 	} else if l != nil {
 		return won(l)
 	}
-	lostRaces := 0
+	var rd round
 	for {
-		l, err := c.takeFree(ctx, t, v, &lostRaces)
+		l, err := c.takeFree(ctx, t, v, &rd)
 		switch {
 		case err != nil:
 			return nil, err
 		case l != nil:
 			return won(l)
-		case lostRaces >= maxLostRaces || !r.more():
-			if lostRaces > 0 {
-				return nil, errRacesLost
-			}
-			return nil, ErrNoFreeSlot
+		case rd.lostRaces >= maxLostRaces || !r.more():
+			return nil, rd.noFreeSlot()
 		}
 		if v, err = c.nextView(ctx, r); err != nil {
 			return nil, err
@@ -231,22 +258,28 @@ func (c *Client) acquireRound(ctx context.Context, t target) (*Lease, error) {
 }
 
 // takeFree tries the slots of v that are free, in random order, until it wins one or has lost
-// maxLostRaces races in the round (counted in *lostRaces). It returns no lease and no error when
+// maxLostRaces races in the round (counted in rd, which also keeps the earliest time a held slot
+// of v becomes free). It returns no lease and no error when
 // it found nothing to take, and ErrGroupFinished when v is the whole group and every slot of it
 // is finished under the view's plan epoch, and still so by a fresh read of the meta item.
-func (c *Client) takeFree(ctx context.Context, t target, v view, lostRaces *int) (*Lease, error) {
+func (c *Client) takeFree(ctx context.Context, t target, v view, rd *round) (*Lease, error) {
 	now := c.clock.Now()
 	var free []int
 	for s := v.lo; s < v.hi; s++ {
 		it := v.slots[s]
 		it.sk = s
-		if !it.finishedAt(v.meta.epoch) && c.isFree(t.pk, it, now) {
+		if it.finishedAt(v.meta.epoch) {
+			continue
+		}
+		if c.isFree(t.pk, it, now) {
 			free = append(free, s)
+		} else if at := c.freeAt(t.pk, it); rd.freeAt.IsZero() || at.Before(rd.freeAt) {
+			rd.freeAt = at
 		}
 	}
 	mrand.Shuffle(len(free), func(i, j int) { free[i], free[j] = free[j], free[i] })
 	for _, s := range free {
-		if *lostRaces >= maxLostRaces {
+		if rd.lostRaces >= maxLostRaces {
 			// Others are taking the slots faster than our view ages: a fresh look after a
 			// jittered wait is cheaper than chasing a stale view slot by slot (thundering herd).
 			break
@@ -256,7 +289,7 @@ func (c *Client) takeFree(ctx context.Context, t target, v view, lostRaces *int)
 		l, cur, err := c.take(ctx, t, it, v.meta.epoch)
 		if errors.Is(err, errTaken) {
 			v.slots[s] = cur
-			*lostRaces++
+			rd.lostRaces++
 			continue
 		}
 		return l, err
@@ -289,6 +322,28 @@ func (c *Client) isFree(pk string, it slotItem, now time.Time) bool {
 	}
 	c.seen[k] = observation{owner: it.owner, token: it.token, version: it.version, expiresAt: it.expiresAt, since: now}
 	return false
+}
+
+// freeAt is when isFree will first hold for a held item it (after isFree has looked at it).
+func (c *Client) freeAt(pk string, it slotItem) time.Time {
+	if !c.skewImmune {
+		return it.expiresAt.Add(c.skew)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.seen[itemKey{pk, it.sk}].since.Add(c.ttl)
+}
+
+// untilFree shortens a standby's pause to just past the time a slot it saw held becomes free
+// (heldUntil), spread over a tenth of the poll interval so that standbys watching the same slot
+// do not all write at once; never shorter than a tenth of the poll interval.
+func (c *Client) untilFree(err error, pause time.Duration) time.Duration {
+	var h *heldUntil
+	if !errors.As(err, &h) {
+		return pause
+	}
+	d := h.freeAt.Sub(c.clock.Now()) + time.Millisecond + mrand.N(c.poll/10+1)
+	return min(pause, max(d, c.poll/10))
 }
 
 // take makes the conditional write that acquires it under plan epoch: a Put that the item must not

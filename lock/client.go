@@ -182,7 +182,8 @@ func (c *Client) Owner() string { return c.owner }
 func (c *Client) Table() string { return c.table }
 
 // jitter returns a standby wait in [poll/2, poll]: never longer than one poll interval, so a
-// standby's takeover time stays bounded, yet spread so standbys do not query in step.
+// standby's takeover time stays bounded, yet spread so standbys do not query in step (untilFree
+// shortens it when a lease seen runs out sooner).
 func (c *Client) jitter() time.Duration {
 	half := c.poll / 2
 	return half + mrand.N(c.poll-half+1)

@@ -94,6 +94,41 @@ func TestTakeoverAfterHolderStopsRenewing(t *testing.T) {
 	release(t, lb)
 }
 
+// TestStandbyWakesWhenLeaseRunsOut: a standby that sees a held lease run out before its next poll
+// looks again just after it runs out (expires_at + MaxClockSkew, spread over a tenth of the poll
+// interval), not up to a whole poll later, and takes the slot then.
+func TestStandbyWakesWhenLeaseRunsOut(t *testing.T) {
+	db, table := lockTable(t)
+	ctx := context.Background()
+	clk := clock.NewFake(t0)
+	const longPoll = 5 * time.Second
+	fa := &faultyDB{DynamoDBClient: db}
+	a, _ := newClient(t, fa, table, timingOpts(clk, "a")...)
+	b, bev := newClient(t, db, table, append(timingOpts(clk, "b"), WithPollInterval(longPoll))...)
+
+	la, err := a.TryAcquireSlot(ctx, "g", 1)
+	require.NoError(t, err)
+	fa.dropWrites.Store(true) // a is cut off: its lease runs out at expires
+	expires := la.ExpiresAt()
+	advanceTo(clk, expires.Add(-time.Second))
+
+	res := standby(ctx, b, "g", 1)
+	wake := recv(t, bev.standby, "standby waits")
+	freeAt := expires.Add(skew)
+	require.True(t, wake.After(freeAt), "wakes at %s, before the slot is free at %s", wake, freeAt)
+	require.LessOrEqual(t, wake.Sub(freeAt), longPoll/10+time.Millisecond,
+		"looks again just after the lease runs out (a regular poll waits %s to %s)", longPoll/2, longPoll)
+	advanceTo(clk, wake)
+	got := recv(t, res, "standby acquires")
+	require.NoError(t, got.err)
+	require.True(t, got.lease.TookOver())
+	require.Equal(t, wake, got.lease.AcquiredAt())
+	waitDone(t, la, "a's local expiry")
+	fa.dropWrites.Store(false)
+	require.ErrorIs(t, la.Release(ctx), ErrLeaseLost)
+	release(t, got.lease)
+}
+
 func TestTakeoverAfterRelease(t *testing.T) {
 	db, table := lockTable(t)
 	ctx := context.Background()

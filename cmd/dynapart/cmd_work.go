@@ -105,7 +105,7 @@ func (f *workFlags) add(fl *pflag.FlagSet) {
 	fl.IntVar(&f.concurrency, "concurrency", 16, "handlers in flight")
 	fl.DurationVar(&f.leaseTTL, "lease-ttl", 10*time.Second, "slot lease time to live; a dead worker's slot is taken over after it")
 	fl.DurationVar(&f.heartbeat, "heartbeat", 0, "lease renewal interval (default lease-ttl/3)")
-	fl.DurationVar(&f.standbyPoll, "standby-poll", time.Second, "how often a standby looks for a free slot (jittered)")
+	fl.DurationVar(&f.standbyPoll, "standby-poll", time.Second, "how often a standby looks for a free slot (jittered; also just after a lease it saw runs out)")
 	fl.DurationVar(&f.maxSkew, "max-clock-skew", time.Second, "clock difference tolerated between workers (added to the wait before a takeover)")
 	fl.DurationVar(&f.claimTTL, "claim-ttl", time.Minute, "how long a claim protects an item (handler time limit)")
 	fl.BoolVar(&f.once, "once", false, "process the share once and exit (default: continuous)")
