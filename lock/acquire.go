@@ -87,8 +87,8 @@ func (rd *round) noFreeSlot() error {
 }
 
 // AcquireSlot takes one free slot of group (slots 0..n-1), waiting as a hot standby while every
-// slot is held: it polls (jittered, on the client's clock, and just after a lease it saw runs out
-// when that is sooner) and takes a slot as soon as it sees its holder release it or let it
+// slot is held: it polls (jittered, on the client's clock, and in a group of up to 64 slots just
+// after a lease it saw runs out when that is sooner) and takes a slot as soon as it sees its holder release it or let it
 // expire (a poll of a group of more than 64 slots reads 64 of them:
 // see the package doc). It returns ErrGroupFinished once every slot is finished under the group's
 // current plan epoch, a *GroupMismatchError when the group was set up with another n or meta, and
@@ -273,8 +273,10 @@ func (c *Client) takeFree(ctx context.Context, t target, v view, rd *round) (*Le
 		}
 		if c.isFree(t.pk, it, now) {
 			free = append(free, s)
-		} else if at := c.freeAt(t.pk, it); rd.freeAt.IsZero() || at.Before(rd.freeAt) {
-			rd.freeAt = at
+		} else if v.whole() { // (the next poll of a larger group reads the next window)
+			if at := c.freeAt(t.pk, it); rd.freeAt.IsZero() || at.Before(rd.freeAt) {
+				rd.freeAt = at
+			}
 		}
 	}
 	mrand.Shuffle(len(free), func(i, j int) { free[i], free[j] = free[j], free[i] })

@@ -22,13 +22,13 @@
 //   - A standby takes a slot as soon as it is released, or once it has expired; a lease whose
 //     renewals stop (crash, lost connection) ends in a cancelled context, never a hang. In a
 //     group of up to 64 slots every poll reads the whole group, so a standby finds a free slot at
-//     its next poll; a standby that saw a lease that will run out before its next poll looks
+//     its next poll, and one that saw a lease that will run out before its next poll looks
 //     again just after it does (expires_at + MaxClockSkew, or a full TTL watched with
 //     WithSkewImmune, spread over a tenth of the poll interval), so a takeover after a crash
-//     waits for the lease, not for the poll as well. A larger group is read 64 slots at a time (plus the meta item), so a poll
-//     costs the same whatever n is: a lone standby looks at every slot within ceil(n/64) polls,
-//     and standbys start at random windows, so a fleet of n/64 or more standbys looks at most
-//     slots at every poll. A standby's first round (until one completes), a round after one that
+//     waits for the lease, not for the poll as well. A larger group is read 64 slots at a time
+//     (plus the meta item), so a poll costs the same whatever n is: a lone standby looks at every
+//     slot within ceil(n/64) polls, and standbys start at random windows, so a fleet of n/64 or
+//     more standbys looks at most slots at every poll. A standby's first round (until one completes), a round after one that
 //     lost the races for free slots, and TryAcquireSlot read window after window until one has a
 //     free slot (and on, when others take that window's free slots first); a poll whose window
 //     is all finished reads on to the next one.

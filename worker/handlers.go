@@ -17,9 +17,10 @@ import (
 // claimGate bounds the batched claims whose handlers have not finished: Concurrency (one per
 // handler), plus a lookahead of items that, at the handlers' average pace, start within a tenth of
 // the claim TTL (at most maxLookahead more; none until a handler time has been seen). A nil gate
-// never blocks. A claim made ahead costs nothing at a crash (its handler has not run: the item is
-// claimed again once the claim expires or the slot is taken over), and lets the next transaction
-// be sent while the handlers work through the last one's items.
+// never blocks. Claims made ahead let the next transaction be sent while the handlers work through
+// the last one's items. At a crash a claim made ahead repeats no side effect (its handler has not
+// run), but the item's next claim counts a second attempt: a worker that crashes again and again
+// (a poison item) uses up the attempts of the items it claimed ahead too.
 type claimGate struct {
 	size int           // Concurrency
 	ttl  time.Duration // ClaimTTL
