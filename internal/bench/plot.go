@@ -5,6 +5,7 @@ import (
 	"image/color"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"gonum.org/v1/plot"
@@ -124,6 +125,11 @@ func (r *Results) throughputPlot() *plot.Plot {
 		}
 	}
 	p.Y.Min = 0
+	// A log axis needs a range above 0: a single concurrency (-concurrency 1) would give [c, c],
+	// which the plot widens to 0 and then refuses.
+	if cs := r.Options.Concurrencies; len(cs) > 0 {
+		p.X.Min, p.X.Max = float64(slices.Min(cs))/1.5, float64(slices.Max(cs))*1.5
+	}
 	return p
 }
 
