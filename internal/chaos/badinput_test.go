@@ -93,7 +93,8 @@ func TestBadInputMalformedCheckpoints(t *testing.T) {
 			sum, err := led.Summarize(ctx)
 			require.NoError(t, err)
 			require.Equal(t, worker.Summary{Total: 200, Done: 200}, sum)
-			require.EqualValues(t, 200, w.Stats().Completed)
+			st := w.Stats()
+			require.EqualValues(t, 200, st.Completed, "stats: %+v", st)
 		})
 	}
 }

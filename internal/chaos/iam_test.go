@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/require"
 
+	"github.com/dynapart/dynapart/ddbfault"
 	"github.com/dynapart/dynapart/internal/ddbtest"
 	"github.com/dynapart/dynapart/scan"
 	"github.com/dynapart/dynapart/worker"
@@ -171,17 +172,20 @@ func TestIAMPolicyCoversEveryCall(t *testing.T) {
 	ddbtest.DeleteOnCleanup(t, db, ledger)
 
 	cases := []struct {
-		name string
-		cfg  func(*worker.Config)
+		name  string
+		cfg   func(*worker.Config)
+		fault ddbfault.Kind // injected once, on the first UpdateItem of the source table
 	}{
-		{"segment+inline", func(c *worker.Config) {}},
-		{"segment+inline+batch", func(c *worker.Config) { c.BatchClaims = true }},
-		{"segment+inline+complete-only", func(c *worker.Config) { c.CompleteOnly = true }},
-		{"filter+table", func(c *worker.Config) { c.Mode, c.Ledger = scan.ModeFilter, worker.LedgerTable }},
-		{"filter+table+batch", func(c *worker.Config) { c.Mode, c.Ledger, c.BatchClaims = scan.ModeFilter, worker.LedgerTable, true }},
-		{"segment+table+complete-only", func(c *worker.Config) { c.Ledger, c.CompleteOnly = worker.LedgerTable, true }},
-		{"index+inline+batch", func(c *worker.Config) { c.Mode, c.BatchClaims, c.Shards = scan.ModeIndex, true, 4 }},
-		{"index+inline+complete-only", func(c *worker.Config) { c.Mode, c.CompleteOnly, c.Shards = scan.ModeIndex, true, 4 }},
+		{"segment+inline", func(c *worker.Config) {}, ""},
+		// A claim whose answer is lost is settled by a consistent read of the item.
+		{"segment+inline, a claim's answer lost", func(c *worker.Config) {}, ddbfault.LostAnswer},
+		{"segment+inline+batch", func(c *worker.Config) { c.BatchClaims = true }, ""},
+		{"segment+inline+complete-only", func(c *worker.Config) { c.CompleteOnly = true }, ""},
+		{"filter+table", func(c *worker.Config) { c.Mode, c.Ledger = scan.ModeFilter, worker.LedgerTable }, ""},
+		{"filter+table+batch", func(c *worker.Config) { c.Mode, c.Ledger, c.BatchClaims = scan.ModeFilter, worker.LedgerTable, true }, ""},
+		{"segment+table+complete-only", func(c *worker.Config) { c.Ledger, c.CompleteOnly = worker.LedgerTable, true }, ""},
+		{"index+inline+batch", func(c *worker.Config) { c.Mode, c.BatchClaims, c.Shards = scan.ModeIndex, true, 4 }, ""},
+		{"index+inline+complete-only", func(c *worker.Config) { c.Mode, c.CompleteOnly, c.Shards = scan.ModeIndex, true, 4 }, ""},
 	}
 	used := map[string]string{} // "action resource" -> first case
 	for _, tc := range cases {
@@ -199,6 +203,12 @@ func TestIAMPolicyCoversEveryCall(t *testing.T) {
 		seedItems(t, db, table, 120, mark)
 		rec := &recorder{Client: db, seen: map[string]bool{}}
 		c.Client = rec
+		var fc *ddbfault.Client
+		if tc.fault != "" {
+			fc = ddbfault.New(rec)
+			fc.Inject(ddbfault.Fault{Kind: tc.fault, At: 1, Ops: []string{ddbfault.OpUpdateItem}, Table: table})
+			c.Client = fc
+		}
 		// Two workers for two slots; the handler fails some items once and dead-letters others, so
 		// retries and dead letters are exercised too (complete-only has no claim to fail).
 		var wg sync.WaitGroup
@@ -232,6 +242,10 @@ func TestIAMPolicyCoversEveryCall(t *testing.T) {
 		close(errs)
 		for err := range errs {
 			require.NoError(t, err, tc.name)
+		}
+		if fc != nil {
+			_, fired := fc.Injected()
+			require.True(t, fired, "%s: the fault never fired", tc.name)
 		}
 		names := map[string]string{"table/" + table: "table/users", "table/" + leases: "table/dynapart-leases",
 			"table/" + ledger: "table/dynapart-ledger", "table/" + table + "/index/dp_pending": "table/users/index/dp_pending"}
