@@ -93,8 +93,17 @@ func TestBadInputMalformedCheckpoints(t *testing.T) {
 			sum, err := led.Summarize(ctx)
 			require.NoError(t, err)
 			require.Equal(t, worker.Summary{Total: 200, Done: 200}, sum)
+			// Every item done once by the ledger; by the worker's count too, unless the machine
+			// was loaded enough for the 2 s lease to be lost by load: completions cut off at its
+			// end whose settling read did not answer in time are counted as neither done nor
+			// failed (and skipped as done later), never twice.
 			st := w.Stats()
-			require.EqualValues(t, 200, st.Completed, "stats: %+v", st)
+			if st.LeasesLost == 0 {
+				require.EqualValues(t, 200, st.Completed, "stats: %+v", st)
+			} else {
+				require.LessOrEqual(t, st.Completed, int64(200), "stats: %+v", st)
+				t.Logf("%d leases lost by load; the worker counted %d of the 200 completions (stats: %+v)", st.LeasesLost, st.Completed, st)
+			}
 		})
 	}
 }
