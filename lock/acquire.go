@@ -61,11 +61,11 @@ var errRacesLost = fmt.Errorf("%w: lost the races for the free slots seen", ErrN
 // round is what one acquireRound has seen so far.
 type round struct {
 	lostRaces int
-	freeAt    time.Time // the earliest a held slot seen becomes free by isFree, on our clock (zero: none)
+	freeAt    time.Time // the earliest a held slot seen becomes free (freeFrom), on our clock (zero: none)
 }
 
 // heldUntil is the ErrNoFreeSlot (or errRacesLost) of a round that saw a held slot become free
-// at freeAt by isFree's rule: a standby looks again just after it (untilFree) rather than at its
+// at freeAt by freeFrom's rule: a standby looks again just after it (untilFree) rather than at its
 // next poll, so a takeover waits for the lease and MaxClockSkew, not for the poll as well.
 type heldUntil struct {
 	error
@@ -88,8 +88,8 @@ func (rd *round) noFreeSlot() error {
 
 // AcquireSlot takes one free slot of group (slots 0..n-1), waiting as a hot standby while every
 // slot is held: it polls (jittered, on the client's clock, and in a group of up to 64 slots just
-// after a lease it saw runs out when that is sooner) and takes a slot as soon as it sees its holder release it or let it
-// expire (a poll of a group of more than 64 slots reads 64 of them:
+// after a lease it saw runs out when that is sooner) and takes a slot as soon as it sees its
+// holder release it or let it expire (a poll of a group of more than 64 slots reads 64 of them:
 // see the package doc). It returns ErrGroupFinished once every slot is finished under the group's
 // current plan epoch, a *GroupMismatchError when the group was set up with another n or meta, and
 // ctx's error when ctx ends first.
@@ -259,9 +259,9 @@ func (c *Client) acquireRound(ctx context.Context, t target) (*Lease, error) {
 
 // takeFree tries the slots of v that are free, in random order, until it wins one or has lost
 // maxLostRaces races in the round (counted in rd, which also keeps the earliest time a held slot
-// of v becomes free). It returns no lease and no error when
-// it found nothing to take, and ErrGroupFinished when v is the whole group and every slot of it
-// is finished under the view's plan epoch, and still so by a fresh read of the meta item.
+// of v becomes free). It returns no lease and no error when it found nothing to take, and
+// ErrGroupFinished when v is the whole group and every slot of it is finished under the view's
+// plan epoch, and still so by a fresh read of the meta item.
 func (c *Client) takeFree(ctx context.Context, t target, v view, rd *round) (*Lease, error) {
 	now := c.clock.Now()
 	var free []int
@@ -271,12 +271,12 @@ func (c *Client) takeFree(ctx context.Context, t target, v view, rd *round) (*Le
 		if it.finishedAt(v.meta.epoch) {
 			continue
 		}
-		if c.isFree(t.pk, it, now) {
+		at := c.freeFrom(t.pk, it, now)
+		switch {
+		case !now.Before(at):
 			free = append(free, s)
-		} else if v.whole() { // (the next poll of a larger group reads the next window)
-			if at := c.freeAt(t.pk, it); rd.freeAt.IsZero() || at.Before(rd.freeAt) {
-				rd.freeAt = at
-			}
+		case v.whole() && (rd.freeAt.IsZero() || at.Before(rd.freeAt)):
+			rd.freeAt = at // (the next poll of a larger group reads the next window)
 		}
 	}
 	mrand.Shuffle(len(free), func(i, j int) { free[i], free[j] = free[j], free[i] })
@@ -302,15 +302,21 @@ func (c *Client) takeFree(ctx context.Context, t target, v view, rd *round) (*Le
 	return nil, nil
 }
 
-// isFree decides whether a contender may take the item now. Default rule: released, or
-// expires_at + MaxClockSkew has passed on our clock. Skew-immune rule: released, or we have
-// watched the same owner, token, version and expires_at for a full TTL on our own clock.
+// isFree decides whether a contender may take the item now (see freeFrom).
 func (c *Client) isFree(pk string, it slotItem, now time.Time) bool {
+	return !now.Before(c.freeFrom(pk, it, now))
+}
+
+// freeFrom is the first time a contender may take the item, on our clock (zero: at once).
+// Default rule: released, or once expires_at + MaxClockSkew has passed. Skew-immune rule:
+// released, or once we have watched the same owner, token, version and expires_at for a full
+// TTL on our own clock (a new observation starts the watch at now).
+func (c *Client) freeFrom(pk string, it slotItem, now time.Time) time.Time {
 	if !it.exists || it.released || it.owner == "" {
-		return true
+		return time.Time{}
 	}
 	if !c.skewImmune {
-		return now.After(it.expiresAt.Add(c.skew))
+		return it.expiresAt.Add(c.skew).Add(time.Nanosecond) // strictly after
 	}
 	k := itemKey{pk, it.sk}
 	c.mu.Lock()
@@ -319,21 +325,11 @@ func (c *Client) isFree(pk string, it slotItem, now time.Time) bool {
 		c.seen = map[itemKey]observation{}
 	}
 	obs, ok := c.seen[k]
-	if ok && obs.owner == it.owner && obs.token == it.token && obs.version == it.version && obs.expiresAt.Equal(it.expiresAt) {
-		return now.Sub(obs.since) >= c.ttl
+	if !ok || obs.owner != it.owner || obs.token != it.token || obs.version != it.version || !obs.expiresAt.Equal(it.expiresAt) {
+		obs = observation{owner: it.owner, token: it.token, version: it.version, expiresAt: it.expiresAt, since: now}
+		c.seen[k] = obs
 	}
-	c.seen[k] = observation{owner: it.owner, token: it.token, version: it.version, expiresAt: it.expiresAt, since: now}
-	return false
-}
-
-// freeAt is when isFree will first hold for a held item it (after isFree has looked at it).
-func (c *Client) freeAt(pk string, it slotItem) time.Time {
-	if !c.skewImmune {
-		return it.expiresAt.Add(c.skew)
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.seen[itemKey{pk, it.sk}].since.Add(c.ttl)
+	return obs.since.Add(c.ttl)
 }
 
 // untilFree shortens a standby's pause to just past the time a slot it saw held becomes free
