@@ -18,6 +18,7 @@ import (
 const (
 	ScenarioCeiling    = "ceiling"
 	ScenarioThroughput = "throughput"
+	ScenarioWriteCost  = "writecost"
 	ScenarioModes      = "modes"
 	ScenarioTakeover   = "takeover"
 	ScenarioAcquire    = "acquire"
@@ -33,7 +34,7 @@ const (
 )
 
 // Scenarios lists every scenario.
-var Scenarios = []string{ScenarioPartition, ScenarioHotPaths, ScenarioCeiling, ScenarioThroughput, ScenarioModes,
+var Scenarios = []string{ScenarioPartition, ScenarioHotPaths, ScenarioCeiling, ScenarioThroughput, ScenarioWriteCost, ScenarioModes,
 	ScenarioLatency, ScenarioColdStart, ScenarioTakeover, ScenarioResize, ScenarioAcquire, ScenarioLockScale, ScenarioSteal, ScenarioReceipts, ScenarioMemory}
 
 // Options size a run.
@@ -76,6 +77,7 @@ type Results struct {
 
 	Ceiling    *Ceiling
 	Throughput *Throughput
+	WriteCost  *WriteCost
 	Modes      *Modes
 	Takeover   *Takeover
 	Acquire    *GoBenchRun
@@ -122,6 +124,12 @@ func (e *Env) Run(ctx context.Context, opts Options) *Results {
 			r.Ceiling, err = e.MeasureCeiling(ctx, o.Items, 32, reps)
 		case ScenarioThroughput:
 			r.Throughput, err = e.MeasureThroughput(ctx, o.Items, o.Concurrencies, reps)
+		case ScenarioWriteCost:
+			n, tl := 500, ItemsAt(o.Items, 1)
+			if o.Quick {
+				n = 50
+			}
+			r.WriteCost, err = e.MeasureWriteCost(ctx, n, tl, reps)
 		case ScenarioModes:
 			r.Modes, err = e.MeasureModes(ctx, max(o.Items/2, 100), 4, reps)
 		case ScenarioLatency:

@@ -267,11 +267,17 @@ func (e *Env) runVariant(ctx context.Context, table, leases, variant string, n, 
 	return float64(n) / elapsed.Seconds(), wcuPerItem, nil
 }
 
+// plainClient is what the plain loop calls.
+type plainClient interface {
+	Scan(ctx context.Context, in *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+}
+
 // plainLoop is the baseline a team would write by hand without dynapart: a parallel scan of 4
 // segments feeding conc goroutines that each mark an item done with one conditional UpdateItem,
 // `SET done_at = :t` if `attribute_not_exists(done_at)` (handWrite). It is what a team writes, not
 // a copy of Run's write: the ratio includes whatever Run writes beyond it.
-func plainLoop(ctx context.Context, db *dynamodb.Client, table string, conc int) (int64, error) {
+func plainLoop(ctx context.Context, db plainClient, table string, conc int) (int64, error) {
 	now := time.Now()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)

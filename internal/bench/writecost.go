@@ -1,0 +1,303 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/dynapart/dynapart/lock"
+	"github.com/dynapart/dynapart/worker"
+)
+
+// WriteCost is where the time goes at concurrency 1, measured in the run itself. Writes: what one
+// write costs DynamoDB Local, sent one at a time and interleaved item by item on one table: the
+// hand loop's write against Run's own writes (captured from a Run, so they are what Run sends),
+// and a what-if claim that keeps owner, slot, token and scope in one attribute. Timelines: Run
+// (complete-only) and the hand loop at concurrency 1, each split into its start (to the first item
+// write), its item writes, the client's own work between two writes, and its end.
+type WriteCost struct {
+	Items         int // per kind of write, per repetition
+	TimelineItems int // table size of the timelines
+
+	// Mean latency of one write, µs, one value per repetition.
+	Hand, CompleteOnly, Claim, Completion, OneAttrClaim, OneAttrCompletion Sample
+
+	Run, Loop Timeline
+}
+
+// Timeline splits one pass at concurrency 1; one value per repetition.
+type Timeline struct {
+	Start       Sample // ms from the start to the first item write
+	Write       Sample // µs, mean item write latency
+	Gap         Sample // µs, mean time from one item write's answer to the next write
+	End         Sample // ms from the last item write's answer to the return
+	ItemsPerSec Sample
+}
+
+// MeasureWriteCost captures Run's writes, then measures them and the timelines reps times.
+func (e *Env) MeasureWriteCost(ctx context.Context, items, timelineItems, reps int) (*WriteCost, error) {
+	leases := tableName("leases")
+	if err := lock.CreateTable(ctx, e.DB, leases); err != nil {
+		return nil, err
+	}
+	defer e.dropTable(leases)
+	ws, err := e.captureRunWrites(ctx, leases)
+	if err != nil {
+		return nil, err
+	}
+	wc := &WriteCost{Items: items, TimelineItems: timelineItems}
+	for rep := range reps {
+		if err := e.writeCostOnce(ctx, ws, wc); err != nil {
+			return nil, err
+		}
+		for _, variant := range []string{VariantPlain, VariantCompleteOnly} {
+			if err := e.timelineOnce(ctx, leases, variant, wc); err != nil {
+				return nil, fmt.Errorf("%s timeline: %w", variant, err)
+			}
+		}
+		e.logf("write cost rep %d/%d: hand %.0f µs, complete-only %.0f µs, claim %.0f + completion %.0f µs; gap hand loop %.0f µs, Run %.0f µs",
+			rep+1, reps, wc.Hand[rep], wc.CompleteOnly[rep], wc.Claim[rep], wc.Completion[rep], wc.Loop.Gap[rep], wc.Run.Gap[rep])
+	}
+	return wc, nil
+}
+
+// runWrites are Run's item writes, as captured.
+type runWrites struct {
+	completeOnly, claim, completion *dynamodb.UpdateItemInput
+}
+
+// capturingDB records the UpdateItems sent to one table.
+type capturingDB struct {
+	worker.DynamoDBClient
+	table string
+	mu    sync.Mutex
+	got   []*dynamodb.UpdateItemInput
+}
+
+func (c *capturingDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if aws.ToString(in.TableName) == c.table {
+		c.mu.Lock()
+		c.got = append(c.got, in)
+		c.mu.Unlock()
+	}
+	return c.DynamoDBClient.UpdateItem(ctx, in, o...)
+}
+
+// captureRunWrites runs Run complete-only, then claim+complete, each over a fresh one-item table,
+// and keeps the item writes it sent.
+func (e *Env) captureRunWrites(ctx context.Context, leases string) (runWrites, error) {
+	var ws runWrites
+	for _, completeOnly := range []bool{true, false} {
+		got, err := e.captureOne(ctx, leases, completeOnly)
+		if err != nil {
+			return ws, err
+		}
+		switch {
+		case completeOnly && len(got) == 1:
+			ws.completeOnly = got[0]
+		case !completeOnly && len(got) == 2:
+			ws.claim, ws.completion = got[0], got[1]
+		default:
+			return ws, fmt.Errorf("capture Run's writes (complete-only %v): %d item writes for 1 item", completeOnly, len(got))
+		}
+	}
+	return ws, nil
+}
+
+func (e *Env) captureOne(ctx context.Context, leases string, completeOnly bool) ([]*dynamodb.UpdateItemInput, error) {
+	table, err := e.freshTable(ctx, "wcap", 1)
+	if err != nil {
+		return nil, err
+	}
+	defer e.dropTable(table)
+	db := &capturingDB{DynamoDBClient: e.DB, table: table}
+	w, err := worker.New(worker.Config{Client: db, Table: table, LeaseTable: leases, Group: tableName("g"), Workers: 1, Once: true,
+		Concurrency: 1, CompleteOnly: completeOnly, Logger: quietLogger})
+	if err != nil {
+		return nil, err
+	}
+	if err := w.Run(ctx, func(context.Context, worker.Item) error { return nil }); err != nil {
+		return nil, err
+	}
+	return db.got, nil
+}
+
+// replay is a captured write sent to another item of another table, without asking for the
+// consumed capacity (Run asks on 1 write in 16).
+func replay(in *dynamodb.UpdateItemInput, table string, key map[string]types.AttributeValue) *dynamodb.UpdateItemInput {
+	out := *in
+	out.TableName, out.Key, out.ReturnConsumedCapacity = aws.String(table), key, ""
+	return &out
+}
+
+// oneAttrClaimAttr is the attribute of the what-if claim.
+const oneAttrClaimAttr = "dp_claim"
+
+// oneAttr turns Run's claim and completion into the what-if pair: the claim sets the status, one
+// claim attribute (scope, slot, token and owner in one string), claim_until and the attempt count;
+// the completion is fenced on the status, that attribute and the attempt count.
+func oneAttr(claim, completion *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemInput, *dynamodb.UpdateItemInput) {
+	v := claim.ExpressionAttributeValues
+	id := &types.AttributeValueMemberS{Value: fmt.Sprintf("scope.%s.%s.%s", avText(v[":slot"]), avText(v[":token"]), avText(v[":owner"]))}
+	c := *claim
+	c.UpdateExpression = aws.String("SET #status = :claimed, #claim = :claim, #claimUntil = :until ADD #attempts :one")
+	c.ExpressionAttributeNames, c.ExpressionAttributeValues = usedOnly(claim, id, *c.UpdateExpression, aws.ToString(c.ConditionExpression))
+	f := *completion
+	f.ConditionExpression = aws.String("#status = :claimed AND #claim = :claim AND #attempts = :attempt")
+	f.ExpressionAttributeNames, f.ExpressionAttributeValues = usedOnly(completion, id, aws.ToString(f.UpdateExpression), *f.ConditionExpression)
+	return &c, &f
+}
+
+func avText(v types.AttributeValue) string {
+	switch v := v.(type) {
+	case *types.AttributeValueMemberS:
+		return v.Value
+	case *types.AttributeValueMemberN:
+		return v.Value
+	}
+	return ""
+}
+
+var placeholderRE = regexp.MustCompile(`[#:][A-Za-z0-9]+`)
+
+// usedOnly is in's names and values (plus #claim and :claim) that exprs use: DynamoDB refuses
+// unused ones.
+func usedOnly(in *dynamodb.UpdateItemInput, claim types.AttributeValue, exprs ...string) (map[string]string, map[string]types.AttributeValue) {
+	names, vals := map[string]string{}, map[string]types.AttributeValue{}
+	for _, e := range exprs {
+		for _, p := range placeholderRE.FindAllString(e, -1) {
+			switch {
+			case p == "#claim":
+				names[p] = oneAttrClaimAttr
+			case p == ":claim":
+				vals[p] = claim
+			case p[0] == '#':
+				names[p] = in.ExpressionAttributeNames[p]
+			default:
+				vals[p] = in.ExpressionAttributeValues[p]
+			}
+		}
+	}
+	return names, vals
+}
+
+// writeCostOnce sends, on a fresh table, item by item in turn: the hand loop's write, Run's
+// complete-only write, Run's claim and completion, and the what-if pair; one at a time.
+func (e *Env) writeCostOnce(ctx context.Context, ws runWrites, wc *WriteCost) error {
+	const kinds = 4
+	table, err := e.freshTable(ctx, "wcost", kinds*wc.Items)
+	if err != nil {
+		return err
+	}
+	defer e.dropTable(table)
+	oneClaim, oneCompletion := oneAttr(ws.claim, ws.completion)
+	var sum [6]time.Duration
+	now := time.Now()
+	for i := range kinds * wc.Items {
+		k := keyOf(i)
+		var seq []*dynamodb.UpdateItemInput
+		switch i % kinds {
+		case 0:
+			seq = []*dynamodb.UpdateItemInput{handWrite(table, k, now)}
+		case 1:
+			seq = []*dynamodb.UpdateItemInput{replay(ws.completeOnly, table, k)}
+		case 2:
+			seq = []*dynamodb.UpdateItemInput{replay(ws.claim, table, k), replay(ws.completion, table, k)}
+		case 3:
+			seq = []*dynamodb.UpdateItemInput{replay(oneClaim, table, k), replay(oneCompletion, table, k)}
+		}
+		slot := []int{0, 1, 2, 4}[i%kinds]
+		for j, in := range seq {
+			start := time.Now()
+			if _, err := e.DB.UpdateItem(ctx, in); err != nil {
+				return fmt.Errorf("write kind %d of item %d: %w", i%kinds, i, err)
+			}
+			sum[slot+j] += time.Since(start)
+		}
+	}
+	mean := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(wc.Items) }
+	wc.Hand = append(wc.Hand, mean(sum[0]))
+	wc.CompleteOnly = append(wc.CompleteOnly, mean(sum[1]))
+	wc.Claim, wc.Completion = append(wc.Claim, mean(sum[2])), append(wc.Completion, mean(sum[3]))
+	wc.OneAttrClaim, wc.OneAttrCompletion = append(wc.OneAttrClaim, mean(sum[4])), append(wc.OneAttrCompletion, mean(sum[5]))
+	return nil
+}
+
+// timedDB times the UpdateItems sent to one table (sent one at a time: concurrency 1).
+type timedDB struct {
+	worker.DynamoDBClient
+	table string
+
+	mu          sync.Mutex
+	first, last time.Time // first write's start, last write's answer
+	n           int
+	busy, gaps  time.Duration
+}
+
+func (t *timedDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if aws.ToString(in.TableName) != t.table {
+		return t.DynamoDBClient.UpdateItem(ctx, in, o...)
+	}
+	start := time.Now()
+	out, err := t.DynamoDBClient.UpdateItem(ctx, in, o...)
+	end := time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.n == 0 {
+		t.first = start
+	} else {
+		t.gaps += max(0, start.Sub(t.last))
+	}
+	t.n++
+	t.busy += end.Sub(start)
+	t.last = end
+	return out, err
+}
+
+// timelineOnce runs variant at concurrency 1 over a fresh table through a timedDB.
+func (e *Env) timelineOnce(ctx context.Context, leases, variant string, wc *WriteCost) error {
+	n := wc.TimelineItems
+	table, err := e.freshTable(ctx, "wtl", n)
+	if err != nil {
+		return err
+	}
+	defer e.dropTable(table)
+	db := &timedDB{DynamoDBClient: e.DB, table: table}
+	start := time.Now()
+	var done int64
+	if variant == VariantPlain {
+		done, err = plainLoop(ctx, db, table, 1)
+	} else {
+		var w *worker.Worker
+		w, err = worker.New(worker.Config{Client: db, Table: table, LeaseTable: leases, Workers: 1, Once: true,
+			Concurrency: 1, CompleteOnly: true, Logger: quietLogger})
+		if err == nil {
+			err = w.Run(ctx, func(context.Context, worker.Item) error { return nil })
+			done = w.Stats().Completed
+		}
+	}
+	end := time.Now()
+	switch {
+	case err != nil:
+		return err
+	case done != int64(n) || db.n < n:
+		return fmt.Errorf("completed %d of %d items in %d writes", done, n, db.n)
+	}
+	tl := &wc.Loop
+	if variant != VariantPlain {
+		tl = &wc.Run
+	}
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	tl.Start = append(tl.Start, ms(db.first.Sub(start)))
+	tl.Write = append(tl.Write, float64(db.busy.Microseconds())/float64(db.n))
+	tl.Gap = append(tl.Gap, float64(db.gaps.Microseconds())/float64(db.n-1))
+	tl.End = append(tl.End, ms(end.Sub(db.last)))
+	tl.ItemsPerSec = append(tl.ItemsPerSec, float64(n)/end.Sub(start).Seconds())
+	return nil
+}
