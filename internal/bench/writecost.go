@@ -31,13 +31,16 @@ type WriteCost struct {
 	Run, Loop Timeline
 }
 
-// Timeline splits one pass at concurrency 1; one value per repetition.
+// Timeline splits one pass at concurrency 1; one value per repetition. Writes are one at a time,
+// so Elapsed = Start + Writes + Gaps + End in each repetition.
 type Timeline struct {
 	Start       Sample // ms from the start to the first item write
 	Write       Sample // µs, mean item write latency
 	Gap         Sample // µs, mean time from one item write's answer to the next write
 	End         Sample // ms from the last item write's answer to the return
 	ItemsPerSec Sample
+
+	Elapsed, Writes, Gaps Sample // ms in all: the pass, its item writes, the time between them
 }
 
 // MeasureWriteCost captures Run's writes, then measures them and the timelines reps times.
@@ -51,12 +54,19 @@ func (e *Env) MeasureWriteCost(ctx context.Context, items, timelineItems, reps i
 	if err != nil {
 		return nil, err
 	}
+	if items < 1 || timelineItems < 2 {
+		return nil, fmt.Errorf("write cost: want at least 1 item per write and 2 per timeline, got %d and %d", items, timelineItems)
+	}
 	wc := &WriteCost{Items: items, TimelineItems: timelineItems}
 	for rep := range reps {
 		if err := e.writeCostOnce(ctx, ws, wc); err != nil {
 			return nil, err
 		}
-		for _, variant := range []string{VariantPlain, VariantCompleteOnly} {
+		order := []string{VariantPlain, VariantCompleteOnly}
+		if rep%2 == 1 {
+			order[0], order[1] = order[1], order[0] // neither always goes first
+		}
+		for _, variant := range order {
 			if err := e.timelineOnce(ctx, leases, variant, wc); err != nil {
 				return nil, fmt.Errorf("%s timeline: %w", variant, err)
 			}
@@ -128,13 +138,19 @@ func (e *Env) captureOne(ctx context.Context, leases string, completeOnly bool) 
 	return db.got, nil
 }
 
-// replay is a captured write sent to another item of another table, without asking for the
-// consumed capacity (Run asks on 1 write in 16).
-func replay(in *dynamodb.UpdateItemInput, table string, key map[string]types.AttributeValue) *dynamodb.UpdateItemInput {
+// replay is a captured write sent to another item of another table; the nth write of its kind asks
+// for the consumed capacity as Run does, on 1 write in 16.
+func replay(in *dynamodb.UpdateItemInput, table string, key map[string]types.AttributeValue, nth int) *dynamodb.UpdateItemInput {
 	out := *in
 	out.TableName, out.Key, out.ReturnConsumedCapacity = aws.String(table), key, ""
+	if nth%capacityEvery == 0 {
+		out.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
+	}
 	return &out
 }
+
+// capacityEvery is how often Run asks a write for its consumed capacity (without a write rate).
+const capacityEvery = 16
 
 // oneAttrClaimAttr is the attribute of the what-if claim.
 const oneAttrClaimAttr = "dp_claim"
@@ -144,7 +160,7 @@ const oneAttrClaimAttr = "dp_claim"
 // the completion is fenced on the status, that attribute and the attempt count.
 func oneAttr(claim, completion *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemInput, *dynamodb.UpdateItemInput) {
 	v := claim.ExpressionAttributeValues
-	id := &types.AttributeValueMemberS{Value: fmt.Sprintf("scope.%s.%s.%s", avText(v[":slot"]), avText(v[":token"]), avText(v[":owner"]))}
+	id := &types.AttributeValueMemberS{Value: fmt.Sprintf("%s.%s.%s.%s", avText(v[":scope"]), avText(v[":slot"]), avText(v[":token"]), avText(v[":owner"]))}
 	c := *claim
 	c.UpdateExpression = aws.String("SET #status = :claimed, #claim = :claim, #claimUntil = :until ADD #attempts :one")
 	c.ExpressionAttributeNames, c.ExpressionAttributeValues = usedOnly(claim, id, *c.UpdateExpression, aws.ToString(c.ConditionExpression))
@@ -200,17 +216,17 @@ func (e *Env) writeCostOnce(ctx context.Context, ws runWrites, wc *WriteCost) er
 	var sum [6]time.Duration
 	now := time.Now()
 	for i := range kinds * wc.Items {
-		k := keyOf(i)
+		k, nth := keyOf(i), i/kinds
 		var seq []*dynamodb.UpdateItemInput
 		switch i % kinds {
 		case 0:
 			seq = []*dynamodb.UpdateItemInput{handWrite(table, k, now)}
 		case 1:
-			seq = []*dynamodb.UpdateItemInput{replay(ws.completeOnly, table, k)}
+			seq = []*dynamodb.UpdateItemInput{replay(ws.completeOnly, table, k, nth)}
 		case 2:
-			seq = []*dynamodb.UpdateItemInput{replay(ws.claim, table, k), replay(ws.completion, table, k)}
+			seq = []*dynamodb.UpdateItemInput{replay(ws.claim, table, k, nth), replay(ws.completion, table, k, nth)}
 		case 3:
-			seq = []*dynamodb.UpdateItemInput{replay(oneClaim, table, k), replay(oneCompletion, table, k)}
+			seq = []*dynamodb.UpdateItemInput{replay(oneClaim, table, k, nth), replay(oneCompletion, table, k, nth)}
 		}
 		slot := []int{0, 1, 2, 4}[i%kinds]
 		for j, in := range seq {
@@ -229,14 +245,15 @@ func (e *Env) writeCostOnce(ctx context.Context, ws runWrites, wc *WriteCost) er
 	return nil
 }
 
-// timedDB times the UpdateItems sent to one table (sent one at a time: concurrency 1).
+// timedDB times the UpdateItems sent to one table, which must come one at a time (concurrency 1).
 type timedDB struct {
 	worker.DynamoDBClient
 	table string
 
 	mu          sync.Mutex
 	first, last time.Time // first write's start, last write's answer
-	n           int
+	n, inFlight int
+	overlapped  bool // a write started while another was in flight
 	busy, gaps  time.Duration
 }
 
@@ -244,16 +261,21 @@ func (t *timedDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, 
 	if aws.ToString(in.TableName) != t.table {
 		return t.DynamoDBClient.UpdateItem(ctx, in, o...)
 	}
-	start := time.Now()
-	out, err := t.DynamoDBClient.UpdateItem(ctx, in, o...)
-	end := time.Now()
 	t.mu.Lock()
-	defer t.mu.Unlock()
+	start := time.Now()
 	if t.n == 0 {
 		t.first = start
 	} else {
-		t.gaps += max(0, start.Sub(t.last))
+		t.gaps += start.Sub(t.last)
 	}
+	t.inFlight++
+	t.overlapped = t.overlapped || t.inFlight > 1
+	t.mu.Unlock()
+	out, err := t.DynamoDBClient.UpdateItem(ctx, in, o...)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	end := time.Now()
+	t.inFlight--
 	t.n++
 	t.busy += end.Sub(start)
 	t.last = end
@@ -286,8 +308,10 @@ func (e *Env) timelineOnce(ctx context.Context, leases, variant string, wc *Writ
 	switch {
 	case err != nil:
 		return err
-	case done != int64(n) || db.n < n:
-		return fmt.Errorf("completed %d of %d items in %d writes", done, n, db.n)
+	case done != int64(n) || db.n != n:
+		return fmt.Errorf("completed %d of %d items in %d writes (want one write per item)", done, n, db.n)
+	case db.overlapped:
+		return fmt.Errorf("item writes overlapped: the timeline needs them one at a time")
 	}
 	tl := &wc.Loop
 	if variant != VariantPlain {
@@ -299,5 +323,6 @@ func (e *Env) timelineOnce(ctx context.Context, leases, variant string, wc *Writ
 	tl.Gap = append(tl.Gap, float64(db.gaps.Microseconds())/float64(db.n-1))
 	tl.End = append(tl.End, ms(end.Sub(db.last)))
 	tl.ItemsPerSec = append(tl.ItemsPerSec, float64(n)/end.Sub(start).Seconds())
+	tl.Elapsed, tl.Writes, tl.Gaps = append(tl.Elapsed, ms(end.Sub(start))), append(tl.Writes, ms(db.busy)), append(tl.Gaps, ms(db.gaps))
 	return nil
 }
