@@ -149,9 +149,10 @@ type Config struct {
 	// NoSteal stops a once-worker from stealing: by default, once its slot is finished and no
 	// free unfinished slot is left, it takes scan units (segments, or shards in index mode) not
 	// yet started from slots still working, a few at a time from the end of their share, so that a
-	// skewed table ends close to a balanced one. Every once-worker, also with NoSteal, marks each
-	// unit before reading it (one conditional write to the lease table per unit per pass), which
-	// keeps units exclusive. Continuous workers never steal. Defaults to false.
+	// skewed table ends close to a balanced one. Every once-worker of a group of more than one
+	// slot, also with NoSteal, marks each unit before reading it (one conditional write to the
+	// lease table per unit per pass), which keeps units exclusive; a one-slot group has no thief
+	// and writes no markers. Continuous workers never steal. Defaults to false.
 	NoSteal bool
 	// PollInterval is the pause between passes in continuous mode, and the longest wait between
 	// passes of a once job that has retries pending. Defaults to 30s (continuous) / 5s (once).

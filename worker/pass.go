@@ -89,7 +89,7 @@ func (w *Worker) runPass(ctx context.Context, e *env, lease *lock.Lease, h Handl
 	if w.cfg.BatchClaims {
 		p.gate = newClaimGate(w.cfg.Concurrency, w.cfg.ClaimTTL)
 	}
-	if w.marksUnits() && cp.run != 0 {
+	if w.marksUnits(plan) && cp.run != 0 {
 		m := w.markerSet(cp.epoch, lease.Slot(), cp.pass, cp.run)
 		p.marks = &m
 	}

@@ -38,9 +38,12 @@ import (
 // only, so a unit a thief had begun is read again from its owner's position (reads only: its items
 // done are skipped without a handler call).
 
-// marksUnits reports whether the worker marks the units of its passes: every once-worker (also
-// with NoSteal, so that other workers' stealing stays exclusive).
-func (w *Worker) marksUnits() bool { return w.cfg.Once }
+// marksUnits reports whether the worker marks the units of its passes under plan: every
+// once-worker (also with NoSteal, so that other workers' stealing stays exclusive) of a plan of
+// more than one slot. Units are stolen only among the slots of one plan (a resize starts a new
+// plan, whose thieves never read an older plan's passes), so a plan of one slot has no thief, and
+// its passes write no markers.
+func (w *Worker) marksUnits(plan scan.Plan) bool { return w.cfg.Once && plan.Slots > 1 }
 
 // steals reports whether the worker steals units once its slot is finished.
 func (w *Worker) steals() bool { return w.cfg.Once && !w.cfg.NoSteal }

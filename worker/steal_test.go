@@ -413,3 +413,76 @@ func TestStealingInSegmentAndIndexMode(t *testing.T) {
 		})
 	}
 }
+
+// TestOneSlotGroupWritesNoMarkers: units are stolen only among the slots of one plan, so the
+// passes of a one-slot plan write no unit markers (and no pass-start checkpoint naming them). Its
+// holder dies mid-pass (its calls start failing) and a standby resumes the pass from the slot's
+// checkpoint alone: every item ends done, handled a second time only when the dead holder handled
+// it and its completion did not land, the job finished, and the lease table holds no marker. Claim
+// mode and complete-only.
+func TestOneSlotGroupWritesNoMarkers(t *testing.T) {
+	const n = 400
+	for _, completeOnly := range []bool{false, true} {
+		t.Run(map[bool]string{false: "claim", true: "complete-only"}[completeOnly], func(t *testing.T) {
+			f := newFixture(t, n)
+			comps := newCompletions()
+			var mu sync.Mutex
+			handledBy := map[string][]string{}
+			var handled atomic.Int64
+			newWorker := func(owner string) (*Worker, *crashable, Handler) {
+				db := &crashable{DynamoDBClient: f.db}
+				c := fastTimings(f.config(LedgerInline))
+				c.Client, c.Owner, c.Workers, c.Once, c.CompleteOnly = db, owner, 1, true, completeOnly
+				c.Concurrency, c.SubSegments, c.ClaimTTL = 2, 2, 3*time.Second
+				c.LeaseTTL, c.Heartbeat, c.MaxClockSkew = 3*time.Second, 500*time.Millisecond, 200*time.Millisecond
+				c.Hooks.OnItem = comps.hook(owner)
+				w, err := New(c)
+				require.NoError(t, err)
+				return w, db, func(ctx context.Context, it Item) error {
+					if db.dead.Load() {
+						return errCrashed // a dead process runs no more handlers
+					}
+					mu.Lock()
+					handledBy[keyID(it.Key)] = append(handledBy[keyID(it.Key)], owner)
+					mu.Unlock()
+					if handled.Add(1) == n/3 {
+						db.dead.Store(true) // the holder dies with this item and any other in flight
+					}
+					return nil
+				}
+			}
+			a, aDB, aH := newWorker("a")
+			stopA := runCrashing(a, aH)
+			require.Eventually(t, aDB.dead.Load, 60*time.Second, 20*time.Millisecond)
+			b, _, bH := newWorker("b")
+			require.NoError(t, runOnceWithin(t, b, bH, 120*time.Second))
+			stopA()
+
+			mu.Lock()
+			defer mu.Unlock()
+			comps.mu.Lock()
+			defer comps.mu.Unlock()
+			require.Len(t, handledBy, n, "every item handled")
+			for id, by := range handledBy {
+				if len(by) > 1 {
+					require.Equal(t, []string{"a", "b"}, by, "item %s", id)
+					require.NotContains(t, comps.by[id], "a", "item %s: completed by the dead holder, then handled again", id)
+				}
+				require.Len(t, comps.by[id], 1, "item %s completed once", id)
+			}
+			for i := range n {
+				requireStatus(t, f, LedgerInline, itemKey(i), StatusDone)
+			}
+			require.Positive(t, b.Stats().Completed, "the standby resumed the pass")
+			finished, err := b.JobFinished(context.Background())
+			require.NoError(t, err)
+			require.True(t, finished)
+			out, err := f.db.Scan(context.Background(), &dynamodb.ScanInput{TableName: aws.String(f.leaseTable),
+				FilterExpression:          aws.String("begins_with(pk, :units)"),
+				ExpressionAttributeValues: map[string]types.AttributeValue{":units": &types.AttributeValueMemberS{Value: "units#"}}})
+			require.NoError(t, err)
+			require.Empty(t, out.LastEvaluatedKey)
+			require.Zero(t, len(out.Items), "a one-slot plan writes no unit markers")
+		})
+	}
+}

@@ -339,7 +339,7 @@ func (w *Worker) startSlot(ctx context.Context, e *env, lease *lock.Lease, stopA
 			log.Info("dynapart: slot taken under the group's new plan", "epoch", cp.epoch, "slots", cp.n, "pass", cp.pass)
 		}
 	}
-	if err == nil && cp.run == 0 && w.marksUnits() {
+	if err == nil && cp.run == 0 && w.marksUnits(plan) {
 		// The pass's unit markers are named by the token that started it (see steal.go): saved
 		// at once, so that thieves and the slot's next holder use the same markers.
 		cp.epoch, cp.n, cp.run = lease.Epoch(), plan.Slots, lease.Token()

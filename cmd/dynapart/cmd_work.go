@@ -65,8 +65,9 @@ whole table; a standby exits 0 once every slot is finished); otherwise the worke
 --poll-interval until stopped. A --once worker whose slot is finished, when no free unfinished slot
 is left, steals: it takes scan units (segments, or shards) not yet started from slots still
 working, a few at a time from the end of their share, so a skewed table ends close to a balanced one;
---no-steal turns that off (the worker still marks each unit it reads, one conditional write per
-unit per pass, so that other workers' stealing stays exclusive).
+--no-steal turns that off (in a group of two or more slots the worker still marks each unit it
+reads, one conditional write per unit per pass, so that other workers' stealing stays exclusive;
+a one-slot group has no thief and writes no markers).
 --dry-run reads each slot's share exactly as a run would (same plan, mode and partition function)
 and prints, per slot, how many items a run would process (those not done or failed per the
 ledger), a few sample keys, the RCU the reads consumed and the WCU processing would cost; it takes

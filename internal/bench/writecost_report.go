@@ -46,7 +46,7 @@ func (r *Results) writeCostSection(w writer) {
 		w("| %s | %s | %s |\n", row.what, row.s.Fmt(0, ""), Ratio(wc.Hand, row.s).X())
 	}
 	w("\n**Each pass as a whole**: Run (complete-only) and the hand loop at concurrency 1 on a fresh table of %s items each, "+
-		"every item write timed at the client: the start (to the first item write: Run's plan, lease, markers and first scans; the loop's scan), "+
+		"every item write timed at the client: the start (to the first item write: Run's plan, lease and first scans, with no unit markers in a one-slot group; the loop's scan), "+
 		"the item writes, the time between one write's answer and the next write (Run's pipeline: hand-off, handler, counters, and any wait "+
 		"for the scanner at a segment's end; the loop's channel), and the end (after the last write's answer: for Run any segments still to scan, "+
 		"its checkpoint, stealing check and lease release). The writes are one at a time, so in each repetition the four parts add up to the pass.\n\n",
@@ -76,7 +76,7 @@ func (r *Results) writeCostSplit() string {
 	return fmt.Sprintf("Run took %s ms (median, repetition by repetition) beyond the hand loop's %s ms: %s ms in its start, %s ms in its item writes, "+
 		"%s ms between writes and %s ms in its end (medians of each part's differences, so they need not add up exactly). "+
 		"What one write costs alone is in the first table; inside Run an item write also shares DynamoDB Local and the machine's %s CPUs "+
-		"with Run's scans of the table's segments and their unit markers, sent while it writes, where the hand loop's 4 scans read the table at its start.",
+		"with Run's scans of the table's segments (a request each, a few in flight), sent while it writes, where the hand loop's 4 scans read the table at its start.",
 		d(wc.Run.Elapsed, wc.Loop.Elapsed), num(wc.Loop.Elapsed.Median(), 0), d(wc.Run.Start, wc.Loop.Start), d(wc.Run.Writes, wc.Loop.Writes),
 		d(wc.Run.Gaps, wc.Loop.Gaps), d(wc.Run.End, wc.Loop.End), r.Machine.CPUs)
 }
