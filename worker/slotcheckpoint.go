@@ -16,7 +16,9 @@ type slotCheckpoint struct {
 	n     int // the group's n at epoch (0 in checkpoints made before plan epochs)
 	// run is the lease token of the holder that started the pass (0 in checkpoints made before
 	// work stealing): with the pass number it names the pass's unit markers (see steal.go), so
-	// that a pass run again after lock.Client.ResetGroup never meets an earlier run's markers.
+	// that a pass run again after lock.Client.ResetGroup never meets an earlier run's markers. A
+	// one-slot plan writes no markers (marksUnits), so there run names none: it is 0 until a
+	// dirty pass's next, and ignored.
 	run    int64
 	pass   int
 	dirty  bool

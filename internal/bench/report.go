@@ -444,7 +444,7 @@ const whereTheTimeGoes = "**Where the time goes** (profiled on ee1cbd8: a CPU pr
 	"at concurrency 16 on 8,000 items, all in one run). DynamoDB Local is the bottleneck: the client spends 0.3–0.5 ms of CPU per write whichever program sends it " +
 	"(the SDK's request building and HTTP), both programs keep *c* requests in flight, and DynamoDB Local's Java process spends its time on JSON, expression parsing, HTTP " +
 	"and SQLite. So a ratio is the ratio of the server's cost per item. Run's fixed costs are small: its first item completes 20–40 ms after Run starts, its last within 20 ms " +
-	"of Run's return, and besides the 8,000 item writes it sends about 90 requests (64 segment scans and their 64 unit markers, the plan, lease and checkpoint writes). " +
+	"of Run's return, and besides the 8,000 item writes it sends about 90 requests (64 segment scans and their 64 unit markers, the plan, lease and checkpoint writes; since 9cb29b5 a one-slot group, as here, writes no unit markers). " +
 	"The plain loop sending Run's complete-only write reached 0.74–0.80x of the plain loop, and 0.89–1.07x without `ReturnConsumedCapacity`: asking DynamoDB Local for a write's " +
 	"consumed capacity cost about a fifth of its write throughput. Run therefore asks on 1 write in 16 (on every write while `--write-rate` holds a rate, which settles each write on its cost) " +
 	"and estimates the total; with that and the shorter complete-only condition (`NOT status IN (done, failed)`), complete-only went from 0.70–0.77x to 0.82–0.88x in `make bench` " +
