@@ -28,8 +28,9 @@ type slotCheckpoint struct {
 
 // slotCounts are a slot's progress, saved with its checkpoint so `dynapart status` can show it
 // without reading the table: done and failed count the items the slot's holders (and the thieves
-// that read units of its share, see steal.go) moved to done or failed over all passes; scanned and
-// elapsed (working time, pauses excluded) are the current pass's. They are exact after a clean run;
+// that read units of its share, see steal.go) moved to done or failed over all passes; scanned
+// (also the thieves' reads of its units) and elapsed (the holders' working time, pauses excluded)
+// are the current pass's. They are exact after a clean run;
 // a holder that dies loses (or a takeover repeats) what it counted since its last checkpoint save.
 type slotCounts struct {
 	done, failed, scanned int64

@@ -28,10 +28,10 @@ import (
 // steals until no slot has such a unit, then releases its lease.
 //
 // The owner's pass is complete only when every unit a thief took is done (reconcile): it ORs the
-// thief's dirty into its own and adds the thief's done and failed counts to its slot's; it polls (StandbyPoll) while the thief's lease is live (same token,
-// held by the lock's rules); a thief whose lease ended (expired past MaxClockSkew, released, or
-// its slot taken again) it replaces: it takes the marker over and reads the unit from the marker's
-// cursor. An owner that dies leaves its markers to its slot's next holder, which resumes the pass
+// thief's dirty into its own and adds the thief's done, failed and scanned counts to its slot's;
+// it polls (StandbyPoll) while the thief's lease is live (same token, held by the lock's rules); a
+// thief whose lease ended (expired past MaxClockSkew, released, or its slot taken again) it
+// replaces: it takes the marker over and reads the unit from the marker's cursor. An owner that dies leaves its markers to its slot's next holder, which resumes the pass
 // from the slot's checkpoint and finds them.
 //
 // A resize ends stealing like any pass; the next plan composes its cursors from slot checkpoints
@@ -94,8 +94,9 @@ func (p *pass) unitDone(m unitMarker) {
 	if m.dirty {
 		p.dirty.Store(true)
 	}
-	p.counts.done.Add(m.doneItems)
-	p.counts.failed.Add(m.failedItems)
+	p.counts.done.Add(m.thief.done)
+	p.counts.failed.Add(m.thief.failed)
+	p.counts.scanned.Add(m.thief.scanned)
 }
 
 // takeStolenDone reads the markers of the units thieves took from a pass that stopped, and takes in

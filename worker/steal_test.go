@@ -140,18 +140,20 @@ func TestStealingOnASkewedTable(t *testing.T) {
 			}
 			require.Greater(t, log.stolen, n*3/5/5, "thieves handle a good part of slot 0's share")
 			// The slots' counts (what `dynapart status` shows) include the stolen items: each
-			// owner adds its thieves' counts.
+			// owner adds its thieves' done, failed and scanned counts.
 			locks, err := lock.New(f.db, f.leaseTable)
 			require.NoError(t, err)
 			st, err := locks.GroupStatus(context.Background(), ws[0].Config().Group)
 			require.NoError(t, err)
-			var counted int64
+			var counted, scanned int64
 			for _, s := range st.Slots {
 				sp, err := ParseSlotProgress(s.Checkpoint)
 				require.NoError(t, err)
 				counted += sp.Done
+				scanned += sp.Scanned
 			}
 			require.Equal(t, int64(n), counted, "the slots' done counts add up to the table")
+			require.Equal(t, int64(n), scanned, "the slots' scanned counts add up to the table")
 			require.Positive(t, stolenUnits)
 			finished, err := ws[0].JobFinished(context.Background())
 			require.NoError(t, err)

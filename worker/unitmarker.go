@@ -25,24 +25,27 @@ type unitMarker struct {
 	cursor string
 	done   bool
 	dirty  bool
-	// doneItems and failedItems are the items a thief moved to done and failed while reading the
-	// units it took at once (recorded on the first of them when they are done); the owner adds
-	// them to its slot's counts.
-	doneItems, failedItems int64
+	// thief is what a thief counted while reading the units it took at once (recorded on the
+	// first of them when they are done); the owner adds it to its slot's counts.
+	thief thiefCounts
 }
+
+// thiefCounts are the items a thief scanned and moved to done and failed in the units it read.
+type thiefCounts struct{ done, failed, scanned int64 }
 
 // Attribute names of a unit marker (pk and sk are the lease table's key).
 const (
-	markerPK     = "pk"
-	markerSK     = "sk"
-	markerOwner  = "owner"
-	markerSlot   = "slot"
-	markerToken  = "token"
-	markerCursor = "cursor"
-	markerDone   = "done"
-	markerDirty  = "dirty"
-	markerItems  = "done_items"
-	markerFailed = "failed_items"
+	markerPK      = "pk"
+	markerSK      = "sk"
+	markerOwner   = "owner"
+	markerSlot    = "slot"
+	markerToken   = "token"
+	markerCursor  = "cursor"
+	markerDone    = "done"
+	markerDirty   = "dirty"
+	markerItems   = "done_items"
+	markerFailed  = "failed_items"
+	markerScanned = "scanned_items"
 )
 
 // holder is the slot lease a marker names.
@@ -156,19 +159,19 @@ func (s markerSet) save(ctx context.Context, unit int, h holder, cursor string) 
 }
 
 // finish marks unit done for h, with its final cursor, dirty and the thief's counts.
-func (s markerSet) finish(ctx context.Context, unit int, h holder, cursor string, dirty bool, done, failed int64) error {
+func (s markerSet) finish(ctx context.Context, unit int, h holder, cursor string, dirty bool, counts thiefCounts) error {
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(s.table), Key: s.key(unit),
-		UpdateExpression:    aws.String("SET #cursor = :cursor, #done = :true, #dirty = :dirty, #items = :items, #failed = :failed"),
+		UpdateExpression:    aws.String("SET #cursor = :cursor, #done = :true, #dirty = :dirty, #items = :items, #failed = :failed, #scanned = :scanned"),
 		ConditionExpression: aws.String("#slot = :slot AND #token = :token"),
 		ExpressionAttributeNames: map[string]string{
 			"#cursor": markerCursor, "#done": markerDone, "#dirty": markerDirty, "#items": markerItems, "#failed": markerFailed,
-			"#slot": markerSlot, "#token": markerToken,
+			"#scanned": markerScanned, "#slot": markerSlot, "#token": markerToken,
 		},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":cursor": &types.AttributeValueMemberS{Value: cursor}, ":true": &types.AttributeValueMemberBOOL{Value: true},
-			":dirty": &types.AttributeValueMemberBOOL{Value: dirty}, ":items": avInt(done), ":failed": avInt(failed),
-			":slot": avInt(int64(h.slot)), ":token": avInt(h.token),
+			":dirty": &types.AttributeValueMemberBOOL{Value: dirty}, ":items": avInt(counts.done), ":failed": avInt(counts.failed),
+			":scanned": avInt(counts.scanned), ":slot": avInt(int64(h.slot)), ":token": avInt(h.token),
 		},
 	})
 	var ccf *types.ConditionalCheckFailedException
@@ -221,7 +224,7 @@ func decodeMarker(it map[string]types.AttributeValue) unitMarker {
 		return -1
 	}
 	m.unit, m.slot, m.token = int(num(markerSK)), int(num(markerSlot)), num(markerToken)
-	m.doneItems, m.failedItems = max(0, num(markerItems)), max(0, num(markerFailed))
+	m.thief = thiefCounts{done: max(0, num(markerItems)), failed: max(0, num(markerFailed)), scanned: max(0, num(markerScanned))}
 	if v, ok := it[markerOwner].(*types.AttributeValueMemberS); ok {
 		m.owner = v.Value
 	}

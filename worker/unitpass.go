@@ -49,15 +49,15 @@ func (w *Worker) runUnitPass(ctx context.Context, e *env, lease *lock.Lease, h H
 	}
 	// A thief's counts go on the first unit's marker, for the owner to add to its slot's; the
 	// owner's own unit pass counts them in its pass directly.
-	done, failed := res.cp.counts.done, res.cp.counts.failed
+	counts := thiefCounts{done: res.cp.counts.done, failed: res.cp.counts.failed, scanned: res.cp.counts.scanned}
 	if u.slot == u.me.slot {
-		done, failed = 0, 0
+		counts = thiefCounts{}
 	}
 	for _, unit := range u.units {
-		if err := u.marks.finish(wctx, unit, u.me, cursors[unit], res.cp.dirty, done, failed); err != nil {
+		if err := u.marks.finish(wctx, unit, u.me, cursors[unit], res.cp.dirty, counts); err != nil {
 			return res, err
 		}
-		done, failed = 0, 0
+		counts = thiefCounts{}
 	}
 	return res, nil
 }
