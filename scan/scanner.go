@@ -38,6 +38,12 @@ type Config struct {
 	// PartitionAttr is the attribute filter mode partitions by. Defaults to the table's partition
 	// key (from DescribeTable). Items without it belong to slot 0.
 	PartitionAttr string
+	// Description is Table's description when the caller has already read it (a worker reads it
+	// once when it starts): Run then sends no DescribeTable of its own, a round trip less before
+	// the first page. It must be Table's: its key schema, indexes and statistics are used as
+	// Run's own DescribeTable would use them (an index deleted since it was read surfaces as the
+	// Query's error, not as a ConfigError). Defaults to nil: Run describes the table.
+	Description *types.TableDescription
 
 	// IndexName is the sparse pending index queried in index mode (see CreatePendingIndex).
 	IndexName string
@@ -470,11 +476,14 @@ func (s *Scanner) Run(ctx context.Context, fn func(ctx context.Context, p *Page)
 
 // describe learns the key schema, the default PartitionAttr and the average item size.
 func (s *Scanner) describe(ctx context.Context) error {
-	out, err := s.cfg.Client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(s.cfg.Table)})
-	if err != nil {
-		return fmt.Errorf("scan: describe table %q: %w", s.cfg.Table, err)
+	t := s.cfg.Description
+	if t == nil {
+		out, err := s.cfg.Client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(s.cfg.Table)})
+		if err != nil {
+			return fmt.Errorf("scan: describe table %q: %w", s.cfg.Table, err)
+		}
+		t = out.Table
 	}
-	t := out.Table
 	keys := KeyAttributes(t.KeySchema)
 	if s.plan.Mode == ModeIndex && !slices.ContainsFunc(t.GlobalSecondaryIndexes, func(g types.GlobalSecondaryIndexDescription) bool {
 		return aws.ToString(g.IndexName) == s.cfg.IndexName

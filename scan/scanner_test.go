@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -100,6 +101,45 @@ func TestFilterModeDefaultsToPartitionKey(t *testing.T) {
 		total += len(got)
 	}
 	require.Equal(t, len(items), total)
+}
+
+// noDescribe refuses DescribeTable: a scanner given the table's description must not send one.
+type noDescribe struct{ scan.DynamoDBClient }
+
+func (noDescribe) DescribeTable(context.Context, *dynamodb.DescribeTableInput, ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
+	return nil, errors.New("DescribeTable sent although the scanner was given the description")
+}
+
+// TestDescriptionSavesDescribeTable: with Config.Description the scanner sends no DescribeTable and
+// takes what it needs from the description: filter mode's default PartitionAttr (the key) and the
+// index check of index mode.
+func TestDescriptionSavesDescribeTable(t *testing.T) {
+	t.Parallel()
+	db := ddbtest.Client(t)
+	ctx := context.Background()
+	table := ddbtest.CreateTable(t, db, ddbtest.Key{Name: "id", Type: "N"})
+	items := makeItems("N", 300, 0)
+	seed(t, db, table, items)
+	desc, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+	require.NoError(t, err)
+	total := 0
+	for slot := range 3 {
+		got, _ := readAll(t, scan.Config{Client: noDescribe{db}, Table: table, Description: desc.Table, Slot: slot, Plan: scan.Plan{Mode: scan.ModeFilter, Slots: 3}})
+		for _, it := range got {
+			require.Equal(t, slot, scan.PartitionOf(it, "id", 3))
+		}
+		total += len(got)
+	}
+	require.Equal(t, len(items), total)
+
+	cfg := indexConfig(noDescribe{db}, table, 1, 0)
+	cfg.Description = desc.Table
+	sc, err := scan.New(cfg)
+	require.NoError(t, err)
+	err = sc.Run(ctx, func(context.Context, *scan.Page) error { return nil })
+	var ce *scan.ConfigError
+	require.ErrorAs(t, err, &ce, "the description has no index %q", "pending")
+	require.Equal(t, "IndexName", ce.Field)
 }
 
 // indexTable makes a table with a pending index over 8 shards; every fifth item is not pending.

@@ -10,17 +10,13 @@ import (
 	"github.com/dynapart/dynapart/scan"
 )
 
-// joinGroup reads the group's meta item before the first acquisition and settles what the Config
+// joinGroup settles, from the group's meta item as read before the first acquisition, what the Config
 // leaves to the group: with Workers 0 the worker joins at the group's n (which must exist), with
 // Segments 0 it takes the group's segment count (a group recorded before segment counts used
 // n x SubSegments; a new group gets scan.DefaultTotal). A Workers that disagrees with an existing
 // group is a *lock.GroupMismatchError on "n": resizing is ResizeGroup's job, never a typo's.
-func (w *Worker) joinGroup(ctx context.Context, e *env) error {
+func (w *Worker) joinGroup(e *env, st lock.GroupState) error {
 	c := w.cfg
-	st, err := e.locks.GroupState(ctx, c.Group)
-	if err != nil {
-		return err
-	}
 	switch {
 	case !st.Exists && c.Workers == 0:
 		return &ConfigError{Pkg: "dynapart", Field: "Workers", Reason: fmt.Sprintf("group %q does not exist in %q yet: the first workers of a group set its size (Workers)", c.Group, c.LeaseTable)}
@@ -96,8 +92,12 @@ func (w *Worker) Plan(ctx context.Context) (scan.Plan, error) {
 	if err != nil {
 		return scan.Plan{}, err
 	}
+	st, err := locks.GroupState(ctx, c.Group)
+	if err != nil {
+		return scan.Plan{}, err
+	}
 	e := &env{locks: locks}
-	if err := w.joinGroup(ctx, e); err != nil {
+	if err := w.joinGroup(e, st); err != nil {
 		return scan.Plan{}, err
 	}
 	return w.scanPlan(e, e.n), nil

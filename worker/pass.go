@@ -186,7 +186,7 @@ func (p *pass) drainTimer(done <-chan struct{}, cancelWork context.CancelCauseFu
 func (p *pass) openScanner() error {
 	c := p.w.cfg
 	scfg := scan.Config{
-		Client: c.Client, Table: c.Table, Slot: p.lease.Slot(),
+		Client: c.Client, Table: c.Table, Description: p.e.sourceDescription(c.Clock.Now()), Slot: p.lease.Slot(),
 		Plan:          p.plan,
 		PartitionAttr: c.PartitionAttr, IndexName: c.IndexName, ShardAttr: c.ShardAttr, Shards: c.Shards,
 		ConsistentRead: c.ConsistentRead, Projection: p.projection(), ReadRate: c.ReadRate,

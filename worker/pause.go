@@ -21,6 +21,9 @@ type pauseState struct {
 	inflight int           // claim writes entered and not left
 	since    time.Time     // when the current pause was seen, by the worker's clock
 	total    time.Duration // paused time seen before since
+	// reads numbers the reads of the group's meta item in the order they are sent; applied is the
+	// newest applied, so that a slow read never overwrites what a later one found (see setRead).
+	reads, applied uint64
 }
 
 func newPauseState() *pauseState {
@@ -29,10 +32,34 @@ func newPauseState() *pauseState {
 	return p
 }
 
+// nextRead numbers a read of the group's meta item about to be sent.
+func (p *pauseState) nextRead() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.reads++
+	return p.reads
+}
+
+// setRead records the flag found by read number read (see nextRead) at now, unless a read sent
+// after it has been applied already; it reports whether the flag changed.
+func (p *pauseState) setRead(read uint64, paused bool, now time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if read < p.applied {
+		return false
+	}
+	p.applied = read
+	return p.setLocked(paused, now)
+}
+
 // set records the flag as read at now; it reports whether it changed.
 func (p *pauseState) set(paused bool, now time.Time) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.setLocked(paused, now)
+}
+
+func (p *pauseState) setLocked(paused bool, now time.Time) bool {
 	if paused == p.paused {
 		return false
 	}
@@ -107,9 +134,11 @@ func (p *pauseState) pausedTime(now time.Time) time.Duration {
 	return p.total
 }
 
-// watchGroup reads the group's meta item (lock.GroupState) now, then once per heartbeat while the
-// lease is held, so a holder learns of a pause, a resume or a resize within one heartbeat at the
-// cost of one consistent GetItem per heartbeat, whatever the group's size. replan is called (at
+// watchGroup reads the group's meta item (lock.GroupState) once per heartbeat while the lease is
+// held, so a holder learns of a pause, a resume or a resize within one heartbeat at the cost of
+// one consistent GetItem per heartbeat, whatever the group's size. Its first read is a heartbeat
+// after the slot's start: the read the slot starts with (leasePlan) has applied the group's state
+// already, one round trip fewer before the first item. replan is called (at
 // most once) when the group's plan epoch differs from the lease's: the group was resized. stop
 // ends the watch, waits for it, and clears the pause flag (a worker without a slot has nothing to
 // pause).
@@ -120,7 +149,6 @@ func (w *Worker) watchGroup(e *env, lease *lock.Lease, replan func()) (stop func
 			once.Do(replan)
 		}
 	}
-	read()
 	done := make(chan struct{})
 	exited := goDone(func() {
 		for {
@@ -147,6 +175,7 @@ func (w *Worker) watchGroup(e *env, lease *lock.Lease, replan func()) (stop func
 func (w *Worker) readGroup(e *env, lease *lock.Lease) (resized bool) {
 	ctx, cancel := context.WithTimeout(lease.Context(), w.cfg.LeaseWriteTimeout)
 	defer cancel()
+	read := w.pause.nextRead()
 	st, err := e.locks.GroupState(ctx, w.cfg.Group)
 	if err != nil {
 		if !errors.Is(err, context.Canceled) || lease.Context().Err() == nil {
@@ -154,7 +183,14 @@ func (w *Worker) readGroup(e *env, lease *lock.Lease) (resized bool) {
 		}
 		return false
 	}
-	if w.pause.set(st.Paused, w.cfg.Clock.Now()) {
+	return w.applyGroup(read, st, lease)
+}
+
+// applyGroup applies read number read (see pauseState.nextRead) of the group's meta item to the
+// holder of lease: the pause flag (logged when it changes), unless a later read was applied
+// first. It reports whether the plan epoch moved past the lease's.
+func (w *Worker) applyGroup(read uint64, st lock.GroupState, lease *lock.Lease) (resized bool) {
+	if w.pause.setRead(read, st.Paused, w.cfg.Clock.Now()) {
 		if st.Paused {
 			w.cfg.Logger.Info("dynapart: group paused: no new claims, items in flight finish, the slot is kept", "slot", lease.Slot())
 		} else {

@@ -278,3 +278,17 @@ func TestPausedOnceWorkerDoesNotFinish(t *testing.T) {
 	require.True(t, st.Slots[0].Finished)
 	require.Equal(t, int64(items), counter.claims.Load(), "each item claimed once")
 }
+
+// A read of the group's meta item that comes back after a later one does not overwrite what the
+// later one found: the slot's first read (leasePlan) may be slower than the watch's next one.
+func TestPauseReadsApplyInOrder(t *testing.T) {
+	p := newPauseState()
+	now := time.Now()
+	first, second := p.nextRead(), p.nextRead()
+	require.True(t, p.setRead(second, true, now), "the later read pauses")
+	require.False(t, p.setRead(first, false, now), "the earlier read, answered last, is ignored")
+	require.True(t, p.flagged())
+	third := p.nextRead()
+	require.True(t, p.setRead(third, false, now.Add(time.Second)), "a newer read resumes")
+	require.False(t, p.flagged())
+}

@@ -37,10 +37,12 @@ var errReplan = errors.New("dynapart: the group was resized")
 // leasePlan is the scan plan of a lease: the group's n at the lease's epoch. errReplan when the
 // group has moved on to a newer plan since the lease was taken.
 func (w *Worker) leasePlan(ctx context.Context, e *env, lease *lock.Lease) (scan.Plan, error) {
+	read := w.pause.nextRead()
 	st, err := e.locks.GroupState(ctx, w.cfg.Group)
 	if err != nil {
 		return scan.Plan{}, err
 	}
+	w.applyGroup(read, st, lease) // the slot's first read of the group: a pause holds the first pass
 	if !st.Exists || st.Epoch != lease.Epoch() || st.N < 1 {
 		return scan.Plan{}, errReplan
 	}

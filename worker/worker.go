@@ -51,9 +51,13 @@ func (w *Worker) Config() Config { return w.cfg }
 // env is what Run prepares once: the table's key, the lock client and the ledger.
 type env struct {
 	keyAttrs []string
-	locks    *lock.Client
-	ledger   Ledger
-	inline   *InlineLedger // the ledger when it is the inline one, whose state a prefilter reads
+	// source is the source table as the worker described it when it started (at describedAt);
+	// passes give it to their scanners while it is fresh (see sourceDescription).
+	source      *types.TableDescription
+	describedAt time.Time
+	locks       *lock.Client
+	ledger      Ledger
+	inline      *InlineLedger // the ledger when it is the inline one, whose state a prefilter reads
 	// meta and metaDefaults are the group settings every acquisition records or compares (see
 	// groupMeta); total is the group's segment count; joined says the group exists, so
 	// acquisitions join it at its current n (see joinGroup).
@@ -192,55 +196,30 @@ func (w *Worker) untilStop(ctx context.Context, stopAt time.Time) (context.Conte
 
 func (w *Worker) prepare(ctx context.Context) (*env, error) {
 	c := w.cfg
-	out, err := c.Client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(c.Table)})
-	if err != nil {
-		var nf *types.ResourceNotFoundException
-		if errors.As(err, &nf) {
-			return nil, &ConfigError{Pkg: "dynapart", Field: "Table", Reason: fmt.Sprintf("table %q does not exist", c.Table)}
-		}
-		return nil, fmt.Errorf("dynapart: describe table %q: %w", c.Table, err)
+	locks, lockErr := w.lockClient()
+	r := w.readStart(ctx, locks)
+	if r.sourceErr != nil {
+		return nil, r.sourceErr
 	}
-	keyAttrs := scan.KeyAttributes(out.Table.KeySchema)
+	keyAttrs := scan.KeyAttributes(r.source.KeySchema)
 	if c.Mode == scan.ModeIndex {
 		found := false
-		for _, g := range out.Table.GlobalSecondaryIndexes {
+		for _, g := range r.source.GlobalSecondaryIndexes {
 			found = found || aws.ToString(g.IndexName) == c.IndexName
 		}
 		if !found {
 			return nil, &ConfigError{Pkg: "dynapart", Field: "IndexName", Reason: fmt.Sprintf("table %q has no index %q (create it with scan.CreatePendingIndex or `dynapart init --index`)", c.Table, c.IndexName)}
 		}
 	}
-	if err := lock.CheckTable(ctx, describeOnly{c.Client}, c.LeaseTable); err != nil {
-		var te *lock.TableError
-		if errors.As(err, &te) {
-			return nil, &ConfigError{Pkg: "dynapart", Field: "LeaseTable", Reason: te.Error() + " (create it with `dynapart init` or lock.CreateTable)", Err: err}
-		}
-		return nil, err
+	if r.leaseErr != nil {
+		return nil, leaseTableErr(r.leaseErr)
 	}
-	var ledger Ledger
-	switch c.Ledger {
-	case LedgerTable:
-		lt, err := describeTable(ctx, c.Client, c.LedgerTable, "LedgerTable")
-		if err != nil {
-			return nil, err
-		}
-		if err := checkLedgerSchema(c.LedgerTable, lt); err != nil {
-			return nil, &ConfigError{Pkg: "dynapart", Field: "LedgerTable", Reason: err.Error(), Err: err}
-		}
-		ledger, err = NewTableLedger(c.Client, c.LedgerTable, c.Job, c.Table, keyAttrs)
-	default:
-		opts := InlineOptions{Prefix: c.AttrPrefix}
-		if c.Mode == scan.ModeIndex {
-			opts.RemoveOnDone = []string{c.ShardAttr}
-		}
-		ledger, err = NewInlineLedger(c.Client, c.Table, keyAttrs, opts)
-	}
+	ledger, err := w.newLedger(r, keyAttrs)
 	if err != nil {
 		return nil, err
 	}
-	locks, err := w.lockClient()
-	if err != nil {
-		return nil, err
+	if lockErr != nil {
+		return nil, lockErr
 	}
 	if g, ok := ledger.(interface{ useWriteGate(*writeGate) }); ok {
 		g.useWriteGate(w.gate)
@@ -249,11 +228,34 @@ func (w *Worker) prepare(ctx context.Context) (*env, error) {
 	w.ledger = ledger
 	w.mu.Unlock()
 	inline, _ := ledger.(*InlineLedger)
-	e := &env{keyAttrs: keyAttrs, locks: locks, ledger: ledger, inline: inline}
-	if err := w.joinGroup(ctx, e); err != nil {
+	e := &env{keyAttrs: keyAttrs, source: r.source, describedAt: c.Clock.Now(), locks: locks, ledger: ledger, inline: inline}
+	if r.groupErr != nil {
+		return nil, r.groupErr
+	}
+	if err := w.joinGroup(e, r.group); err != nil {
 		return nil, err
 	}
 	return e, nil
+}
+
+// newLedger is the worker's ledger over the source table's key attributes: the ledger table
+// described in r, or the inline ledger.
+func (w *Worker) newLedger(r *startReads, keyAttrs []string) (Ledger, error) {
+	c := w.cfg
+	if c.Ledger == LedgerTable {
+		if r.ledgerErr != nil {
+			return nil, r.ledgerErr
+		}
+		if err := checkLedgerSchema(c.LedgerTable, r.ledger); err != nil {
+			return nil, &ConfigError{Pkg: "dynapart", Field: "LedgerTable", Reason: err.Error(), Err: err}
+		}
+		return NewTableLedger(c.Client, c.LedgerTable, c.Job, c.Table, keyAttrs)
+	}
+	opts := InlineOptions{Prefix: c.AttrPrefix}
+	if c.Mode == scan.ModeIndex {
+		opts.RemoveOnDone = []string{c.ShardAttr}
+	}
+	return NewInlineLedger(c.Client, c.Table, keyAttrs, opts)
 }
 
 // lockClient is the worker's client of the lease table.
@@ -329,6 +331,9 @@ func (w *Worker) startSlot(ctx context.Context, e *env, lease *lock.Lease, stopA
 		cp = slotCheckpoint{}
 	}
 	plan, err := w.leasePlan(ctx, e, lease)
+	if errors.Is(err, errReplan) {
+		log.Info("dynapart: the group was resized since the slot was taken: taking a slot under the new plan")
+	}
 	if err == nil && cp.epoch < lease.Epoch() {
 		if err = w.waitOldPlan(ctx, e, lease); err == nil {
 			if cp, err = w.adoptPlan(ctx, e, lease, plan, cp); err == nil {

@@ -440,17 +440,26 @@ func TestMissingTableIsAConfigError(t *testing.T) {
 	require.Equal(t, "Table", ce.Field)
 }
 
-// blockingDescribe is a client whose DescribeTable waits until its context ends, so a Run stays in
-// its preparation.
+// blockingDescribe is a client whose reads wait until their context ends, so a Run stays in its
+// preparation (whose reads go out together: entered is closed by the first).
 type blockingDescribe struct {
 	DynamoDBClient
 	entered chan struct{}
+	once    sync.Once
+}
+
+func (b *blockingDescribe) block(ctx context.Context) error {
+	b.once.Do(func() { close(b.entered) })
+	<-ctx.Done()
+	return ctx.Err()
 }
 
 func (b *blockingDescribe) DescribeTable(ctx context.Context, _ *dynamodb.DescribeTableInput, _ ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
-	close(b.entered)
-	<-ctx.Done()
-	return nil, ctx.Err()
+	return nil, b.block(ctx)
+}
+
+func (b *blockingDescribe) GetItem(ctx context.Context, _ *dynamodb.GetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	return nil, b.block(ctx)
 }
 
 // A second Run while one is running returns ErrRunTwice at once, without touching DynamoDB.

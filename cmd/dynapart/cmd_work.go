@@ -282,7 +282,7 @@ func (r *workRun) run(parent context.Context) error {
 		warnReadBill(ctx, r.log, r.db, r.f.table, readBill{Mode: r.w.Config().Mode, Workers: r.plan.Slots,
 			Consistent: r.f.consistent, PollInterval: r.w.Config().PollInterval})
 	}
-	show := progressView{mode: r.f.progress, w: r.w, total: estimateShare(ctx, r.db, r.f.table, r.plan.Slots),
+	show := progressView{mode: r.f.progress, w: r.w, estimate: func() int64 { return estimateShare(ctx, r.db, r.f.table, r.plan.Slots) },
 		log: r.log, line: r.line, stderr: r.stderr, json: r.json}
 	stopProgress := show.start()
 	start := time.Now()

@@ -65,6 +65,9 @@ type progressView struct {
 	mode   string // auto, bar, log, json or none
 	w      *worker.Worker
 	total  int64 // the items expected, or 0
+	// estimate, when set, tells total; the bar asks it in the background when it starts (the
+	// other modes show no total), so the worker's start does not wait on it.
+	estimate func() int64
 	log    *slog.Logger
 	line   *statusLine
 	stderr io.Writer
@@ -87,6 +90,9 @@ func (v progressView) start() func() {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		if v.mode == "bar" && v.estimate != nil {
+			v.total = v.estimate()
+		}
 		var m rateMeter
 		ticks(stop, every, func(now time.Time) { v.show(now, &m) })
 		if v.mode == "bar" {

@@ -77,10 +77,12 @@ func (p *delayProxy) reset() {
 	p.mu.Unlock()
 }
 
-// busyBefore is how many calls began before end and how long, in wall time between start and end,
+// busyBefore is how many calls began before end; how long, in wall time between start and end,
 // at least one call was in flight (the union of the calls' intervals): the time a client spent
-// waiting on DynamoDB, counted once when calls overlap.
-func (p *delayProxy) busyBefore(start, end time.Time) (calls int, busy time.Duration) {
+// waiting on DynamoDB, counted once when calls overlap; and in how many separate waits (the
+// union's spans: calls sent together count once, calls sent one after another each count), the
+// round trips that a region's latency multiplies.
+func (p *delayProxy) busyBefore(start, end time.Time) (calls int, busy time.Duration, waits int) {
 	p.mu.Lock()
 	iv := append([]interval(nil), p.calls...)
 	p.mu.Unlock()
@@ -91,12 +93,14 @@ func (p *delayProxy) busyBefore(start, end time.Time) (calls int, busy time.Dura
 			kept = append(kept, interval{maxTime(c.from, start), minTime(c.to, end)})
 		}
 	}
-	return calls, unionLength(kept)
+	busy, waits = union(kept)
+	return calls, busy, waits
 }
 
-func unionLength(iv []interval) time.Duration {
+// union is the total length of the intervals' union and its number of spans (empty intervals
+// ignored).
+func union(iv []interval) (total time.Duration, spans int) {
 	slices.SortFunc(iv, func(a, b interval) int { return a.from.Compare(b.from) })
-	var total time.Duration
 	var cur interval
 	open := false
 	for _, c := range iv {
@@ -106,6 +110,7 @@ func unionLength(iv []interval) time.Duration {
 			cur, open = c, true
 		case c.from.After(cur.to):
 			total += cur.to.Sub(cur.from)
+			spans++
 			cur = c
 		case c.to.After(cur.to):
 			cur.to = c.to
@@ -113,8 +118,9 @@ func unionLength(iv []interval) time.Duration {
 	}
 	if open {
 		total += cur.to.Sub(cur.from)
+		spans++
 	}
-	return total
+	return total, spans
 }
 
 func maxTime(a, b time.Time) time.Time {

@@ -12,12 +12,16 @@ import (
 	"github.com/dynapart/dynapart/internal/ddbtest"
 )
 
-func TestUnionLength(t *testing.T) {
+func TestUnion(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	iv := []interval{{at(50), at(60)}, {at(0), at(10)}, {at(5), at(20)}, {at(30), at(30)}, {at(55), at(58)}}
-	require.Equal(t, 30*time.Millisecond, unionLength(iv)) // 0–20 and 50–60
-	require.Zero(t, unionLength(nil))
+	total, spans := union(iv)
+	require.Equal(t, 30*time.Millisecond, total) // 0–20 and 50–60
+	require.Equal(t, 2, spans)
+	total, spans = union(nil)
+	require.Zero(t, total)
+	require.Zero(t, spans)
 }
 
 // The proxy holds every request for its delay and records it.
@@ -32,8 +36,9 @@ func TestDelayProxy(t *testing.T) {
 	require.NoError(t, err)
 	end := time.Now()
 	require.GreaterOrEqual(t, end.Sub(start), 30*time.Millisecond)
-	calls, busy := p.busyBefore(start, end)
+	calls, busy, waits := p.busyBefore(start, end)
 	require.Equal(t, 1, calls)
+	require.Equal(t, 1, waits)
 	require.GreaterOrEqual(t, busy, 30*time.Millisecond)
 	require.LessOrEqual(t, busy, end.Sub(start))
 }

@@ -1,0 +1,85 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/dynapart/dynapart/lock"
+)
+
+// startReads is what a worker reads before it joins its group: the source table's description,
+// the lease table's (checked), the ledger table's when there is one, and the group's meta item.
+// None depends on another, so they are sent together: one round trip to DynamoDB before the first
+// acquisition instead of three or four, which a Lambda invocation pays every time. Their errors
+// are reported in a fixed order, whichever came back first: the source table, its index (index
+// mode), the lease table, the ledger table, the lock client's settings, the group.
+type startReads struct {
+	source    *types.TableDescription
+	sourceErr error
+	leaseErr  error
+	ledger    *types.TableDescription
+	ledgerErr error
+	group     lock.GroupState
+	groupErr  error
+}
+
+// readStart sends the start reads together and waits for all of them; without locks (its
+// configuration was refused) the group is not read.
+func (w *Worker) readStart(ctx context.Context, locks *lock.Client) *startReads {
+	c := w.cfg
+	r := &startReads{}
+	var wg sync.WaitGroup
+	wg.Go(func() { r.source, r.sourceErr = describeSource(ctx, c.Client, c.Table) })
+	wg.Go(func() { r.leaseErr = lock.CheckTable(ctx, describeOnly{c.Client}, c.LeaseTable) })
+	if c.Ledger == LedgerTable {
+		wg.Go(func() { r.ledger, r.ledgerErr = describeTable(ctx, c.Client, c.LedgerTable, "LedgerTable") })
+	}
+	if locks != nil {
+		wg.Go(func() { r.group, r.groupErr = locks.GroupState(ctx, c.Group) })
+	}
+	wg.Wait()
+	return r
+}
+
+// describeSource describes the source table; a missing one is a *ConfigError on Table.
+func describeSource(ctx context.Context, db DynamoDBClient, table string) (*types.TableDescription, error) {
+	out, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+	if err != nil {
+		var nf *types.ResourceNotFoundException
+		if errors.As(err, &nf) {
+			return nil, &ConfigError{Pkg: "dynapart", Field: "Table", Reason: fmt.Sprintf("table %q does not exist", table)}
+		}
+		return nil, fmt.Errorf("dynapart: describe table %q: %w", table, err)
+	}
+	return out.Table, nil
+}
+
+// leaseTableErr is the lease table check's error as the worker reports it.
+func leaseTableErr(err error) error {
+	var te *lock.TableError
+	if errors.As(err, &te) {
+		return &ConfigError{Pkg: "dynapart", Field: "LeaseTable", Reason: te.Error() + " (create it with `dynapart init` or lock.CreateTable)", Err: err}
+	}
+	return err
+}
+
+// sourceDescriptionTTL is how long a pass's scanner uses the description the worker started with;
+// a continuous worker's later passes describe the table again (its statistics, which size the
+// first pages under a ReadRate, change; DynamoDB refreshes them about every six hours).
+const sourceDescriptionTTL = time.Hour
+
+// sourceDescription is the source table's description for a scanner starting at now: the one read
+// at start while fresh, else nil (the scanner describes the table itself).
+func (e *env) sourceDescription(now time.Time) *types.TableDescription {
+	if now.Sub(e.describedAt) > sourceDescriptionTTL {
+		return nil
+	}
+	return e.source
+}

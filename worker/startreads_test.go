@@ -1,0 +1,85 @@
+package worker
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/stretchr/testify/require"
+)
+
+// startDB holds the source table's DescribeTable until the group's meta item is being read (so
+// the two must be in flight together), and counts what a Run sends before its first item write.
+type startDB struct {
+	DynamoDBClient
+	source, leases string
+	metaRead       chan struct{}
+	metaOnce       sync.Once
+	waitedOut      atomic.Bool // the DescribeTable gave up waiting: the reads went one by one
+
+	mu         sync.Mutex
+	firstWrite bool
+	described  map[string]int // DescribeTable calls per table, in the whole Run
+	metaBefore int            // GetItems on the lease table before the first item write
+}
+
+func (d *startDB) DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, o ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
+	d.mu.Lock()
+	d.described[aws.ToString(in.TableName)]++
+	first := d.described[d.source] == 1 && aws.ToString(in.TableName) == d.source
+	d.mu.Unlock()
+	if first {
+		select {
+		case <-d.metaRead:
+		case <-time.After(10 * time.Second):
+			d.waitedOut.Store(true)
+		}
+	}
+	return d.DynamoDBClient.DescribeTable(ctx, in, o...)
+}
+
+func (d *startDB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	if aws.ToString(in.TableName) == d.leases {
+		d.metaOnce.Do(func() { close(d.metaRead) })
+		d.mu.Lock()
+		if !d.firstWrite {
+			d.metaBefore++
+		}
+		d.mu.Unlock()
+	}
+	return d.DynamoDBClient.GetItem(ctx, in, o...)
+}
+
+func (d *startDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if aws.ToString(in.TableName) == d.source {
+		d.mu.Lock()
+		d.firstWrite = true
+		d.mu.Unlock()
+	}
+	return d.DynamoDBClient.UpdateItem(ctx, in, o...)
+}
+
+// TestStartReadsGoTogether: a worker sends the reads it starts with (the source table's and the
+// lease table's descriptions, the group's meta item) together, not one after the other, describes
+// the source table once per Run (its passes' scanners reuse that description), and reads the meta
+// item once more, not twice, when it takes its slot: the round trips a Lambda invocation pays
+// before its first item.
+func TestStartReadsGoTogether(t *testing.T) {
+	f := newFixture(t, 5)
+	db := &startDB{DynamoDBClient: f.db, source: f.table, leases: f.leaseTable, metaRead: make(chan struct{}), described: map[string]int{}}
+	c := fastTimings(f.config(LedgerInline))
+	c.Client, c.Workers, c.Once, c.CompleteOnly = db, 1, true, true
+	w, err := New(c)
+	require.NoError(t, err)
+	require.NoError(t, runOnceWithin(t, w, func(context.Context, Item) error { return nil }, 30*time.Second))
+	require.Equal(t, int64(5), w.Stats().Completed)
+
+	require.False(t, db.waitedOut.Load(), "the source table's DescribeTable went out alone: the group's meta item was not read alongside it")
+	require.Equal(t, 1, db.described[f.table], "DescribeTable calls on the source table in one Run")
+	require.Equal(t, 1, db.described[f.leaseTable], "DescribeTable calls on the lease table in one Run")
+	require.Equal(t, 2, db.metaBefore, "GetItems on the lease table before the first item write: joining the group and the slot's plan")
+}
