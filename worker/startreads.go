@@ -3,12 +3,9 @@ package worker
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/dynapart/dynapart/lock"
@@ -36,7 +33,7 @@ func (w *Worker) readStart(ctx context.Context, locks *lock.Client) *startReads 
 	c := w.cfg
 	r := &startReads{}
 	var wg sync.WaitGroup
-	wg.Go(func() { r.source, r.sourceErr = describeSource(ctx, c.Client, c.Table) })
+	wg.Go(func() { r.source, r.sourceErr = describeTable(ctx, c.Client, c.Table, "Table") })
 	wg.Go(func() { r.leaseErr = lock.CheckTable(ctx, describeOnly{c.Client}, c.LeaseTable) })
 	if c.Ledger == LedgerTable {
 		wg.Go(func() { r.ledger, r.ledgerErr = describeTable(ctx, c.Client, c.LedgerTable, "LedgerTable") })
@@ -46,19 +43,6 @@ func (w *Worker) readStart(ctx context.Context, locks *lock.Client) *startReads 
 	}
 	wg.Wait()
 	return r
-}
-
-// describeSource describes the source table; a missing one is a *ConfigError on Table.
-func describeSource(ctx context.Context, db DynamoDBClient, table string) (*types.TableDescription, error) {
-	out, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
-	if err != nil {
-		var nf *types.ResourceNotFoundException
-		if errors.As(err, &nf) {
-			return nil, &ConfigError{Pkg: "dynapart", Field: "Table", Reason: fmt.Sprintf("table %q does not exist", table)}
-		}
-		return nil, fmt.Errorf("dynapart: describe table %q: %w", table, err)
-	}
-	return out.Table, nil
 }
 
 // leaseTableErr is the lease table check's error as the worker reports it.
