@@ -62,16 +62,16 @@ func clearLine(w io.Writer) { fmt.Fprint(w, "\r\033[K") }
 // progressView shows a worker's progress per --progress: a bar on stderr, a log line every 5s,
 // JSON lines on stdout, or nothing.
 type progressView struct {
-	mode   string // auto, bar, log, json or none
-	w      *worker.Worker
-	total  int64 // the items expected, or 0
+	mode  string // auto, bar, log, json or none
+	w     *worker.Worker
+	total int64 // the items expected, or 0
 	// estimate, when set, tells total; the bar asks it in the background when it starts (the
 	// other modes show no total), so the worker's start does not wait on it.
 	estimate func() int64
-	log    *slog.Logger
-	line   *statusLine
-	stderr io.Writer
-	json   *jsonProgress // for mode json
+	log      *slog.Logger
+	line     *statusLine
+	stderr   io.Writer
+	json     *jsonProgress // for mode json
 }
 
 // start shows the progress until the returned function is called.
