@@ -608,6 +608,7 @@ func (c *Client) recordMeta(ctx context.Context, t target) error {
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if err == nil {
+		c.noteSize(t.pk, metaItem{exists: true, n: t.n})
 		return nil
 	}
 	cf, ok := conditionFailed(err)

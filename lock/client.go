@@ -44,6 +44,9 @@ type Client struct {
 	unsettled map[itemKey]unsettledTake
 	// cursor is, per group pk larger than windowSize, the window the next round reads (nextView).
 	cursor map[string]int
+	// small is, per group pk, whether the meta item last read showed n <= windowSize: a join round
+	// of such a group reads the meta item and the slots in one Query (roundReader).
+	small map[string]bool
 
 	hooks testHooks
 }

@@ -9,7 +9,8 @@
 //     [Lease.Context] is cancelled at its expiry minus the safety margin, before anyone may take
 //     the slot over.
 //   - Every acquisition increments the slot's fencing token ([Lease.Token]); every write after
-//     acquisition (renew, [Lease.SaveCheckpoint], [Lease.MarkFinished], [Lease.Release]) is a
+//     acquisition (renew, [Lease.SaveCheckpoint], [Lease.MarkFinished] and its combinations
+//     [Lease.FinishWithCheckpoint] and [Lease.FinishAndRelease], [Lease.Release]) is a
 //     conditional write on owner and token, so a stale holder fails with [ErrLeaseLost] and
 //     changes nothing.
 //   - A take is conditioned on the token, version and expires_at it read, and a renew on the
@@ -57,7 +58,8 @@
 //     that sees it re-reads the meta item and reports it only when n and epoch are unchanged.
 //   - AcquireSlot and TryAcquireSlot with n = 0 join the group at its current n, read from the
 //     meta item every round (a standby waiting across a resize competes for the new slots at its
-//     next poll); a group without a meta item is refused with ErrGroupNotFound at once, and a join
+//     next poll; a group the client last saw with at most 64 slots is read with its meta item in
+//     one Query); a group without a meta item is refused with ErrGroupNotFound at once, and a join
 //     never creates one. A resize does not change what n > 0 means: a caller whose n differs from
 //     the meta item's still gets a *GroupMismatchError.
 //   - [Client.ResetGroup] moves the epoch on too and records it as the reset epoch

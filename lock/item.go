@@ -168,7 +168,30 @@ func (c *Client) readAll(ctx context.Context, pk string) (map[int]slotItem, meta
 		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": avS(pk)},
 		ConsistentRead:            aws.Bool(true),
 	}
-	return c.query(ctx, in, fmt.Sprintf("%q", pk))
+	slots, meta, err := c.query(ctx, in, fmt.Sprintf("%q", pk))
+	c.noteSize(pk, meta)
+	return slots, meta, err
+}
+
+// noteSize records whether a group's meta item, as just read, shows it fits one window (see
+// Client.small); a missing item tells nothing.
+func (c *Client) noteSize(pk string, meta metaItem) {
+	if !meta.exists {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.small == nil {
+		c.small = map[string]bool{}
+	}
+	c.small[pk] = meta.n <= windowSize
+}
+
+// knownSmall reports whether the group's meta item was last read with n <= windowSize.
+func (c *Client) knownSmall(pk string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.small[pk]
 }
 
 // query runs a consistent Query of a group's items to its end (more pages only past 1 MB): the

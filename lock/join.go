@@ -9,12 +9,23 @@ import (
 // (n = 0) reads the meta item first, with one consistent GetItem per round (half an RCU on top of
 // the round's Query), and the round competes for slots 0..n-1 of that n under its epoch: so a
 // standby waiting across a resize competes for the new plan's slots at its next round. A group
-// without a meta item gives an error wrapping ErrGroupNotFound.
+// this client last read with n <= windowSize is read whole with its meta item in one Query
+// instead (one round trip, no GetItem): the Query's meta item decides n as the GetItem's would, and
+// a group grown past windowSize meanwhile is then read by windows as usual. A group without a meta
+// item gives an error wrapping ErrGroupNotFound.
 func (c *Client) roundReader(ctx context.Context, t target) (*groupReader, error) {
 	if !t.join {
 		return c.newReader(t), nil
 	}
-	meta, err := c.readMeta(ctx, t.pk)
+	var slots map[int]slotItem
+	var meta metaItem
+	var err error
+	small := c.knownSmall(t.pk)
+	if small {
+		slots, meta, err = c.readRange(ctx, t.pk, 0, windowSize, true)
+	} else {
+		meta, err = c.readMeta(ctx, t.pk)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -27,6 +38,10 @@ func (c *Client) roundReader(ctx context.Context, t target) (*groupReader, error
 	t.n = meta.n
 	r := c.newReader(t)
 	r.meta, r.hasMeta = meta, true
+	if small && r.windows == 0 {
+		v := wholeView(t, slots, meta)
+		r.first = &v
+	}
 	return r, nil
 }
 

@@ -35,10 +35,12 @@ type Lease struct {
 	expiresAt time.Time
 	endedAt   time.Time // by the holder's clock, when ctx was cancelled
 
-	relMu    sync.Mutex
-	relDone  bool
-	relErr   error
-	stopOnce sync.Once
+	relMu   sync.Mutex
+	relDone bool
+	relErr  error
+	// relFinish: FinishAndRelease's checkpoint, which Release writes with the finished flag.
+	relFinish *string
+	stopOnce  sync.Once
 }
 
 func (c *Client) newLease(t target, before, got slotItem, now time.Time) *Lease {
@@ -428,6 +430,32 @@ func (l *Lease) MarkFinished(ctx context.Context) error {
 		map[string]string{"#fin": attrFinished}, map[string]types.AttributeValue{":true": avB(true)})
 }
 
+// FinishWithCheckpoint is MarkFinished that also stores value as the slot's checkpoint (as
+// SaveCheckpoint does), in the same fenced write: the last checkpoint of a share and its end cost
+// one round trip.
+func (l *Lease) FinishWithCheckpoint(ctx context.Context, value string) error {
+	return l.fencedWrite(ctx, "mark finished", "SET #cp = :cp, #fin = :true",
+		map[string]string{"#cp": attrCheckpoint, "#fin": attrFinished},
+		map[string]types.AttributeValue{":cp": avS(value), ":true": avB(true)})
+}
+
+// FinishAndRelease is MarkFinished, SaveCheckpoint(value) and Release in one write, for a holder
+// that is done with the slot: one round trip where the three take three. It writes nothing when
+// the lease is no longer held (an error wrapping ErrLeaseLost, as MarkFinished). After a
+// transport error, a later Release (or FinishAndRelease) sends the same write again.
+func (l *Lease) FinishAndRelease(ctx context.Context, value string) error {
+	l.relMu.Lock()
+	if !l.relDone && l.ctx.Err() == nil {
+		l.relFinish = &value
+	}
+	retry := !l.relDone && l.relFinish != nil // set now, or by a call whose write failed
+	l.relMu.Unlock()
+	if !retry {
+		return l.endedErr("mark finished")
+	}
+	return l.Release(ctx)
+}
+
 // Release gives the slot back at once (released = true, fenced) so a standby can take it without
 // waiting for expiry. It stops the heartbeat and waits for it, and cancels the context with
 // ErrReleased before the write, so no work continues while the next holder starts. It is
@@ -445,8 +473,11 @@ func (l *Lease) Release(ctx context.Context) error {
 	if l.ctx.Err() != nil && !errors.Is(context.Cause(l.ctx), ErrReleased) {
 		wasLost = context.Cause(l.ctx)
 	}
+	if wasLost != nil {
+		l.relFinish = nil // a lost lease finishes nothing
+	}
 	l.end(ErrReleased)
-	_, err := l.c.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	in := &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(l.c.table),
 		Key:                                 key(l.pk, l.slot),
 		UpdateExpression:                    aws.String("SET #rel = :true"),
@@ -454,7 +485,13 @@ func (l *Lease) Release(ctx context.Context) error {
 		ExpressionAttributeNames:            map[string]string{"#owner": attrOwner, "#token": attrToken, "#rel": attrReleased},
 		ExpressionAttributeValues:           map[string]types.AttributeValue{":me": avS(l.c.owner), ":myToken": avN(l.token), ":true": avB(true)},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
+	}
+	if cp := l.relFinish; cp != nil {
+		in.UpdateExpression = aws.String("SET #rel = :true, #fin = :true, #cp = :cp")
+		in.ExpressionAttributeNames["#fin"], in.ExpressionAttributeNames["#cp"] = attrFinished, attrCheckpoint
+		in.ExpressionAttributeValues[":cp"] = avS(*cp)
+	}
+	_, err := l.c.db.UpdateItem(ctx, in)
 	switch cf, ok := conditionFailed(err); {
 	case err == nil:
 		l.relErr = wasLost

@@ -155,7 +155,7 @@ func TestTakeoverAfterRelease(t *testing.T) {
 }
 
 // A holder whose slot was taken over (here: another client's clock is far ahead) is fenced: its
-// renew, checkpoint, finish and release fail with ErrLeaseLost and leave the item unchanged.
+// renew, checkpoint, finish (alone, with a checkpoint, with the release) and release fail with ErrLeaseLost and leave the item unchanged.
 func TestStaleHolderIsFenced(t *testing.T) {
 	db, table := lockTable(t)
 	ctx := context.Background()
@@ -180,6 +180,8 @@ func TestStaleHolderIsFenced(t *testing.T) {
 
 	require.ErrorIs(t, la.SaveCheckpoint(ctx, "a"), ErrLeaseLost)
 	require.ErrorIs(t, la.MarkFinished(ctx), ErrLeaseLost)
+	require.ErrorIs(t, la.FinishWithCheckpoint(ctx, "a"), ErrLeaseLost)
+	require.ErrorIs(t, la.FinishAndRelease(ctx, "a"), ErrLeaseLost)
 	require.ErrorIs(t, la.Release(ctx), ErrLeaseLost)
 	require.ErrorIs(t, la.Release(ctx), ErrLeaseLost, "idempotent")
 	require.Equal(t, before, rawItem(t, db, table, la.pk, la.slot), "stale writes changed nothing")

@@ -69,6 +69,8 @@ type groupReader struct {
 	read    int // windows read so far in this round
 	meta    metaItem
 	hasMeta bool // meta was read (it may not exist)
+	// first: the round's whole view, read with the meta item by roundReader (nil: read it).
+	first *view
 	// unfinished: a window read in this round had an unfinished slot, so the group is not finished.
 	unfinished bool
 }
@@ -94,6 +96,10 @@ func (c *Client) nextView(ctx context.Context, r *groupReader) (view, error) {
 	t := r.t
 	if r.windows == 0 {
 		r.read = 1
+		if v := r.first; v != nil {
+			r.first = nil
+			return *v, nil
+		}
 		slots, meta, err := c.readAll(ctx, t.pk)
 		return wholeView(t, slots, meta), err
 	}
@@ -207,7 +213,9 @@ func (c *Client) readRange(ctx context.Context, pk string, lo, hi int, withMeta 
 		},
 		ConsistentRead: aws.Bool(true),
 	}
-	return c.query(ctx, in, fmt.Sprintf("%q %d..%d", pk, lo, hi-1))
+	slots, meta, err := c.query(ctx, in, fmt.Sprintf("%q %d..%d", pk, lo, hi-1))
+	c.noteSize(pk, meta)
+	return slots, meta, err
 }
 
 // readMeta reads the group's meta item with a consistent GetItem.
@@ -218,7 +226,9 @@ func (c *Client) readMeta(ctx context.Context, pk string) (metaItem, error) {
 	if err != nil {
 		return metaItem{}, fmt.Errorf("lock: read %s meta: %w", pk, c.readErr(err))
 	}
-	return decodeMeta(out.Item), nil
+	meta := decodeMeta(out.Item)
+	c.noteSize(pk, meta)
+	return meta, nil
 }
 
 // readUnsettled reads, one consistent GetItem each, the slots outside the window that hold an

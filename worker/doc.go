@@ -53,9 +53,10 @@
 // finished slot's lease and takes scan units (segments in segment and filter mode, shards in index
 // mode) that slots still working have not started, a few at a time (up to SubSegments, at most a
 // third of those left) from the end of their share, and reads them with the owner's plan and
-// filter under its own lease; then it releases its slot and exits as before. Holders read from the
-// front of their share, SubSegments units at once and whole pages ahead of their handlers, so units
-// of one page each may all be started early and leave nothing to steal. Units stay exclusive
+// filter under its own lease; then it releases its slot and exits as before (a slot of a one-slot
+// plan, with nothing to steal, is marked finished, checkpointed and released by one write).
+// Holders read from the front of their share, SubSegments units at once and whole pages ahead of
+// their handlers, so units of one page each may all be started early and leave nothing to steal. Units stay exclusive
 // through one marker item per unit per pass in the lease table, written with a conditional put
 // before anyone reads the unit: every once-worker (also with NoSteal) of a plan of more than one
 // slot marks the units of its passes, one conditional write per unit per pass (64 per pass of the

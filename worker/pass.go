@@ -65,6 +65,9 @@ type passResult struct {
 	cp       slotCheckpoint // position reached (complete only when err == nil)
 	nextDue  time.Duration  // once mode: when the earliest pending retry or foreign claim is due
 	deadline bool           // stopped because the ctx deadline is near
+	// unsaved: a once-worker's pass ended complete and clean, and its checkpoint is left to the
+	// write that marks the slot finished (see Worker.endPass), which saves both in one round trip.
+	unsaved bool
 }
 
 // task is a scanned item on its way to a handler.
@@ -108,7 +111,8 @@ func (p *pass) run() (passResult, error) {
 	scanErr := p.scanAndHandle()
 
 	res := passResult{cp: p.current()}
-	if p.lease.Context().Err() == nil {
+	res.unsaved = p.unit == nil && c.Once && scanErr == nil && p.sc.Done() && p.stolenUnits() == nil && !res.cp.dirty
+	if p.lease.Context().Err() == nil && !res.unsaved {
 		_ = p.save(res.cp)
 	}
 	if scanErr != nil || !p.sc.Done() {

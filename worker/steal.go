@@ -48,6 +48,10 @@ func (w *Worker) marksUnits(plan scan.Plan) bool { return w.cfg.Once && plan.Slo
 // steals reports whether the worker steals units once its slot is finished.
 func (w *Worker) steals() bool { return w.cfg.Once && !w.cfg.NoSteal }
 
+// stealsIn reports whether a slot of plan keeps its lease after finishing, to steal from the
+// plan's other slots: a one-slot plan has none.
+func (w *Worker) stealsIn(plan scan.Plan) bool { return w.steals() && plan.Slots > 1 }
+
 // beforeUnit is the scanner's BeforeSegment in a once-worker's pass: it marks the unit for the
 // slot's lease, and skips units a thief holds (reconcile waits for them) or that are done.
 func (p *pass) beforeUnit(ctx context.Context, unit int) (bool, error) {

@@ -310,7 +310,8 @@ func (w *Worker) runSlot(ctx context.Context, e *env, lease *lock.Lease, h Handl
 	finished, err := w.workSlot(sctx, e, lease, h, stopAt, log)
 	if err == nil && finished && w.steals() {
 		// Keep the finished slot's lease (it fences what the thief writes) while taking units
-		// from slots still working (see steal.go).
+		// from slots still working (see steal.go). A one-slot plan's finish released the lease:
+		// there is nothing to steal, and steal returns at once.
 		w.steal(sctx, e, lease, h, stopAt, log)
 	}
 	end := slotEnd{finished: finished, replan: ctx.Err() == nil && errors.Is(context.Cause(sctx), errReplan)}
@@ -376,6 +377,10 @@ func (w *Worker) workSlot(ctx context.Context, e *env, lease *lock.Lease, h Hand
 		}
 		res, err := w.runPass(ctx, e, lease, h, plan, cp, stopAt)
 		cp = res.cp
+		if res.unsaved && !w.finishesNow(ctx, lease, res, err) {
+			_ = w.saveCheckpoint(ctx, lease, cp.encode())
+			res.unsaved = false
+		}
 		switch {
 		case ctx.Err() != nil, lease.Context().Err() != nil, res.deadline:
 			return false, nil // stopped; Run decides what to return
@@ -400,11 +405,9 @@ func (w *Worker) workSlot(ctx context.Context, e *env, lease *lock.Lease, h Hand
 		wait := w.cfg.PollInterval
 		if w.cfg.Once {
 			if !cp.dirty {
-				// A paused once-worker does not mark its slot finished until resumed.
-				if !w.waitResumed(ctx, lease, stopAt) {
-					return false, nil
-				}
-				return w.finish(ctx, lease, log)
+				f := slotFinish{cp: cp, unsaved: res.unsaved, release: !w.stealsIn(plan)}
+				finished, err := w.finishWhenResumed(ctx, lease, stopAt, f, log)
+				return finished, err
 			}
 			if res.nextDue > 0 && res.nextDue < wait {
 				wait = res.nextDue
@@ -443,14 +446,54 @@ func (w *Worker) release(ctx context.Context, lease *lock.Lease, log *slog.Logge
 	w.leaseEvent(LeaseReleased, lease)
 }
 
-// finish marks the slot finished (once mode, after a clean pass); a lost lease is a stop.
-func (w *Worker) finish(ctx context.Context, lease *lock.Lease, log *slog.Logger) (finished bool, err error) {
+// finishesNow reports whether a once-worker's complete, clean pass (res.unsaved) goes on to mark
+// the slot finished, which saves its checkpoint too (finishWhenResumed); otherwise the checkpoint
+// is saved on its own (the pass was stopped or failed).
+func (w *Worker) finishesNow(ctx context.Context, lease *lock.Lease, res passResult, err error) bool {
+	return err == nil && ctx.Err() == nil && lease.Context().Err() == nil && !res.deadline
+}
+
+// slotFinish is how workSlot ends a slot whose share is done: cp is its last checkpoint,
+// unsaved that the pass left it to this write, release that nothing follows on the lease (a
+// one-slot plan, or no stealing), so the write that marks the slot finished releases it too.
+type slotFinish struct {
+	cp               slotCheckpoint
+	unsaved, release bool
+}
+
+// finishWhenResumed marks the slot finished with its last checkpoint once the group is not paused
+// (a paused once-worker does not mark its slot finished until resumed). An unsaved checkpoint is
+// saved on its own while paused, so a stop or crash during the pause keeps it.
+func (w *Worker) finishWhenResumed(ctx context.Context, lease *lock.Lease, stopAt time.Time, f slotFinish, log *slog.Logger) (finished bool, err error) {
+	if f.unsaved && w.pause.flagged() {
+		_ = w.saveCheckpoint(ctx, lease, f.cp.encode())
+		f.unsaved = false
+	}
+	if !w.waitResumed(ctx, lease, stopAt) {
+		if f.unsaved {
+			_ = w.saveCheckpoint(ctx, lease, f.cp.encode())
+		}
+		return false, nil
+	}
+	return w.finish(ctx, lease, f, log)
+}
+
+// finish marks the slot finished and saves its last checkpoint in the same write, which also
+// releases the lease when f.release (once mode, after a clean pass); a lost lease is a stop.
+func (w *Worker) finish(ctx context.Context, lease *lock.Lease, f slotFinish, log *slog.Logger) (finished bool, err error) {
 	cctx, cancel := w.leaseWriteContext(ctx)
-	err = lease.MarkFinished(cctx)
+	if f.release {
+		err = lease.FinishAndRelease(cctx, f.cp.encode())
+	} else {
+		err = lease.FinishWithCheckpoint(cctx, f.cp.encode())
+	}
 	cancel()
 	if err != nil {
 		if errors.Is(err, lock.ErrLeaseLost) {
 			return false, nil
+		}
+		if !f.release {
+			_ = w.saveCheckpoint(ctx, lease, f.cp.encode()) // the next holder resumes at the pass's end
 		}
 		return false, fmt.Errorf("dynapart: mark slot %d finished: %w", lease.Slot(), err)
 	}

@@ -1,0 +1,94 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/stretchr/testify/require"
+
+	"github.com/dynapart/dynapart/lock"
+)
+
+// endDB records the requests a Run sends to the lease table after its last item write.
+type endDB struct {
+	DynamoDBClient
+	source, leases string
+
+	mu    sync.Mutex
+	after []string // lease-table operations since the last source-table write
+}
+
+func (d *endDB) note(table, op string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch table {
+	case d.source:
+		d.after = nil
+	case d.leases:
+		d.after = append(d.after, op)
+	}
+}
+
+func (d *endDB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	d.note(aws.ToString(in.TableName), "GetItem")
+	return d.DynamoDBClient.GetItem(ctx, in, o...)
+}
+
+func (d *endDB) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	d.note(aws.ToString(in.TableName), "Query")
+	return d.DynamoDBClient.Query(ctx, in, o...)
+}
+
+func (d *endDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	d.note(aws.ToString(in.TableName), "UpdateItem")
+	return d.DynamoDBClient.UpdateItem(ctx, in, o...)
+}
+
+func (d *endDB) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	d.note(aws.ToString(in.TableName), "PutItem")
+	return d.DynamoDBClient.PutItem(ctx, in, o...)
+}
+
+// TestOneSlotEndsInThreeRoundTrips: after its last item, a once-worker of a one-slot group marks
+// its slot finished, saves the pass's checkpoint and releases the lease in one write, steals
+// nothing (there is no other slot), and confirms the group finished with one Query of the group
+// and its meta item plus the confirming read: three round trips where it took seven (checkpoint,
+// finished, a group read for stealing, release, meta, group, meta). The slot item still ends
+// finished, released, with the pass's counts.
+func TestOneSlotEndsInThreeRoundTrips(t *testing.T) {
+	const items = 7
+	f := newFixture(t, items)
+	db := &endDB{DynamoDBClient: f.db, source: f.table, leases: f.leaseTable}
+	c := fastTimings(f.config(LedgerInline))
+	c.Client, c.Workers, c.Once, c.CompleteOnly = db, 1, true, true
+	var events []LeaseEventKind
+	c.Hooks.OnLease = func(e LeaseEvent) { events = append(events, e.Kind) }
+	w, err := New(c)
+	require.NoError(t, err)
+	require.NoError(t, runOnceWithin(t, w, func(context.Context, Item) error { return nil }, 30*time.Second))
+	require.Equal(t, int64(items), w.Stats().Completed)
+
+	require.Equal(t, []string{"UpdateItem", "Query", "GetItem"}, db.after,
+		"lease-table requests after the last item write: finish+checkpoint+release, the group read, the confirming meta read")
+	require.Equal(t, []LeaseEventKind{LeaseAcquired, LeaseFinished, LeaseReleased}, events)
+
+	locks, err := lock.New(f.db, f.leaseTable)
+	require.NoError(t, err)
+	st, err := locks.GroupStatus(context.Background(), w.Config().Group)
+	require.NoError(t, err)
+	require.Len(t, st.Slots, 1)
+	s := st.Slots[0]
+	require.True(t, s.Finished, "slot 0 finished")
+	require.True(t, s.Released, "slot 0 released")
+	p, err := ParseSlotProgress(s.Checkpoint)
+	require.NoError(t, err)
+	require.Equal(t, int64(items), p.Done, "the finishing write saved the pass's counts")
+	require.Equal(t, int64(items), p.Scanned)
+	done, total := p.SegmentsDone()
+	require.Equal(t, total, done, fmt.Sprintf("the saved position is the pass's end: %d of %d segments done", done, total))
+}
