@@ -440,9 +440,10 @@ func (l *Lease) FinishWithCheckpoint(ctx context.Context, value string) error {
 }
 
 // FinishAndRelease is MarkFinished, SaveCheckpoint(value) and Release in one write, for a holder
-// that is done with the slot: one round trip where the three take three. It writes nothing when
-// the lease is no longer held (an error wrapping ErrLeaseLost, as MarkFinished). After a
-// transport error, a later Release (or FinishAndRelease) sends the same write again.
+// that is done with the slot: one round trip where the three take three. A lease already lost or
+// released writes nothing (an error wrapping ErrLeaseLost, as MarkFinished). After a transport
+// error, a later Release (or FinishAndRelease, whose value is then ignored) sends the same write
+// again, conditioned like Release on owner and token only: a takeover or reset since fails it.
 func (l *Lease) FinishAndRelease(ctx context.Context, value string) error {
 	l.relMu.Lock()
 	if !l.relDone && l.ctx.Err() == nil {

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -91,4 +92,43 @@ func TestOneSlotEndsInThreeRoundTrips(t *testing.T) {
 	require.Equal(t, int64(items), p.Scanned)
 	done, total := p.SegmentsDone()
 	require.Equal(t, total, done, fmt.Sprintf("the saved position is the pass's end: %d of %d segments done", done, total))
+}
+
+// finishLost applies the first write that finishes and releases a slot but reports it failed (its
+// answer lost), as a timeout would.
+type finishLost struct {
+	DynamoDBClient
+	once sync.Once
+}
+
+func (d *finishLost) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	out, err := d.DynamoDBClient.UpdateItem(ctx, in, o...)
+	lost := false
+	if err == nil && strings.Contains(aws.ToString(in.UpdateExpression), "#fin = :true") &&
+		strings.Contains(aws.ToString(in.UpdateExpression), "#rel = :true") {
+		d.once.Do(func() { lost = true })
+	}
+	if lost {
+		return nil, errInjected
+	}
+	return out, err
+}
+
+// TestLostFinishAnswerStillFinishes: the one write that finishes a one-slot group's slot lands but
+// its answer is lost; the worker sends it once more and ends as if the first answer had come: no
+// error, the slot finished and released, LeaseFinished before LeaseReleased.
+func TestLostFinishAnswerStillFinishes(t *testing.T) {
+	f := newFixture(t, 5)
+	c := fastTimings(f.config(LedgerInline))
+	c.Client, c.Workers, c.Once = &finishLost{DynamoDBClient: f.db}, 1, true
+	var events []LeaseEventKind
+	c.Hooks.OnLease = func(e LeaseEvent) { events = append(events, e.Kind) }
+	w, err := New(c)
+	require.NoError(t, err)
+	require.NoError(t, runOnceWithin(t, w, func(context.Context, Item) error { return nil }, 30*time.Second))
+	require.Equal(t, int64(5), w.Stats().Completed)
+	require.Equal(t, []LeaseEventKind{LeaseAcquired, LeaseFinished, LeaseReleased}, events)
+	fin, err := w.JobFinished(context.Background())
+	require.NoError(t, err)
+	require.True(t, fin)
 }

@@ -377,13 +377,16 @@ func (w *Worker) workSlot(ctx context.Context, e *env, lease *lock.Lease, h Hand
 		}
 		res, err := w.runPass(ctx, e, lease, h, plan, cp, stopAt)
 		cp = res.cp
-		if res.unsaved && !w.finishesNow(ctx, lease, res, err) {
+		stopped := ctx.Err() != nil || lease.Context().Err() != nil || res.deadline
+		if res.unsaved && (stopped || err != nil) {
+			// The pass left its checkpoint to the write that marks the slot finished, which
+			// does not come now: save it on its own.
 			_ = w.saveCheckpoint(ctx, lease, cp.encode())
 			res.unsaved = false
 		}
 		switch {
-		case ctx.Err() != nil, lease.Context().Err() != nil, res.deadline:
-			return false, nil // stopped; Run decides what to return
+		case stopped:
+			return false, nil // Run decides what to return
 		case err != nil:
 			var ce *ConfigError
 			if errors.As(err, &ce) {
@@ -446,13 +449,6 @@ func (w *Worker) release(ctx context.Context, lease *lock.Lease, log *slog.Logge
 	w.leaseEvent(LeaseReleased, lease)
 }
 
-// finishesNow reports whether a once-worker's complete, clean pass (res.unsaved) goes on to mark
-// the slot finished, which saves its checkpoint too (finishWhenResumed); otherwise the checkpoint
-// is saved on its own (the pass was stopped or failed).
-func (w *Worker) finishesNow(ctx context.Context, lease *lock.Lease, res passResult, err error) bool {
-	return err == nil && ctx.Err() == nil && lease.Context().Err() == nil && !res.deadline
-}
-
 // slotFinish is how workSlot ends a slot whose share is done: cp is its last checkpoint,
 // unsaved that the pass left it to this write, release that nothing follows on the lease (a
 // one-slot plan, or no stealing), so the write that marks the slot finished releases it too.
@@ -463,32 +459,26 @@ type slotFinish struct {
 
 // finishWhenResumed marks the slot finished with its last checkpoint once the group is not paused
 // (a paused once-worker does not mark its slot finished until resumed). An unsaved checkpoint is
-// saved on its own while paused, so a stop or crash during the pause keeps it.
+// saved on its own before a pause is waited out, so a stop or crash during the pause keeps it.
 func (w *Worker) finishWhenResumed(ctx context.Context, lease *lock.Lease, stopAt time.Time, f slotFinish, log *slog.Logger) (finished bool, err error) {
-	if f.unsaved && w.pause.flagged() {
-		_ = w.saveCheckpoint(ctx, lease, f.cp.encode())
-		f.unsaved = false
-	}
-	if !w.waitResumed(ctx, lease, stopAt) {
+	if w.pause.flagged() {
 		if f.unsaved {
 			_ = w.saveCheckpoint(ctx, lease, f.cp.encode())
+			f.unsaved = false
 		}
-		return false, nil
+		if !w.waitResumed(ctx, lease, stopAt) {
+			return false, nil
+		}
 	}
 	return w.finish(ctx, lease, f, log)
 }
 
 // finish marks the slot finished and saves its last checkpoint in the same write, which also
-// releases the lease when f.release (once mode, after a clean pass); a lost lease is a stop.
+// releases the lease when f.release (once mode, after a clean pass); a lost lease is a stop. When
+// both the write and its resend fail, the checkpoint is the pass's last periodic one: the slot's
+// next holder reads the share's tail again (its items are done, so only reads are repeated).
 func (w *Worker) finish(ctx context.Context, lease *lock.Lease, f slotFinish, log *slog.Logger) (finished bool, err error) {
-	cctx, cancel := w.leaseWriteContext(ctx)
-	if f.release {
-		err = lease.FinishAndRelease(cctx, f.cp.encode())
-	} else {
-		err = lease.FinishWithCheckpoint(cctx, f.cp.encode())
-	}
-	cancel()
-	if err != nil {
+	if err := w.finishWrite(ctx, lease, f); err != nil {
 		if errors.Is(err, lock.ErrLeaseLost) {
 			return false, nil
 		}
@@ -500,6 +490,26 @@ func (w *Worker) finish(ctx context.Context, lease *lock.Lease, f slotFinish, lo
 	w.leaseEvent(LeaseFinished, lease)
 	log.Info("dynapart: slot finished")
 	return true, nil
+}
+
+// finishWrite sends finish's write. A FinishAndRelease that fails in transit (it may have landed
+// with its answer lost) is sent once more by Release, which repeats the same write.
+func (w *Worker) finishWrite(ctx context.Context, lease *lock.Lease, f slotFinish) error {
+	cctx, cancel := w.leaseWriteContext(ctx)
+	defer cancel()
+	if !f.release {
+		return lease.FinishWithCheckpoint(cctx, f.cp.encode())
+	}
+	err := lease.FinishAndRelease(cctx, f.cp.encode())
+	if err == nil || errors.Is(err, lock.ErrLeaseLost) {
+		return err
+	}
+	rctx, rcancel := w.leaseWriteContext(ctx)
+	defer rcancel()
+	if lease.Release(rctx) == nil {
+		return nil
+	}
+	return err
 }
 
 // wait pauses for d by the worker's clock; false when ctx ends, the lease is lost or stopAt passes.
