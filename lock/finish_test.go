@@ -4,19 +4,36 @@ import (
 	"context"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/stretchr/testify/require"
 
 	"github.com/dynapart/dynapart/internal/clock"
 )
 
+// counted is client a on a fresh lock table and a fake clock, its calls counted by f.
+type counted struct {
+	db    *dynamodb.Client
+	table string
+	f     *faultyDB
+	a     *Client
+	clk   *clock.Fake
+}
+
+func countedClient(t *testing.T) counted {
+	t.Helper()
+	k := counted{clk: clock.NewFake(t0)}
+	k.db, k.table = lockTable(t)
+	k.f = &faultyDB{DynamoDBClient: k.db}
+	k.a, _ = newClient(t, k.f, k.table, timingOpts(k.clk, "a")...)
+	return k
+}
+
 // FinishAndRelease marks the slot finished, stores the checkpoint and releases the lease in one
 // request; the group of one slot is then finished for everyone.
 func TestFinishAndReleaseIsOneWrite(t *testing.T) {
-	db, table := lockTable(t)
 	ctx := context.Background()
-	clk := clock.NewFake(t0)
-	f := &faultyDB{DynamoDBClient: db}
-	a, _ := newClient(t, f, table, timingOpts(clk, "a")...)
+	k := countedClient(t)
+	f, a := k.f, k.a
 	l, err := a.TryAcquireSlot(ctx, "g", 1)
 	require.NoError(t, err)
 
@@ -35,7 +52,7 @@ func TestFinishAndReleaseIsOneWrite(t *testing.T) {
 	require.True(t, s.Released)
 	require.Equal(t, "the end", s.Checkpoint)
 
-	b, _ := newClient(t, db, table, timingOpts(clk, "b")...)
+	b, _ := newClient(t, k.db, k.table, timingOpts(k.clk, "b")...)
 	_, err = b.TryAcquireSlot(ctx, "g", 0)
 	require.ErrorIs(t, err, ErrGroupFinished)
 }
@@ -46,10 +63,9 @@ func TestFinishAndReleaseIsOneWrite(t *testing.T) {
 func TestFinishAndReleaseRetriesTheSameWrite(t *testing.T) {
 	for _, fault := range []string{"dropped", "answer lost"} {
 		t.Run(fault, func(t *testing.T) {
-			db, table := lockTable(t)
 			ctx := context.Background()
-			f := &faultyDB{DynamoDBClient: db}
-			a, _ := newClient(t, f, table, timingOpts(clock.NewFake(t0), "a")...)
+			k := countedClient(t)
+			f, a := k.f, k.a
 			l, err := a.TryAcquireSlot(ctx, "g", 1)
 			require.NoError(t, err)
 
@@ -80,11 +96,9 @@ func TestFinishAndReleaseRetriesTheSameWrite(t *testing.T) {
 // in one Query (no GetItem first); a group that grew past a window meanwhile is still joined at
 // its new n, under its new epoch.
 func TestSmallGroupJoinReadsOnce(t *testing.T) {
-	db, table := lockTable(t)
 	ctx := context.Background()
-	clk := clock.NewFake(t0)
-	f := &faultyDB{DynamoDBClient: db}
-	a, _ := newClient(t, f, table, timingOpts(clk, "a")...)
+	k := countedClient(t)
+	f, a := k.f, k.a
 	first, err := a.TryAcquireSlot(ctx, "g", 3)
 	require.NoError(t, err)
 

@@ -66,7 +66,7 @@ type passResult struct {
 	nextDue  time.Duration  // once mode: when the earliest pending retry or foreign claim is due
 	deadline bool           // stopped because the ctx deadline is near
 	// unsaved: a once-worker's pass ended complete and clean, and its checkpoint is left to the
-	// write that marks the slot finished (see Worker.endPass), which saves both in one round trip.
+	// write that marks the slot finished (Worker.finish), which saves both in one round trip.
 	unsaved bool
 }
 

@@ -409,8 +409,7 @@ func (w *Worker) workSlot(ctx context.Context, e *env, lease *lock.Lease, h Hand
 		if w.cfg.Once {
 			if !cp.dirty {
 				f := slotFinish{cp: cp, unsaved: res.unsaved, release: !w.stealsIn(plan)}
-				finished, err := w.finishWhenResumed(ctx, lease, stopAt, f, log)
-				return finished, err
+				return w.finishWhenResumed(ctx, lease, stopAt, f, log)
 			}
 			if res.nextDue > 0 && res.nextDue < wait {
 				wait = res.nextDue
