@@ -221,11 +221,13 @@ func (c *Client) acquireRound(ctx context.Context, t target) (*Lease, error) {
 	// won finishes an acquisition: the meta item is written only by a winner that found none.
 	won := func(l *Lease) (*Lease, error) {
 		if !t.mutex && !t.join && !meta.exists {
-			if err := c.recordMeta(ctx, t); err != nil {
+			after, err := c.recordMeta(ctx, t)
+			if err != nil {
 				// Never hand out a slot of a group we disagree with; give it straight back.
 				_ = l.Release(context.WithoutCancel(ctx))
 				return nil, err
 			}
+			l.afterTake = &after
 		}
 		c.log.Info("lock: acquired", "pk", t.pk, "slot", l.slot, "token", l.token, "took_over", l.tookOver)
 		return l, nil
@@ -598,28 +600,30 @@ func (c *Client) releaseLanded(ctx context.Context, pk string, it slotItem) (slo
 }
 
 // recordMeta creates the group's meta item, or, when another contender created it first, checks
-// that it agrees with ours.
-func (c *Client) recordMeta(ctx context.Context, t target) error {
+// that it agrees with ours. It returns the meta item as it wrote or found it: a read of the group
+// made after the take that preceded it (see Lease.GroupAfterTake).
+func (c *Client) recordMeta(ctx context.Context, t target) (metaItem, error) {
+	item := encodeMeta(t.pk, t.n, t.meta)
 	_, err := c.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:                           aws.String(c.table),
-		Item:                                encodeMeta(t.pk, t.n, t.meta),
+		Item:                                item,
 		ConditionExpression:                 aws.String("attribute_not_exists(#pk)"),
 		ExpressionAttributeNames:            map[string]string{"#pk": attrPK},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if err == nil {
 		c.noteSize(t.pk, metaItem{exists: true, n: t.n})
-		return nil
+		return decodeMeta(item), nil
 	}
 	cf, ok := conditionFailed(err)
 	if !ok {
-		return fmt.Errorf("lock: record group %q: %w", t.name, c.tableErr(err))
+		return metaItem{}, fmt.Errorf("lock: record group %q: %w", t.name, c.tableErr(err))
 	}
 	have := decodeMeta(cf.Item)
 	if !have.exists {
 		if have, err = c.readMeta(ctx, t.pk); err != nil {
-			return err
+			return metaItem{}, err
 		}
 	}
-	return checkMeta(t, have)
+	return have, checkMeta(t, have)
 }

@@ -47,6 +47,8 @@ type Client struct {
 	// small is, per group pk, whether the meta item last read showed n <= windowSize: a join round
 	// of such a group reads the meta item and the slots in one Query (roundReader).
 	small map[string]bool
+	// prefetched is, per group pk, the read ReadGroup made for the client's next acquisition round.
+	prefetched map[string]prefetch
 
 	hooks testHooks
 }

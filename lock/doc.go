@@ -47,6 +47,11 @@
 //     [Client.GroupState] (one GetItem; a worker reads it once per heartbeat) and stay holders
 //     until they release; [Client.OldPlanHolders] tells a new-plan holder when none of the old
 //     plan is left.
+//   - [Client.ReadGroup] is GroupState for a caller about to acquire (a worker starting): one
+//     Query reads the meta item with slots 0..63, and the client's next round for the group, if it
+//     starts within a poll interval and the group has at most 64 slots, takes that read as its
+//     first view instead of reading again. The first holder of a new group writes the meta item
+//     after its take; [Lease.GroupAfterTake] returns it, a read of the plan made after the take.
 //   - Every acquisition records on the slot item the epoch of the meta item its round read
 //     ([Lease.Epoch]), and competes only for slots 0..n-1 of the n of that same read (a caller's n
 //     must equal it): a slot is taken under a plan (n, epoch) the meta item held.

@@ -11,19 +11,29 @@ import (
 // standby waiting across a resize competes for the new plan's slots at its next round. A group
 // this client last read with n <= windowSize is read whole with its meta item in one Query
 // instead (one round trip, no GetItem): the Query's meta item decides n as the GetItem's would, and
-// a group grown past windowSize meanwhile is then read by windows as usual. A group without a meta
-// item gives an error wrapping ErrGroupNotFound.
+// a group grown past windowSize meanwhile is then read by windows as usual. A round right after
+// ReadGroup takes that read as its first view (takePrefetch), for n or for a join, instead of
+// reading. A group without a meta item gives an error wrapping ErrGroupNotFound.
 func (c *Client) roundReader(ctx context.Context, t target) (*groupReader, error) {
+	pre, prefetched := c.takePrefetch(t.pk)
 	if !t.join {
-		return c.newReader(t), nil
+		r := c.newReader(t)
+		if prefetched && r.windows == 0 {
+			v := wholeView(t, pre.slots, pre.meta)
+			r.first = &v
+		}
+		return r, nil
 	}
 	var slots map[int]slotItem
 	var meta metaItem
 	var err error
-	small := c.knownSmall(t.pk)
-	if small {
+	small := prefetched || c.knownSmall(t.pk)
+	switch {
+	case prefetched:
+		slots, meta = pre.slots, pre.meta
+	case small:
 		slots, meta, err = c.readRange(ctx, t.pk, 0, windowSize, true)
-	} else {
+	default:
 		meta, err = c.readMeta(ctx, t.pk)
 	}
 	if err != nil {

@@ -24,6 +24,8 @@ type Lease struct {
 	tookOver   bool
 	checkpoint string
 	epoch      int64
+	// afterTake: the meta item as the acquisition wrote or found it after the take (recordMeta).
+	afterTake *metaItem
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -74,6 +76,18 @@ func (l *Lease) Token() int64 { return l.token }
 // item; once the group's epoch is larger (a ResizeGroup since), the holder is on an old plan, and
 // a MarkFinished of its no longer counts (the slot is finished only under the current epoch).
 func (l *Lease) Epoch() int64 { return l.epoch }
+
+// GroupAfterTake returns the group's meta item as the acquisition wrote or found it after taking
+// the slot: the first holder of a new group creates the meta item once it has won its slot. It
+// stands for a GroupState read made just after the take, which a holder needs to know that the
+// plan it took the slot under is still the group's. ok is false when the acquisition read the
+// meta item only before its take (the group existed): read GroupState then.
+func (l *Lease) GroupAfterTake() (st GroupState, ok bool) {
+	if l.afterTake == nil {
+		return GroupState{}, false
+	}
+	return l.afterTake.state(), true
+}
 
 // Owner returns the owner id of the client that holds the lease.
 func (l *Lease) Owner() string { return l.c.owner }

@@ -30,10 +30,15 @@ func (c *Client) GroupState(ctx context.Context, group string) (GroupState, erro
 	if err != nil {
 		return GroupState{}, err
 	}
+	return m.state(), nil
+}
+
+// state is the meta item as a GroupState.
+func (m metaItem) state() GroupState {
 	if !m.exists {
-		return GroupState{}, nil
+		return GroupState{}
 	}
-	return GroupState{Exists: true, N: m.n, Epoch: m.epoch, ResetEpoch: m.reset, Paused: m.paused, Meta: m.meta}, nil
+	return GroupState{Exists: true, N: m.n, Epoch: m.epoch, ResetEpoch: m.reset, Paused: m.paused, Meta: m.meta}
 }
 
 // OldPlanHolders returns, in order, the slots of the group (any slot item, also those at or past

@@ -15,22 +15,27 @@ import (
 	"github.com/dynapart/dynapart/lock"
 )
 
-// endDB records the requests a Run sends to the lease table after its last item write.
+// endDB records the requests a Run sends to the lease table before its first item write and
+// after its last one.
 type endDB struct {
 	DynamoDBClient
 	source, leases string
 
-	mu    sync.Mutex
-	after []string // lease-table operations since the last source-table write
+	mu     sync.Mutex
+	before []string // lease-table operations before the first source-table write
+	after  []string // lease-table operations since the last source-table write
+	wrote  bool
 }
 
 func (d *endDB) note(table, op string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch table {
-	case d.source:
-		d.after = nil
-	case d.leases:
+	switch {
+	case table == d.source:
+		d.after, d.wrote = nil, true
+	case table == d.leases && !d.wrote:
+		d.before = append(d.before, op)
+	case table == d.leases:
 		d.after = append(d.after, op)
 	}
 }
@@ -55,7 +60,10 @@ func (d *endDB) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...fun
 	return d.DynamoDBClient.PutItem(ctx, in, o...)
 }
 
-// TestOneSlotEndsInThreeRoundTrips: after its last item, a once-worker of a one-slot group marks
+// TestOneSlotEndsInThreeRoundTrips: before its first item, a once-worker of a new one-slot group
+// reads the group once (with the start's other reads), takes the slot and creates the group's meta
+// item, which tells it the plan it took the slot under is the group's (it read the group twice
+// more before: a meta item at start, and the plan after the take). After its last item, a once-worker of a one-slot group marks
 // its slot finished, saves the pass's checkpoint and releases the lease in one write, steals
 // nothing (there is no other slot), and confirms the group finished with one Query of the group
 // and its meta item plus the confirming read: three round trips where it took seven (checkpoint,
@@ -74,6 +82,8 @@ func TestOneSlotEndsInThreeRoundTrips(t *testing.T) {
 	require.NoError(t, runOnceWithin(t, w, func(context.Context, Item) error { return nil }, 30*time.Second))
 	require.Equal(t, int64(items), w.Stats().Completed)
 
+	require.Equal(t, []string{"Query", "PutItem", "PutItem"}, db.before,
+		"lease-table requests before the first item write: the group read at start (the first round's view), the take, the new group's meta item (the read after the take)")
 	require.Equal(t, []string{"UpdateItem", "Query", "GetItem"}, db.after,
 		"lease-table requests after the last item write: finish+checkpoint+release, the group read, the confirming meta read")
 	require.Equal(t, []LeaseEventKind{LeaseAcquired, LeaseFinished, LeaseReleased}, events)

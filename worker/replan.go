@@ -35,14 +35,20 @@ import (
 var errReplan = errors.New("dynapart: the group was resized")
 
 // leasePlan is the scan plan of a lease: the group's n at the lease's epoch. errReplan when the
-// group has moved on to a newer plan since the lease was taken.
+// group has moved on to a newer plan since the lease was taken. It reads the group after the
+// take, unless the acquisition did (it created the group's meta item after winning the slot, or
+// found one created meanwhile): that read stands, unless it shows a pause, whose first read the
+// worker orders with its other reads (applyGroup).
 func (w *Worker) leasePlan(ctx context.Context, e *env, lease *lock.Lease) (scan.Plan, error) {
-	read := w.pause.nextRead()
-	st, err := e.locks.GroupState(ctx, w.cfg.Group)
-	if err != nil {
-		return scan.Plan{}, err
+	st, ok := lease.GroupAfterTake()
+	if !ok || st.Paused {
+		read := w.pause.nextRead()
+		var err error
+		if st, err = e.locks.GroupState(ctx, w.cfg.Group); err != nil {
+			return scan.Plan{}, err
+		}
+		w.applyGroup(read, st, lease) // the slot's first read of the group: a pause holds the first pass
 	}
-	w.applyGroup(read, st, lease) // the slot's first read of the group: a pause holds the first pass
 	if !st.Exists || st.Epoch != lease.Epoch() || st.N < 1 {
 		return scan.Plan{}, errReplan
 	}

@@ -39,7 +39,8 @@ func (w *Worker) readStart(ctx context.Context, locks *lock.Client) *startReads 
 		wg.Go(func() { r.ledger, r.ledgerErr = describeTable(ctx, c.Client, c.LedgerTable, "LedgerTable") })
 	}
 	if locks != nil {
-		wg.Go(func() { r.group, r.groupErr = locks.GroupState(ctx, c.Group) })
+		// With the group's slots, which the first acquisition round then uses instead of reading.
+		wg.Go(func() { r.group, r.groupErr = locks.ReadGroup(ctx, c.Group) })
 	}
 	wg.Wait()
 	return r

@@ -462,6 +462,10 @@ func (b *blockingDescribe) GetItem(ctx context.Context, _ *dynamodb.GetItemInput
 	return nil, b.block(ctx)
 }
 
+func (b *blockingDescribe) Query(ctx context.Context, _ *dynamodb.QueryInput, _ ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	return nil, b.block(ctx)
+}
+
 // A second Run while one is running returns ErrRunTwice at once, without touching DynamoDB.
 func TestRunTwiceIsASentinel(t *testing.T) {
 	db := &blockingDescribe{entered: make(chan struct{})}

@@ -1,0 +1,125 @@
+package lock
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// ReadGroup's read is the next round's first view: a start waits on one read of the group before
+// its take, and the first holder of a new group learns the group from its own meta write.
+func TestReadGroupFeedsTheFirstRound(t *testing.T) {
+	ctx := context.Background()
+	k := countedClient(t)
+	f, a := k.f, k.a
+
+	st, err := a.ReadGroup(ctx, "g")
+	require.NoError(t, err)
+	require.False(t, st.Exists)
+	before := f.calls.Load()
+	first, err := a.TryAcquireSlot(ctx, "g", 3)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), f.calls.Load()-before, "a new group: the take and the meta write, no read")
+	after, ok := first.GroupAfterTake()
+	require.True(t, ok, "the acquisition wrote the meta item after its take")
+	require.Equal(t, GroupState{Exists: true, N: 3, Meta: map[string]string{}}, after)
+
+	for _, n := range []int{0, 3} { // a join, and a caller that gives n
+		st, err = a.ReadGroup(ctx, "g")
+		require.NoError(t, err)
+		require.Equal(t, 3, st.N)
+		before = f.calls.Load()
+		l, err := a.TryAcquireSlot(ctx, "g", n)
+		require.NoError(t, err)
+		require.Equal(t, int64(1), f.calls.Load()-before, "n=%d: the take alone", n)
+		require.NotEqual(t, first.Slot(), l.Slot())
+		_, ok = l.GroupAfterTake()
+		require.False(t, ok, "n=%d: the group existed; the holder reads it after the take", n)
+		defer release(t, l)
+	}
+
+	before = f.calls.Load()
+	_, err = a.TryAcquireSlot(ctx, "g", 3)
+	require.ErrorIs(t, err, ErrNoFreeSlot)
+	require.Equal(t, int64(1), f.calls.Load()-before, "the read is used once: the next round reads the group")
+	release(t, first)
+}
+
+// A read older than a poll interval is not used.
+func TestStaleReadGroupIsReadAgain(t *testing.T) {
+	ctx := context.Background()
+	k := countedClient(t)
+	_, err := k.a.ReadGroup(ctx, "g")
+	require.NoError(t, err)
+	k.clk.Advance(poll + time.Millisecond)
+	before := k.f.calls.Load()
+	l, err := k.a.TryAcquireSlot(ctx, "g", 2)
+	require.NoError(t, err)
+	require.Equal(t, int64(3), k.f.calls.Load()-before, "a Query, the take and the meta write")
+	release(t, l)
+}
+
+// What happened between ReadGroup and the round is settled by the conditional writes: a slot
+// taken meanwhile is lost to its holder, a meta item created meanwhile is checked against ours
+// (and the slot given back when they disagree), and the holder learns the group from it.
+func TestReadGroupOvertaken(t *testing.T) {
+	ctx := context.Background()
+	k := countedClient(t)
+	b, _ := newClient(t, k.db, k.table, timingOpts(k.clk, "b")...)
+
+	_, err := k.a.ReadGroup(ctx, "one")
+	require.NoError(t, err)
+	held, err := b.TryAcquireSlot(ctx, "one", 1)
+	require.NoError(t, err)
+	_, err = k.a.TryAcquireSlot(ctx, "one", 1)
+	require.ErrorIs(t, err, ErrNoFreeSlot, "the slot b took since the read")
+	require.NoError(t, held.Context().Err(), "b still holds it")
+
+	_, err = k.a.ReadGroup(ctx, "two")
+	require.NoError(t, err)
+	hb, err := b.TryAcquireSlot(ctx, "two", 2)
+	require.NoError(t, err)
+	la, err := k.a.TryAcquireSlot(ctx, "two", 2)
+	require.NoError(t, err)
+	require.NotEqual(t, hb.Slot(), la.Slot())
+	st, ok := la.GroupAfterTake()
+	require.True(t, ok, "a found b's meta item when it went to write its own")
+	require.Equal(t, 2, st.N)
+
+	_, err = k.a.ReadGroup(ctx, "three")
+	require.NoError(t, err)
+	hb3, err := b.TryAcquireSlot(ctx, "three", 2)
+	require.NoError(t, err)
+	_, err = k.a.TryAcquireSlot(ctx, "three", 3)
+	var gm *GroupMismatchError
+	require.ErrorAs(t, err, &gm)
+	gs, err := b.GroupStatus(ctx, "three")
+	require.NoError(t, err)
+	held3 := 0
+	for _, s := range gs.Slots {
+		if s.Held {
+			held3++
+		}
+	}
+	require.Equal(t, 1, held3, "a gave the slot it took back")
+	release(t, held, hb, la, hb3)
+}
+
+// A group larger than a window is read by windows as before; the read's slots are not used.
+func TestReadGroupOfALargeGroup(t *testing.T) {
+	ctx := context.Background()
+	k := countedClient(t)
+	n := 2*windowSize + 2
+	first, err := k.a.TryAcquireSlot(ctx, "g", n)
+	require.NoError(t, err)
+	st, err := k.a.ReadGroup(ctx, "g")
+	require.NoError(t, err)
+	require.Equal(t, n, st.N)
+	l, err := k.a.TryAcquireSlot(ctx, "g", 0)
+	require.NoError(t, err)
+	require.Less(t, l.Slot(), n)
+	require.NotEqual(t, first.Slot(), l.Slot())
+	release(t, first, l)
+}
