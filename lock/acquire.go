@@ -94,8 +94,9 @@ func (rd *round) noFreeSlot() error {
 // current plan epoch, a *GroupMismatchError when the group was set up with another n or meta, and
 // ctx's error when ctx ends first.
 //
-// n = 0 joins the group at its current n, read from the meta item at every round, so a standby
-// waiting across a ResizeGroup competes for the new slots; a group without a meta item gives an
+// n = 0 joins the group at its current n, read from the meta item at every round (the first
+// round right after ReadGroup takes it from that read), so a standby waiting across a
+// ResizeGroup competes for the new slots; a group without a meta item gives an
 // error wrapping ErrGroupNotFound at once (no wait). The lease records the plan epoch of the
 // meta item read in the round that took the slot ([Lease.Epoch]).
 func (c *Client) AcquireSlot(ctx context.Context, group string, n int, opts ...AcquireOption) (*Lease, error) {
@@ -196,13 +197,15 @@ func permanentAcquireError(err error) bool {
 // had no free slot left for it reads on to the next windows. The meta item is written only by a
 // winner that found none, so a contender that loses pays no meta write: on a cold start of 64
 // contenders for 32 slots the median contender makes 3 calls. A join (n = 0) reads the meta item
-// first and never writes it (roundReader). The slot is taken under the plan epoch of the view's
+// first and never writes it (roundReader). A round whose view is ReadGroup's read and disagrees
+// with the caller's n or meta is made again on a fresh read, as that read may be stale. The slot is taken under the plan epoch of the view's
 // meta item, and a view whose slots are all finished under it ends the round with
 // ErrGroupFinished only once a fresh read confirms the plan (confirmFinished).
 func (c *Client) acquireRound(ctx context.Context, t target) (*Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	asked := t
 	r, err := c.roundReader(ctx, t)
 	if err != nil {
 		return nil, err
@@ -215,6 +218,9 @@ func (c *Client) acquireRound(ctx context.Context, t target) (*Lease, error) {
 	meta := v.meta
 	if !t.mutex && meta.exists {
 		if err := checkMeta(t, meta); err != nil {
+			if r.prefetched {
+				return c.acquireRound(ctx, asked) // ReadGroup's read may be stale: decide on a fresh one
+			}
 			return nil, err
 		}
 	}

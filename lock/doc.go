@@ -50,7 +50,8 @@
 //   - [Client.ReadGroup] is GroupState for a caller about to acquire (a worker starting): one
 //     Query reads the meta item with slots 0..63, and the client's next round for the group, if it
 //     starts within a poll interval and the group has at most 64 slots, takes that read as its
-//     first view instead of reading again. The first holder of a new group writes the meta item
+//     first view instead of reading again (a view that disagrees with the caller's n or meta is
+//     read again before the round refuses it; a stale view loses its takes' races at worst). The first holder of a new group writes the meta item
 //     after its take; [Lease.GroupAfterTake] returns it, a read of the plan made after the take.
 //   - Every acquisition records on the slot item the epoch of the meta item its round read
 //     ([Lease.Epoch]), and competes only for slots 0..n-1 of the n of that same read (a caller's n
@@ -64,7 +65,7 @@
 //   - AcquireSlot and TryAcquireSlot with n = 0 join the group at its current n, read from the
 //     meta item every round (a standby waiting across a resize competes for the new slots at its
 //     next poll; a group the client last saw with at most 64 slots is read with its meta item in
-//     one Query); a group without a meta item is refused with ErrGroupNotFound at once, and a join
+//     one Query, and the first round after ReadGroup uses that read); a group without a meta item is refused with ErrGroupNotFound at once, and a join
 //     never creates one. A resize does not change what n > 0 means: a caller whose n differs from
 //     the meta item's still gets a *GroupMismatchError.
 //   - [Client.ResetGroup] moves the epoch on too and records it as the reset epoch

@@ -12,15 +12,19 @@ import (
 // this client last read with n <= windowSize is read whole with its meta item in one Query
 // instead (one round trip, no GetItem): the Query's meta item decides n as the GetItem's would, and
 // a group grown past windowSize meanwhile is then read by windows as usual. A round right after
-// ReadGroup takes that read as its first view (takePrefetch), for n or for a join, instead of
-// reading. A group without a meta item gives an error wrapping ErrGroupNotFound.
+// ReadGroup takes that read as its first view (takePrefetch) instead of reading, for n or for a
+// join of a group of up to windowSize slots (a join of another group, or of none, reads as above).
+// A group without a meta item gives an error wrapping ErrGroupNotFound.
 func (c *Client) roundReader(ctx context.Context, t target) (*groupReader, error) {
 	pre, prefetched := c.takePrefetch(t.pk)
+	if t.join && (!pre.meta.exists || pre.meta.n > windowSize) {
+		prefetched = false // a join learns n, or that there is no group, from a read of its own
+	}
 	if !t.join {
 		r := c.newReader(t)
 		if prefetched && r.windows == 0 {
 			v := wholeView(t, pre.slots, pre.meta)
-			r.first = &v
+			r.first, r.prefetched = &v, true
 		}
 		return r, nil
 	}
@@ -50,7 +54,7 @@ func (c *Client) roundReader(ctx context.Context, t target) (*groupReader, error
 	r.meta, r.hasMeta = meta, true
 	if small && r.windows == 0 {
 		v := wholeView(t, slots, meta)
-		r.first = &v
+		r.first, r.prefetched = &v, prefetched
 	}
 	return r, nil
 }

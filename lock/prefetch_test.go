@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/dynapart/dynapart/internal/clock"
 )
 
 // ReadGroup's read is the next round's first view: a start waits on one read of the group before
@@ -122,4 +124,71 @@ func TestReadGroupOfALargeGroup(t *testing.T) {
 	require.Less(t, l.Slot(), n)
 	require.NotEqual(t, first.Slot(), l.Slot())
 	release(t, first, l)
+}
+
+// A read that may be stale never decides against the caller: a join after a ReadGroup that found
+// no group reads the group itself, and a view that disagrees with the caller's n is read again.
+func TestReadGroupStaleDisagreement(t *testing.T) {
+	ctx := context.Background()
+	k := countedClient(t)
+	b, _ := newClient(t, k.db, k.table, timingOpts(k.clk, "b")...)
+
+	_, err := k.a.ReadGroup(ctx, "late")
+	require.NoError(t, err)
+	hb, err := b.TryAcquireSlot(ctx, "late", 2)
+	require.NoError(t, err)
+	la, err := k.a.TryAcquireSlot(ctx, "late", 0)
+	require.NoError(t, err, "the group b created since the read is joined")
+	require.NotEqual(t, hb.Slot(), la.Slot())
+
+	hb8, err := b.TryAcquireSlot(ctx, "shrunk", 8)
+	require.NoError(t, err)
+	_, err = k.a.ReadGroup(ctx, "shrunk")
+	require.NoError(t, err)
+	r, err := b.ResizeGroup(ctx, "shrunk", 4)
+	require.NoError(t, err)
+	l4, err := k.a.TryAcquireSlot(ctx, "shrunk", 4)
+	require.NoError(t, err, "n = 4 is the group's n since the resize")
+	require.Equal(t, r.Epoch, l4.Epoch())
+	release(t, hb, la, hb8, l4)
+}
+
+// A join of a group of more than a window does not take its n or epoch from the read: a resize
+// since the read is seen.
+func TestReadGroupOfAResizedLargeGroup(t *testing.T) {
+	ctx := context.Background()
+	k := countedClient(t)
+	n := 2*windowSize + 2
+	first, err := k.a.TryAcquireSlot(ctx, "g", n)
+	require.NoError(t, err)
+	_, err = k.a.ReadGroup(ctx, "g")
+	require.NoError(t, err)
+	b, _ := newClient(t, k.db, k.table, timingOpts(k.clk, "b")...)
+	r, err := b.ResizeGroup(ctx, "g", n+5)
+	require.NoError(t, err)
+	l, err := k.a.TryAcquireSlot(ctx, "g", 0)
+	require.NoError(t, err)
+	require.Equal(t, r.Epoch, l.Epoch(), "taken under the plan of the resize")
+	release(t, first, l)
+}
+
+// A take of ours whose outcome was unknown and that lands after ReadGroup is adopted by the next
+// round: the round reads the group instead of using the read, which may predate the landing.
+func TestReadGroupWithAnUnsettledTake(t *testing.T) {
+	ctx := context.Background()
+	db, table := lockTable(t)
+	clk := clock.NewFake(t0)
+	late := &lateWrite{DynamoDBClient: db}
+	a, _ := newClient(t, late, table, timingOpts(clk, "a")...)
+	late.arm()
+	_, err := a.TryAcquireSlot(ctx, "u", 1)
+	require.Error(t, err)
+	require.Equal(t, 1, late.unsettled(a))
+	_, err = a.ReadGroup(ctx, "u")
+	require.NoError(t, err)
+	require.NoError(t, late.deliver())
+	l, err := a.TryAcquireSlot(ctx, "u", 1)
+	require.NoError(t, err, "the landed take is adopted")
+	require.Equal(t, 0, l.Slot())
+	release(t, l)
 }

@@ -38,7 +38,7 @@ func (m metaItem) state() GroupState {
 	if !m.exists {
 		return GroupState{}
 	}
-	return GroupState{Exists: true, N: m.n, Epoch: m.epoch, ResetEpoch: m.reset, Paused: m.paused, Meta: m.meta}
+	return GroupState{Exists: true, N: m.n, Epoch: m.epoch, ResetEpoch: m.reset, Paused: m.paused, Meta: maps.Clone(m.meta)}
 }
 
 // OldPlanHolders returns, in order, the slots of the group (any slot item, also those at or past

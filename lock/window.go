@@ -71,6 +71,8 @@ type groupReader struct {
 	hasMeta bool // meta was read (it may not exist)
 	// first: the round's whole view, read with the meta item by roundReader (nil: read it).
 	first *view
+	// prefetched: first is ReadGroup's read, which may be up to a poll interval old.
+	prefetched bool
 	// unfinished: a window read in this round had an unfinished slot, so the group is not finished.
 	unfinished bool
 }

@@ -137,8 +137,9 @@ func (p *pauseState) pausedTime(now time.Time) time.Duration {
 // watchGroup reads the group's meta item (lock.GroupState) once per heartbeat while the lease is
 // held, so a holder learns of a pause, a resume or a resize within one heartbeat at the cost of
 // one consistent GetItem per heartbeat, whatever the group's size. Its first read is a heartbeat
-// after the slot's start: the read the slot starts with (leasePlan) has applied the group's state
-// already, one round trip fewer before the first item. replan is called (at
+// after the slot's start: the slot starts with the group's state after its take (leasePlan: a
+// read it applied, or the meta item the acquisition of a new group wrote, which is not paused),
+// one round trip fewer before the first item. replan is called (at
 // most once) when the group's plan epoch differs from the lease's: the group was resized. stop
 // ends the watch, waits for it, and clears the pause flag (a worker without a slot has nothing to
 // pause).

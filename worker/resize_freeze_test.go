@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/require"
 
 	"github.com/dynapart/dynapart/lock"
@@ -22,6 +23,7 @@ type freezable struct {
 	gate   chan struct{} // closed by thaw; nil while not frozen
 	thawed atomic.Bool
 	landed atomic.Int64 // writes that succeeded after the thaw
+	held   sync.Map     // id -> true: items whose UpdateItem (a claim or completion) the freeze held
 }
 
 func (f *freezable) freeze() {
@@ -81,6 +83,9 @@ func (f *freezable) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ..
 	return out, err
 }
 func (f *freezable) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if id, ok := in.Key["id"].(*types.AttributeValueMemberS); ok && f.frozen() {
+		f.held.Store(id.Value, true)
+	}
 	f.wait()
 	out, err := f.DynamoDBClient.UpdateItem(ctx, in, o...)
 	f.wrote(err)
@@ -96,8 +101,9 @@ func (f *freezable) TransactWriteItems(ctx context.Context, in *dynamodb.Transac
 // TestFrozenAcrossResize: worker A is frozen (its calls and handlers stop, as under SIGSTOP) in
 // the middle of a once job; the group is scaled from 2 to 3 slots and the other workers finish
 // the job (the new plan waits out A's lease). Thawed, A writes nothing: not a checkpoint, not a
-// completion, not a slot. Every item ends done; only the items A's handlers held when it froze are
-// handled twice (a stopped process is a crash to the others).
+// completion, not a slot. Every item ends done; only the items A's handlers held when it froze,
+// and those whose completion it was about to send, are handled twice (a stopped process is a crash
+// to the others: an item handled but not yet completed is handled again).
 func TestFrozenAcrossResize(t *testing.T) {
 	const items = 900
 	f := newFixture(t, items)
@@ -164,8 +170,10 @@ func TestFrozenAcrossResize(t *testing.T) {
 	calls.Range(func(k, v any) bool {
 		n++
 		if c := v.(*atomic.Int64).Load(); c > 1 {
-			_, held := inFlightAtFreeze.Load(k)
-			require.True(t, held, "item %s handled %d times but was not in A's handlers at the freeze", k, c)
+			_, inHandler := inFlightAtFreeze.Load(k)
+			_, completing := frozenA.held.Load(k)
+			require.True(t, inHandler || completing, "item %s handled %d times but A was neither handling nor completing it at the freeze", k, c)
+			require.Equal(t, int64(2), c, "item %s: A's attempt and the one after its claim expired", k)
 		}
 		return true
 	})

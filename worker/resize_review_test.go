@@ -77,22 +77,22 @@ func TestResizeTwiceWithoutWorkersReadsNothingAgain(t *testing.T) {
 	}
 }
 
-// gatedQuery holds a client's Queries (the acquisition rounds' reads of the lease table) until
-// open is closed; asked is closed at the first one.
-type gatedQuery struct {
+// gatedTake holds a client's PutItems (its takes of slots) until open is closed; asked is closed
+// at the first one.
+type gatedTake struct {
 	DynamoDBClient
 	asked, open chan struct{}
 	once        sync.Once
 }
 
-func (g *gatedQuery) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+func (g *gatedTake) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
 	g.once.Do(func() { close(g.asked) })
 	select {
 	case <-g.open:
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	return g.DynamoDBClient.Query(ctx, in, o...)
+	return g.DynamoDBClient.PutItem(ctx, in, o...)
 }
 
 // TestStandbyFromBeforeTheGroupFollowsAResize: three workers started with Workers 2 on a group
@@ -125,9 +125,9 @@ func TestStandbyFromBeforeTheGroupFollowsAResize(t *testing.T) {
 		go func() { done <- w.Run(ctx, func(context.Context, Item) error { return nil }) }()
 		return done
 	}
-	// The standby reads the group (none yet) before the others create it.
+	// The standby reads the group (none yet) and goes to take a slot before the others create it.
 	sc := config("standby")
-	gate := &gatedQuery{DynamoDBClient: sc.Client, asked: make(chan struct{}), open: make(chan struct{})}
+	gate := &gatedTake{DynamoDBClient: sc.Client, asked: make(chan struct{}), open: make(chan struct{})}
 	sc.Client = gate
 	standby := start(sc)
 	<-gate.asked

@@ -12,7 +12,8 @@ import (
 )
 
 // startReads is what a worker reads before it joins its group: the source table's description,
-// the lease table's (checked), the ledger table's when there is one, and the group's meta item.
+// the lease table's (checked), the ledger table's when there is one, and the group's meta item
+// with its slots (lock.Client.ReadGroup: the first acquisition round's view).
 // None depends on another, so they are sent together: one round trip to DynamoDB before the first
 // acquisition instead of three or four, which a Lambda invocation pays every time. Their errors
 // are reported in a fixed order, whichever came back first: the source table, its index (index

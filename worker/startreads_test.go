@@ -87,6 +87,7 @@ func TestStartReadsGoTogether(t *testing.T) {
 	db := &startDB{DynamoDBClient: f.db, source: f.table, leases: f.leaseTable, metaRead: make(chan struct{}), described: map[string]int{}}
 	c := fastTimings(f.config(LedgerInline))
 	c.Client, c.Workers, c.Once, c.CompleteOnly = db, 1, true, true
+	c.StandbyPoll = 2 * time.Second // the start's read of the group stays fresh for the first round
 	w, err := New(c)
 	require.NoError(t, err)
 	require.NoError(t, runOnceWithin(t, w, func(context.Context, Item) error { return nil }, 30*time.Second))
