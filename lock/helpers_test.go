@@ -157,3 +157,17 @@ func release(t testing.TB, ls ...*Lease) {
 		require.NoError(t, l.Release(context.Background()))
 	}
 }
+
+// heldSlots counts the group's slots that c sees held.
+func heldSlots(t testing.TB, c *Client, group string) int {
+	t.Helper()
+	st, err := c.GroupStatus(context.Background(), group)
+	require.NoError(t, err)
+	held := 0
+	for _, s := range st.Slots {
+		if s.Held {
+			held++
+		}
+	}
+	return held
+}
