@@ -52,7 +52,7 @@ bench: deps build ## every benchmark against a DynamoDB Local it starts; writes 
 	@set -euo pipefail; \
 	eval "$$($(DDB) start)"; \
 	trap '$(DDB) stop $$DDB_PID' EXIT; \
-	DYNAPART_TEST_ENDPOINT=$$DDB_ENDPOINT $(GO) run ./internal/bench/run -endpoint $$DDB_ENDPOINT -out BENCHMARKS.md $(BENCH_ARGS)
+	DYNAPART_TEST_ENDPOINT=$$DDB_ENDPOINT $(GO) run ./internal/bench/run -endpoint $$DDB_ENDPOINT -server-pid $$DDB_PID -out BENCHMARKS.md $(BENCH_ARGS)
 
 .PHONY: chaos
 chaos: deps build ## chaos, fault and bad-input scenarios (long version); writes RELIABILITY.md

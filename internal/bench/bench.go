@@ -41,6 +41,9 @@ type Env struct {
 	ModRoot string
 	// Progress receives one line per step (stderr in the runner).
 	Progress io.Writer
+	// ServerPID is DynamoDB Local's process, whose CPU time the cpu scenario reads; 0 finds the
+	// process listening on Endpoint's port.
+	ServerPID int
 }
 
 func (e *Env) logf(format string, args ...any) {

@@ -19,6 +19,7 @@ const (
 	ScenarioCeiling    = "ceiling"
 	ScenarioThroughput = "throughput"
 	ScenarioWriteCost  = "writecost"
+	ScenarioCPU        = "cpu"
 	ScenarioModes      = "modes"
 	ScenarioTakeover   = "takeover"
 	ScenarioAcquire    = "acquire"
@@ -34,7 +35,7 @@ const (
 )
 
 // Scenarios lists every scenario.
-var Scenarios = []string{ScenarioPartition, ScenarioHotPaths, ScenarioCeiling, ScenarioThroughput, ScenarioWriteCost, ScenarioModes,
+var Scenarios = []string{ScenarioPartition, ScenarioHotPaths, ScenarioCeiling, ScenarioThroughput, ScenarioWriteCost, ScenarioCPU, ScenarioModes,
 	ScenarioLatency, ScenarioColdStart, ScenarioTakeover, ScenarioResize, ScenarioAcquire, ScenarioLockScale, ScenarioSteal, ScenarioReceipts, ScenarioMemory}
 
 // Options size a run.
@@ -78,6 +79,7 @@ type Results struct {
 	Ceiling    *Ceiling
 	Throughput *Throughput
 	WriteCost  *WriteCost
+	CPU        *CPUShare
 	Modes      *Modes
 	Takeover   *Takeover
 	Acquire    *GoBenchRun
@@ -130,6 +132,8 @@ func (e *Env) Run(ctx context.Context, opts Options) *Results {
 				n = 50
 			}
 			r.WriteCost, err = e.MeasureWriteCost(ctx, n, tl, reps)
+		case ScenarioCPU:
+			r.CPU, err = e.MeasureCPU(ctx, ItemsAt(o.Items, 16), 16, reps)
 		case ScenarioModes:
 			r.Modes, err = e.MeasureModes(ctx, max(o.Items/2, 100), 4, reps)
 		case ScenarioLatency:

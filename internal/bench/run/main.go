@@ -24,18 +24,29 @@ import (
 	"github.com/dynapart/dynapart/internal/bench"
 )
 
+// args are the command line's settings.
+type args struct {
+	endpoint, out, plotDir, only, concs, bin string
+	reps, items, serverPID                   int
+	quick                                    bool
+	flags                                    *flag.FlagSet // to tell which were set
+}
+
 func main() {
-	endpoint := flag.String("endpoint", os.Getenv("DYNAPART_TEST_ENDPOINT"), "DynamoDB endpoint (default $DYNAPART_TEST_ENDPOINT)")
-	out := flag.String("out", "BENCHMARKS.md", "the report to write")
-	plotDir := flag.String("plots", "", "directory of the PNG plots (default docs/bench next to -out)")
-	reps := flag.Int("reps", 3, "repetitions of every measurement")
-	items := flag.Int("items", 20000, "items per table of the throughput and mode scenarios")
-	quick := flag.Bool("quick", false, "small sizes and one repetition: a smoke run")
-	only := flag.String("only", "", "comma-separated scenarios to run (default all): "+strings.Join(bench.Scenarios, ","))
-	concs := flag.String("concurrency", "1,4,16,64", "concurrencies of the throughput matrix")
-	bin := flag.String("bin", "bin/dynapart", "the dynapart binary for the process scenarios (built into a temp dir when missing)")
+	var a args
+	flag.StringVar(&a.endpoint, "endpoint", os.Getenv("DYNAPART_TEST_ENDPOINT"), "DynamoDB endpoint (default $DYNAPART_TEST_ENDPOINT)")
+	flag.StringVar(&a.out, "out", "BENCHMARKS.md", "the report to write")
+	flag.StringVar(&a.plotDir, "plots", "", "directory of the PNG plots (default docs/bench next to -out)")
+	flag.IntVar(&a.reps, "reps", 3, "repetitions of every measurement")
+	flag.IntVar(&a.items, "items", 20000, "items per table of the throughput and mode scenarios")
+	flag.BoolVar(&a.quick, "quick", false, "small sizes and one repetition: a smoke run")
+	flag.StringVar(&a.only, "only", "", "comma-separated scenarios to run (default all): "+strings.Join(bench.Scenarios, ","))
+	flag.StringVar(&a.concs, "concurrency", "1,4,16,64", "concurrencies of the throughput matrix")
+	flag.StringVar(&a.bin, "bin", "bin/dynapart", "the dynapart binary for the process scenarios (built into a temp dir when missing)")
+	flag.IntVar(&a.serverPID, "server-pid", 0, "DynamoDB Local's process, whose CPU time the cpu scenario reads (default: the process listening on the endpoint's port)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of this process (the library scenarios run in it) to this file")
 	flag.Parse()
+	a.flags = flag.CommandLine
 	stop := func() {}
 	if *cpuprofile != "" {
 		var err error
@@ -44,7 +55,7 @@ func main() {
 			os.Exit(1)
 		}
 	}
-	err := run(*endpoint, *out, *plotDir, *reps, *items, *quick, *only, *concs, *bin, flag.CommandLine)
+	err := run(a)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -65,14 +76,15 @@ func startProfile(path string) (func(), error) {
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
-func run(endpoint, out, plotDir string, reps, items int, quick bool, only, concs, bin string, fs *flag.FlagSet) error {
+func run(a args) error {
+	endpoint, out, plotDir, reps, items, quick, only, concs, bin := a.endpoint, a.out, a.plotDir, a.reps, a.items, a.quick, a.only, a.concs, a.bin
 	if endpoint == "" {
 		return fmt.Errorf("-endpoint (or $DYNAPART_TEST_ENDPOINT) is required: start one with `make local` or localstack/ddblocal.sh start")
 	}
 	opts := bench.Options{Reps: reps, Items: items, Quick: quick}
 	if quick {
 		set := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		a.flags.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		if !set["reps"] {
 			opts.Reps = 1
 		}
@@ -111,7 +123,7 @@ func run(endpoint, out, plotDir string, reps, items int, quick bool, only, concs
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	env := &bench.Env{DB: bench.NewClient(endpoint, nil), Endpoint: endpoint, Bin: bin, ModRoot: root, Progress: os.Stderr}
+	env := &bench.Env{DB: bench.NewClient(endpoint, nil), Endpoint: endpoint, Bin: bin, ModRoot: root, Progress: os.Stderr, ServerPID: a.serverPID}
 	res := env.Run(ctx, opts)
 
 	outAbs, err := filepath.Abs(out)
