@@ -20,14 +20,19 @@ import (
 
 func TestMain(m *testing.M) { ddbtest.Main(m) }
 
+// quickRun runs the scenarios of opts on the test DynamoDB, within 2 minutes.
+func quickRun(t *testing.T, opts Options) (*Env, *Results) {
+	t.Helper()
+	env := &Env{DB: ddbtest.Client(t), Endpoint: ddbtest.Endpoint(t), ModRoot: "../..", Progress: testWriter{t}}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	return env, env.Run(ctx, opts)
+}
+
 // TestQuickRun runs a tiny version of two scenarios on DynamoDB Local and checks that the report
 // has their rows and the plot is drawn: the harness itself is tested in `make test`.
 func TestQuickRun(t *testing.T) {
-	db := ddbtest.Client(t)
-	env := &Env{DB: db, Endpoint: ddbtest.Endpoint(t), ModRoot: "../..", Progress: testWriter{t}}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	res := env.Run(ctx, Options{Reps: 2, Items: 200, Quick: true, Only: []string{ScenarioCeiling, ScenarioThroughput}, Concurrencies: []int{4}})
+	_, res := quickRun(t, Options{Reps: 2, Items: 200, Quick: true, Only: []string{ScenarioCeiling, ScenarioThroughput}, Concurrencies: []int{4}})
 	require.Empty(t, res.Errors)
 	require.NotNil(t, res.Ceiling)
 	require.Len(t, res.Ceiling.UpdatesPerSec, 2)
@@ -123,11 +128,7 @@ func TestResizeReport(t *testing.T) {
 // TestWriteCost runs a tiny write-cost scenario: Run's writes are captured (one complete-only
 // write, a claim and a completion per item), replayed and timed, and the report shows them.
 func TestWriteCost(t *testing.T) {
-	db := ddbtest.Client(t)
-	env := &Env{DB: db, Endpoint: ddbtest.Endpoint(t), ModRoot: "../..", Progress: testWriter{t}}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	res := env.Run(ctx, Options{Reps: 2, Items: 400, Quick: true, Only: []string{ScenarioWriteCost}})
+	_, res := quickRun(t, Options{Reps: 2, Items: 400, Quick: true, Only: []string{ScenarioWriteCost}})
 	require.Empty(t, res.Errors)
 	wc := res.WriteCost
 	require.NotNil(t, wc)

@@ -78,10 +78,8 @@ func (e *Env) cpuOnce(ctx context.Context, c *CPUShare, p *CPUPoint, leases stri
 	defer e.dropTable(table)
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
-	client0, server0, serverErr := selfCPU(), time.Duration(0), error(nil)
-	if c.ServerPID != 0 {
-		server0, serverErr = procCPU(c.ServerPID)
-	}
+	client0 := selfCPU()
+	server0, serverErr := procCPU(c.ServerPID) // an error when no server was found: not read after
 	rate, _, err := e.runVariant(ctx, table, leases, p.Variant, c.Items, c.Concurrency)
 	if err != nil {
 		return err

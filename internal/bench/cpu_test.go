@@ -1,17 +1,13 @@
 package bench
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/dynapart/dynapart/internal/ddbtest"
 )
 
 // TestListenerPID finds this process by a port it listens on, and nothing on a closed port.
@@ -32,10 +28,7 @@ func TestListenerPID(t *testing.T) {
 
 // TestCPUScenario runs a tiny cpu scenario on DynamoDB Local and checks its report.
 func TestCPUScenario(t *testing.T) {
-	env := &Env{DB: ddbtest.Client(t), Endpoint: ddbtest.Endpoint(t), ModRoot: "../..", Progress: testWriter{t}}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	res := env.Run(ctx, Options{Reps: 1, Items: 200, Quick: true, Only: []string{ScenarioCPU}})
+	env, res := quickRun(t, Options{Reps: 1, Items: 200, Quick: true, Only: []string{ScenarioCPU}})
 	require.Empty(t, res.Errors)
 	c := res.CPU
 	require.NotNil(t, c)

@@ -77,12 +77,11 @@ func startProfile(path string) (func(), error) {
 }
 
 func run(a args) error {
-	endpoint, out, plotDir, reps, items, quick, only, concs, bin := a.endpoint, a.out, a.plotDir, a.reps, a.items, a.quick, a.only, a.concs, a.bin
-	if endpoint == "" {
+	if a.endpoint == "" {
 		return fmt.Errorf("-endpoint (or $DYNAPART_TEST_ENDPOINT) is required: start one with `make local` or localstack/ddblocal.sh start")
 	}
-	opts := bench.Options{Reps: reps, Items: items, Quick: quick}
-	if quick {
+	opts := bench.Options{Reps: a.reps, Items: a.items, Quick: a.quick}
+	if a.quick {
 		set := map[string]bool{}
 		a.flags.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		if !set["reps"] {
@@ -92,18 +91,18 @@ func run(a args) error {
 			opts.Items = 1000
 		}
 		if !set["concurrency"] {
-			concs = "4,16"
+			a.concs = "4,16"
 		}
 	}
-	for _, c := range strings.Split(concs, ",") {
+	for _, c := range strings.Split(a.concs, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(c))
 		if err != nil || n < 1 {
-			return fmt.Errorf("-concurrency %q: want positive integers separated by commas", concs)
+			return fmt.Errorf("-concurrency %q: want positive integers separated by commas", a.concs)
 		}
 		opts.Concurrencies = append(opts.Concurrencies, n)
 	}
-	if only != "" {
-		for _, s := range strings.Split(only, ",") {
+	if a.only != "" {
+		for _, s := range strings.Split(a.only, ",") {
 			s = strings.TrimSpace(s)
 			if !contains(bench.Scenarios, s) {
 				return fmt.Errorf("-only: unknown scenario %q (want %s)", s, strings.Join(bench.Scenarios, ", "))
@@ -115,7 +114,7 @@ func run(a args) error {
 	if err != nil {
 		return err
 	}
-	bin, cleanup, err := ensureBinary(root, bin)
+	bin, cleanup, err := ensureBinary(root, a.bin)
 	if err != nil {
 		return err
 	}
@@ -123,26 +122,26 @@ func run(a args) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	env := &bench.Env{DB: bench.NewClient(endpoint, nil), Endpoint: endpoint, Bin: bin, ModRoot: root, Progress: os.Stderr, ServerPID: a.serverPID}
+	env := &bench.Env{DB: bench.NewClient(a.endpoint, nil), Endpoint: a.endpoint, Bin: bin, ModRoot: root, Progress: os.Stderr, ServerPID: a.serverPID}
 	res := env.Run(ctx, opts)
 
-	outAbs, err := filepath.Abs(out)
+	outAbs, err := filepath.Abs(a.out)
 	if err != nil {
 		return err
 	}
-	if plotDir == "" {
-		plotDir = filepath.Join(filepath.Dir(outAbs), "docs", "bench")
+	if a.plotDir == "" {
+		a.plotDir = filepath.Join(filepath.Dir(outAbs), "docs", "bench")
 	}
-	plots, err := res.WritePlots(plotDir, filepath.Dir(outAbs))
+	plots, err := res.WritePlots(a.plotDir, filepath.Dir(outAbs))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench: plots:", err)
 	}
-	if err := os.WriteFile(out, []byte(res.Markdown(plots)), 0o644); err != nil {
+	if err := os.WriteFile(a.out, []byte(res.Markdown(plots)), 0o644); err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "bench: wrote %s (plots in %s) in %s\n", out, plotDir, res.Elapsed.Round(1e9))
+	fmt.Fprintf(os.Stderr, "bench: wrote %s (plots in %s) in %s\n", a.out, a.plotDir, res.Elapsed.Round(1e9))
 	if len(res.Errors) > 0 {
-		return fmt.Errorf("%d scenario(s) failed: see %s", len(res.Errors), out)
+		return fmt.Errorf("%d scenario(s) failed: see %s", len(res.Errors), a.out)
 	}
 	return nil
 }
