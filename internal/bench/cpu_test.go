@@ -47,6 +47,10 @@ func TestCPUScenario(t *testing.T) {
 	md := res.Markdown(nil)
 	require.Contains(t, md, "## Where the CPU goes at concurrency 16")
 	require.Contains(t, md, "| CPU per item, Run complete-only minus the hand loop, c=16 |")
+	require.Regexp(t, `more client CPU per item than the hand loop \(-?\d+% .*more than the loop's\)`, md)
+	if server {
+		require.Regexp(t, `on Run's requests than on the loop's \(-?\d+% .*more\)`, md)
+	}
 	for _, v := range cpuVariants {
 		require.True(t, strings.Contains(md, "| "+v+" | "), v)
 	}
