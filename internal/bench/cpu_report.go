@@ -69,14 +69,15 @@ func (r *Results) cpuSection(w writer) {
 	if co == nil || base == nil {
 		return
 	}
+	client := diff(co.ClientUS, base.ClientUS)
 	w("Run complete-only spent %s µs more client CPU per item than the hand loop (%s more than the loop's), with %s more allocations per item and %s "+
 		"garbage collections per 1,000 items against %s",
-		diff(co.ClientUS, base.ClientUS).Fmt(0, ""), pct(Ratio(diff(co.ClientUS, base.ClientUS), base.ClientUS)),
+		client.Fmt(0, ""), pct(Ratio(client, base.ClientUS)),
 		diff(co.Allocs, base.Allocs).Fmt(0, ""), co.GCPer1000.Fmt(1, ""), base.GCPer1000.Fmt(1, ""))
 	if server {
+		srv := diff(co.ServerUS, base.ServerUS)
 		w(", and DynamoDB Local spent %s µs more per item on Run's requests than on the loop's (%s more). Where both processes keep the CPUs busy "+
-			"(the column above), the ratio is the CPU ratio, not a wait in Run", diff(co.ServerUS, base.ServerUS).Fmt(0, ""),
-			pct(Ratio(diff(co.ServerUS, base.ServerUS), base.ServerUS)))
+			"(the column above), the ratio is the CPU ratio, not a wait in Run", srv.Fmt(0, ""), pct(Ratio(srv, base.ServerUS)))
 	}
 	w(".\n\n")
 }
