@@ -11,7 +11,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/smithy-go"
 )
 
 // AcquireOption configures one AcquireSlot or TryAcquireSlot call.
@@ -155,7 +154,7 @@ func (c *Client) acquireWait(ctx context.Context, t target) (*Lease, error) {
 		case errors.Is(err, ErrNoFreeSlot):
 			failures = 0
 			pause = c.untilFree(err, pause)
-		case ctx.Err() != nil || permanentAcquireError(err):
+		case ctx.Err() != nil || !Retryable(err):
 			return nil, err
 		default:
 			failures++
@@ -167,26 +166,6 @@ func (c *Client) acquireWait(ctx context.Context, t target) (*Lease, error) {
 			return nil, err
 		}
 	}
-}
-
-// permanentAcquireError reports errors that waiting does not cure.
-func permanentAcquireError(err error) bool {
-	var ce *ConfigError
-	var te *TableError
-	if errors.As(err, &ce) || errors.As(err, &te) || errors.Is(err, ErrGroupMismatch) ||
-		errors.Is(err, ErrGroupFinished) || errors.Is(err, ErrGroupNotFound) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return true
-	}
-	var api smithy.APIError
-	if errors.As(err, &api) {
-		switch api.ErrorCode() {
-		case "AccessDeniedException", "UnrecognizedClientException", "InvalidSignatureException",
-			"MissingAuthenticationToken", "MissingAuthenticationTokenException", "ValidationException",
-			"ResourceNotFoundException", "ExpiredTokenException":
-			return true
-		}
-	}
-	return false
 }
 
 // acquireRound is one read of the group (the whole group up to windowSize slots, else a window of

@@ -1,10 +1,12 @@
 package lock
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 )
 
 var (
@@ -121,4 +123,29 @@ func conditionFailed(err error) (*types.ConditionalCheckFailedException, bool) {
 	var cf *types.ConditionalCheckFailedException
 	ok := errors.As(err, &cf)
 	return cf, ok
+}
+
+// Retryable reports whether waiting may cure err: an outage of DynamoDB (a restart, a dropped
+// connection, throttling or server errors beyond the SDK's retries) rather than something no
+// retry changes (a wrong setting, group or table, refused credentials, a cancelled context).
+// A hot standby retries such errors for as long as it waits; so does a worker reading its tables
+// at start.
+func Retryable(err error) bool {
+	var ce *ConfigError
+	var te *TableError
+	if err == nil || errors.As(err, &ce) || errors.As(err, &te) || errors.Is(err, ErrGroupMismatch) ||
+		errors.Is(err, ErrGroupFinished) || errors.Is(err, ErrGroupNotFound) ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var api smithy.APIError
+	if errors.As(err, &api) {
+		switch api.ErrorCode() {
+		case "AccessDeniedException", "UnrecognizedClientException", "InvalidSignatureException",
+			"MissingAuthenticationToken", "MissingAuthenticationTokenException", "ValidationException",
+			"ResourceNotFoundException", "ExpiredTokenException":
+			return false
+		}
+	}
+	return true
 }

@@ -164,7 +164,9 @@ type Config struct {
 	// error. It is measured on the worker's clock from the first failure of a run of failed
 	// passes; a pass that succeeds starts the count again. Between failed passes the holder keeps
 	// its lease (while the heartbeat gets through) and waits 1s, doubling up to 30s. A negative
-	// value retries for ever, like a standby. A *ConfigError ends Run at once. Defaults to 15m.
+	// value retries for ever, like a standby. A *ConfigError ends Run at once. A worker whose start
+	// reads (the tables' descriptions, the group) fail the same way retries them on the same terms.
+	// Defaults to 15m.
 	OutageTimeout time.Duration
 	// DrainTimeout is how long handlers in flight may finish after shutdown starts. Defaults to 10s.
 	DrainTimeout time.Duration

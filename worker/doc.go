@@ -86,7 +86,10 @@
 // A standby waits through any outage of DynamoDB. A slot holder whose passes fail keeps its lease
 // while its heartbeat gets through and retries from its checkpoint (1s doubling up to 30s apart)
 // for Config.OutageTimeout (default 15m; negative: for ever), then Run returns the last error. A
-// holder whose heartbeat fails too loses its lease at expiry and becomes a standby.
+// holder whose heartbeat fails too loses its lease at expiry and becomes a standby. A worker that
+// starts during an outage retries its start reads (the tables' descriptions, the group) the same
+// way and for as long; what no wait cures (lock.Retryable: a missing table, a wrong setting,
+// refused credentials) is returned at once.
 //
 // # Handler errors
 //

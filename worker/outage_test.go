@@ -17,11 +17,22 @@ import (
 var errOutage = errors.New("test: source table unreachable")
 
 // outageDB fails every Scan of one table while down is set: the lease table stays reachable, so
-// the holder keeps its lease and its passes fail.
+// the holder keeps its lease and its passes fail. While describeDown is set it fails every
+// DescribeTable (a worker's start reads).
 type outageDB struct {
 	DynamoDBClient
-	table string
-	down  atomic.Bool
+	table        string
+	down         atomic.Bool
+	describeDown atomic.Bool
+	describes    atomic.Int32 // DescribeTable calls
+}
+
+func (o *outageDB) DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, opt ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
+	o.describes.Add(1)
+	if o.describeDown.Load() {
+		return nil, errOutage
+	}
+	return o.DynamoDBClient.DescribeTable(ctx, in, opt...)
 }
 
 func (o *outageDB) Scan(ctx context.Context, in *dynamodb.ScanInput, opt ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
@@ -62,9 +73,14 @@ func (c *backoffClock) report(d time.Duration) {
 // wait (with the number of waits so far) before the clock moves past it. It returns Run's error
 // and the fake time the run took.
 func outageRun(t *testing.T, mutate func(*Config), onWait func(n int, db *outageDB)) (*Worker, error, time.Duration) {
+	return outageRunFrom(t, func(db *outageDB) { db.down.Store(true) }, mutate, onWait)
+}
+
+// outageRunFrom is outageRun with the outage's start set by down.
+func outageRunFrom(t *testing.T, down func(*outageDB), mutate func(*Config), onWait func(n int, db *outageDB)) (*Worker, error, time.Duration) {
 	f := newFixture(t, 3)
 	db := &outageDB{DynamoDBClient: f.db, table: f.table}
-	db.down.Store(true)
+	down(db)
 	clk := &backoffClock{Fake: newTestClock(), waits: make(chan time.Duration, 16)}
 	start := clk.Now()
 	c := f.config(LedgerInline)
@@ -112,4 +128,40 @@ func TestHolderGivesUpAfterOutageTimeout(t *testing.T) {
 	require.ErrorIs(t, err, errOutage)
 	require.GreaterOrEqual(t, took, 2*time.Minute)
 	require.Less(t, took, 2*time.Minute+shortWait)
+}
+
+// A worker started while DynamoDB is out (its start reads fail) waits for it, like a standby,
+// instead of exiting: once the tables answer it joins its group and finishes its share.
+func TestStartOutlivesAnOutage(t *testing.T) {
+	var describesWhenBack int32
+	w, err, took := outageRunFrom(t, func(db *outageDB) { db.describeDown.Store(true) }, nil, func(n int, db *outageDB) {
+		if n == 6 {
+			describesWhenBack = db.describes.Load()
+			db.describeDown.Store(false)
+		}
+	})
+	require.NoError(t, err)
+	require.EqualValues(t, 3, w.Stats().Completed)
+	require.GreaterOrEqual(t, describesWhenBack, int32(6*2), "six rounds of start reads (source and lease table) failed")
+	require.Greater(t, took, 30*time.Second, "the waits between rounds grow: 1s, 2s, 4s, 8s, 16s, 30s")
+}
+
+// Config.OutageTimeout bounds the start's wait too: Run returns the reads' error.
+func TestStartGivesUpAfterOutageTimeout(t *testing.T) {
+	_, err, took := outageRunFrom(t, func(db *outageDB) { db.describeDown.Store(true) },
+		func(c *Config) { c.OutageTimeout = 2 * time.Minute }, func(int, *outageDB) {})
+	require.ErrorIs(t, err, errOutage)
+	require.GreaterOrEqual(t, took, 2*time.Minute)
+	require.Less(t, took, 2*time.Minute+shortWait)
+}
+
+// A table that does not exist is not an outage: the start reports it at once, without a wait.
+func TestStartDoesNotRetryAMissingTable(t *testing.T) {
+	_, err, took := outageRunFrom(t, func(*outageDB) {}, func(c *Config) { c.Table = "no-such-table" }, func(int, *outageDB) {
+		t.Error("the worker waited to read a missing table again")
+	})
+	var ce *ConfigError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, "Table", ce.Field)
+	require.Zero(t, took)
 }

@@ -47,6 +47,48 @@ func (w *Worker) readStart(ctx context.Context, locks *lock.Client) *startReads 
 	return r
 }
 
+// readStartThroughOutage is readStart repeated while DynamoDB is out: while every error of the
+// reads is one waiting may cure (lock.Retryable: a dropped connection, throttling or server errors
+// beyond the SDK's retries), it waits 1s, doubling up to 30s, and reads again, for as long as
+// Config.OutageTimeout allows. A worker started during a blip joins its group once DynamoDB is
+// back instead of exiting; a wrong table or setting is reported at once.
+func (w *Worker) readStartThroughOutage(ctx context.Context, locks *lock.Client) *startReads {
+	var out outage
+	for {
+		r := w.readStart(ctx, locks)
+		err := r.outageErr()
+		if err == nil || ctx.Err() != nil || out.fail(w.cfg.Clock.Now(), w.cfg.OutageTimeout) {
+			return r
+		}
+		d := backoff(failedPassBackoff, maxFailedPassBackoff, out.failures)
+		w.cfg.Logger.Warn("dynapart: reading the tables at start failed, retrying", "err", err,
+			"failures", out.failures, "retry_in", d)
+		select {
+		case <-ctx.Done():
+			return r
+		case <-w.cfg.Clock.After(d):
+		}
+	}
+}
+
+// outageErr is the first of the reads' errors when all of them are retryable (nil when a read
+// failed for good or none failed).
+func (r *startReads) outageErr() error {
+	var first error
+	for _, err := range []error{r.sourceErr, r.leaseErr, r.ledgerErr, r.groupErr} {
+		if err == nil {
+			continue
+		}
+		if !lock.Retryable(err) {
+			return nil
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
 // leaseTableErr is the lease table check's error as the worker reports it.
 func leaseTableErr(err error) error {
 	var te *lock.TableError

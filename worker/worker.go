@@ -197,7 +197,7 @@ func (w *Worker) untilStop(ctx context.Context, stopAt time.Time) (context.Conte
 func (w *Worker) prepare(ctx context.Context) (*env, error) {
 	c := w.cfg
 	locks, lockErr := w.lockClient()
-	r := w.readStart(ctx, locks)
+	r := w.readStartThroughOutage(ctx, locks)
 	if r.sourceErr != nil {
 		return nil, r.sourceErr
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/dynapart/dynapart/lock"
 	"github.com/dynapart/dynapart/scan"
 	"github.com/dynapart/dynapart/worker"
 )
@@ -265,14 +266,19 @@ func (r *workRun) run(parent context.Context) error {
 		defer stopMetrics()
 	}
 	// Without --workers the worker joins the group at its n: read it for the estimates below (and
-	// exit 2 at once when the group does not exist).
+	// exit 2 at once when the group does not exist). During an outage of DynamoDB the worker
+	// starts without them: Run waits through it (Config.OutageTimeout).
 	r.plan.Slots = r.f.workers
 	if r.f.workers == 0 {
 		plan, err := r.w.Plan(ctx)
-		if err != nil {
+		switch {
+		case err == nil:
+			r.plan = plan
+		case lock.Retryable(err) && ctx.Err() == nil:
+			r.log.Warn("dynapart: could not read the group; starting without its size, waiting for DynamoDB", "err", err)
+		default:
 			return explainSetting(err)
 		}
-		r.plan = plan
 	}
 	handler := func(context.Context, worker.Item) error { return nil }
 	if r.f.exec != "" {
@@ -324,6 +330,9 @@ func (r *workRun) logDone(took time.Duration) {
 
 // estimateShare is the table's item count / N (DescribeTable's count, approximate on AWS), or 0.
 func estimateShare(ctx context.Context, db *dynamodb.Client, table string, n int) int64 {
+	if n <= 0 {
+		return 0 // the group's size is unknown (not read at start)
+	}
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	t, err := describe(cctx, db, table)
