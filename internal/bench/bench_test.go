@@ -76,6 +76,22 @@ func TestSampleAndRatio(t *testing.T) {
 	require.Equal(t, "12,345.7/s", Sample{12345.67}.Fmt(1, "/s"))
 }
 
+// A ratio against a goal shows a ✗ on a missed median, and more decimals where two would round
+// the median across the goal.
+func TestGoalX(t *testing.T) {
+	atLeast := func(g float64) func(float64) bool { return func(x float64) bool { return x >= g } }
+	require.Equal(t, "0.897x (0.860–0.920) ✗", Sample{0.86, 0.897, 0.92}.GoalX(atLeast(0.9)))
+	require.Equal(t, "0.93x (0.90–0.97)", Sample{0.9, 0.93, 0.97}.GoalX(atLeast(0.9)))
+	require.Equal(t, "0.41x (0.40–0.48) ✗", Sample{0.4, 0.41, 0.48}.GoalX(atLeast(0.45)))
+	require.Equal(t, "0.8996x (0.8600–0.9200) ✗", Sample{0.86, 0.8996, 0.92}.GoalX(atLeast(0.9)))
+	require.Equal(t, "1.004x", Sample{1.004}.GoalX(func(x float64) bool { return x > 1 }))
+	cell, all := goalCells([]int{1, 4, 16}, func(c int) (Sample, bool) {
+		return Sample{map[int]float64{1: 0.95, 4: 0.5}[c]}, c != 16
+	}, atLeast(0.9))
+	require.Equal(t, "c=1: 0.95x<br>c=4: 0.50x ✗", cell)
+	require.False(t, all)
+}
+
 func TestParseGoBench(t *testing.T) {
 	out := `goos: linux
 BenchmarkPartitionString-2   	 6469220	       181.2 ns/op	       0 B/op	       0 allocs/op

@@ -139,21 +139,25 @@ func (r *Results) latencyGoals() []Goal {
 		return nil
 	}
 	d := l.Delays[len(l.Delays)-1]
-	var co, bh, bc []string
-	okCO, okBH, okBC := true, true, true
-	for _, c := range r.Options.Concurrencies {
-		base, p, b, cl := l.Point(VariantPlain, c, d), l.Point(VariantCompleteOnly, c, d), l.Point(VariantBatched, c, d), l.Point(VariantClaim, c, d)
-		if base == nil {
-			continue
-		}
-		x1, x2, x3 := Ratio(p.ItemsPerSec, base.ItemsPerSec), Ratio(b.ItemsPerSec, base.ItemsPerSec), Ratio(b.ItemsPerSec, cl.ItemsPerSec)
-		okCO, okBH, okBC = okCO && x1.Median() >= 0.9, okBH && x2.Median() >= 1.0, okBC && x3.Median() >= 2.0
-		co, bh, bc = append(co, fmt.Sprintf("c=%d: %s", c, x1.X())), append(bh, fmt.Sprintf("c=%d: %s", c, x2.X())), append(bc, fmt.Sprintf("c=%d: %s", c, x3.X()))
+	rows := []struct {
+		name, target  string
+		variant, base string
+		ok            func(float64) bool
+	}{
+		{"complete-only vs hand loop", ">= 0.9x", VariantCompleteOnly, VariantPlain, func(x float64) bool { return x >= 0.9 }},
+		{"batched claims vs hand loop", ">= 1.0x", VariantBatched, VariantPlain, func(x float64) bool { return x >= 1.0 }},
+		{"batched claims vs single claims", ">= 2x", VariantBatched, VariantClaim, func(x float64) bool { return x >= 2.0 }},
 	}
-	at := fmt.Sprintf(" at %d ms per request", d.Milliseconds())
-	return []Goal{
-		{"complete-only vs hand loop" + at, ">= 0.9x", strings.Join(co, "<br>"), verdict(okCO)},
-		{"batched claims vs hand loop" + at, ">= 1.0x", strings.Join(bh, "<br>"), verdict(okBH)},
-		{"batched claims vs single claims" + at, ">= 2x", strings.Join(bc, "<br>"), verdict(okBC)},
+	var gs []Goal
+	for _, row := range rows {
+		cell, all := goalCells(r.Options.Concurrencies, func(c int) (Sample, bool) {
+			p, base := l.Point(row.variant, c, d), l.Point(row.base, c, d)
+			if p == nil || base == nil {
+				return nil, false
+			}
+			return Ratio(p.ItemsPerSec, base.ItemsPerSec), true
+		}, row.ok)
+		gs = append(gs, Goal{fmt.Sprintf("%s at %d ms per request", row.name, d.Milliseconds()), row.target, cell, verdict(all)})
 	}
+	return gs
 }

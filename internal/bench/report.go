@@ -129,23 +129,14 @@ func (r *Results) goals() []Goal {
 			{VariantCLIComplete, ">= 0.9x (process start to exit)", func(x float64) bool { return x >= 0.9 }},
 			{VariantCLIClaim, ">= 0.45x (process start to exit)", func(x float64) bool { return x >= 0.45 }},
 		} {
-			var parts []string
-			all := true
-			for _, c := range r.Options.Concurrencies {
+			cell, all := goalCells(r.Options.Concurrencies, func(c int) (Sample, bool) {
 				p, base := t.Point(v.variant, c), t.Point(VariantPlain, c)
 				if p == nil || base == nil {
-					continue
+					return nil, false
 				}
-				x := Ratio(p.ItemsPerSec, base.ItemsPerSec)
-				ok := v.ok(x.Median())
-				all = all && ok
-				mark := ""
-				if !ok {
-					mark = " ✗"
-				}
-				parts = append(parts, fmt.Sprintf("c=%d: %s%s", c, x.X(), mark))
-			}
-			gs = append(gs, Goal{v.variant + " vs plain SDK loop, items/s", v.target + " at every concurrency", strings.Join(parts, "<br>"), verdict(all)})
+				return Ratio(p.ItemsPerSec, base.ItemsPerSec), true
+			}, v.ok)
+			gs = append(gs, Goal{v.variant + " vs plain SDK loop, items/s", v.target + " at every concurrency", cell, verdict(all)})
 		}
 	} else {
 		gs = append(gs, Goal{"Run vs plain SDK loop", "complete-only >= 0.9x, claim+complete ~0.5x, batched >= 1.5x", na, "–"})

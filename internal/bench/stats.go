@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 )
 
 // Sample is one measurement repeated: one value per repetition.
@@ -65,6 +66,22 @@ func (s Sample) Fmt(prec int, unit string) string {
 // X formats a ratio: "0.93x (0.90–0.97)".
 func (s Sample) X() string { return s.Fmt(2, "x") }
 
+// GoalX formats a ratio against a goal on its median: X, with a ✗ when the median misses, and with
+// more decimals (up to four) where two would round it across the goal (a median of 0.897 against
+// >= 0.9 reads "0.897x ✗", not "0.90x ✗").
+func (s Sample) GoalX(ok func(float64) bool) string {
+	m := s.Median()
+	prec := 2
+	for prec < 4 && ok(roundTo(m, prec)) != ok(m) {
+		prec++
+	}
+	out := s.Fmt(prec, "x")
+	if !ok(m) {
+		out += " ✗"
+	}
+	return out
+}
+
 // num formats v with prec decimals and thousands separators.
 func num(v float64, prec int) string {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
@@ -98,4 +115,25 @@ func verdict(ok bool) string {
 		return "met"
 	}
 	return "**NOT met**"
+}
+
+// goalCells is a summary cell of a ratio per concurrency ("c=4: 0.93x (0.90–0.97)", a line each,
+// see GoalX) and whether every median meets ok; ratio reports false for a concurrency not measured.
+func goalCells(concs []int, ratio func(c int) (Sample, bool), ok func(float64) bool) (cell string, all bool) {
+	var parts []string
+	all = true
+	for _, c := range concs {
+		x, measured := ratio(c)
+		if !measured {
+			continue
+		}
+		all = all && ok(x.Median())
+		parts = append(parts, fmt.Sprintf("c=%d: %s", c, x.GoalX(ok)))
+	}
+	return strings.Join(parts, "<br>"), all
+}
+
+func roundTo(v float64, prec int) float64 {
+	p := math.Pow10(prec)
+	return math.Round(v*p) / p
 }
