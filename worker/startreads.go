@@ -51,13 +51,14 @@ func (w *Worker) readStart(ctx context.Context, locks *lock.Client) *startReads 
 // reads is one waiting may cure (lock.Retryable: a dropped connection, throttling or server errors
 // beyond the SDK's retries), it waits 1s, doubling up to 30s, and reads again, for as long as
 // Config.OutageTimeout allows. A worker started during a blip joins its group once DynamoDB is
-// back instead of exiting; a wrong table or setting is reported at once.
+// back instead of exiting; a wrong table or setting is reported at once (without locks, a refused
+// lock configuration, the reads are made once).
 func (w *Worker) readStartThroughOutage(ctx context.Context, locks *lock.Client) *startReads {
 	var out outage
 	for {
 		r := w.readStart(ctx, locks)
 		err := r.outageErr()
-		if err == nil || ctx.Err() != nil || out.fail(w.cfg.Clock.Now(), w.cfg.OutageTimeout) {
+		if err == nil || locks == nil || ctx.Err() != nil || out.fail(w.cfg.Clock.Now(), w.cfg.OutageTimeout) {
 			return r
 		}
 		d := backoff(failedPassBackoff, maxFailedPassBackoff, out.failures)
