@@ -79,7 +79,6 @@ func TestSampleAndRatio(t *testing.T) {
 // A ratio against a goal shows a ✗ on a missed median, and more decimals where two would round
 // the median across the goal.
 func TestGoalX(t *testing.T) {
-	atLeast := func(g float64) func(float64) bool { return func(x float64) bool { return x >= g } }
 	require.Equal(t, "0.897x (0.860–0.920) ✗", Sample{0.86, 0.897, 0.92}.GoalX(atLeast(0.9)))
 	require.Equal(t, "0.93x (0.90–0.97)", Sample{0.9, 0.93, 0.97}.GoalX(atLeast(0.9)))
 	require.Equal(t, "0.41x (0.40–0.48) ✗", Sample{0.4, 0.41, 0.48}.GoalX(atLeast(0.45)))

@@ -144,9 +144,9 @@ func (r *Results) latencyGoals() []Goal {
 		variant, base string
 		ok            func(float64) bool
 	}{
-		{"complete-only vs hand loop", ">= 0.9x", VariantCompleteOnly, VariantPlain, func(x float64) bool { return x >= 0.9 }},
-		{"batched claims vs hand loop", ">= 1.0x", VariantBatched, VariantPlain, func(x float64) bool { return x >= 1.0 }},
-		{"batched claims vs single claims", ">= 2x", VariantBatched, VariantClaim, func(x float64) bool { return x >= 2.0 }},
+		{"complete-only vs hand loop", ">= 0.9x", VariantCompleteOnly, VariantPlain, atLeast(0.9)},
+		{"batched claims vs hand loop", ">= 1.0x", VariantBatched, VariantPlain, atLeast(1.0)},
+		{"batched claims vs single claims", ">= 2x", VariantBatched, VariantClaim, atLeast(2.0)},
 	}
 	var gs []Goal
 	for _, row := range rows {

@@ -123,11 +123,11 @@ func (r *Results) goals() []Goal {
 			variant, target string
 			ok              func(float64) bool
 		}{
-			{VariantCompleteOnly, ">= 0.9x", func(x float64) bool { return x >= 0.9 }},
-			{VariantClaim, ">= 0.45x (two writes per item instead of one)", func(x float64) bool { return x >= 0.45 }},
-			{VariantBatched, ">= 1.5x", func(x float64) bool { return x >= 1.5 }},
-			{VariantCLIComplete, ">= 0.9x (process start to exit)", func(x float64) bool { return x >= 0.9 }},
-			{VariantCLIClaim, ">= 0.45x (process start to exit)", func(x float64) bool { return x >= 0.45 }},
+			{VariantCompleteOnly, ">= 0.9x", atLeast(0.9)},
+			{VariantClaim, ">= 0.45x (two writes per item instead of one)", atLeast(0.45)},
+			{VariantBatched, ">= 1.5x", atLeast(1.5)},
+			{VariantCLIComplete, ">= 0.9x (process start to exit)", atLeast(0.9)},
+			{VariantCLIClaim, ">= 0.45x (process start to exit)", atLeast(0.45)},
 		} {
 			cell, all := goalCells(r.Options.Concurrencies, func(c int) (Sample, bool) {
 				p, base := t.Point(v.variant, c), t.Point(VariantPlain, c)

@@ -133,6 +133,10 @@ func goalCells(concs []int, ratio func(c int) (Sample, bool), ok func(float64) b
 	return strings.Join(parts, "<br>"), all
 }
 
+// atLeast is a goal on a ratio's median: at least g.
+func atLeast(g float64) func(float64) bool { return func(x float64) bool { return x >= g } }
+
+// roundTo rounds v to prec decimals.
 func roundTo(v float64, prec int) float64 {
 	p := math.Pow10(prec)
 	return math.Round(v*p) / p
