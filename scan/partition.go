@@ -1,6 +1,8 @@
 package scan
 
 import (
+	"github.com/dynapart/dynapart/internal/ddbnum"
+
 	"hash/crc32"
 	"math/bits"
 	"unsafe"
@@ -50,79 +52,12 @@ func stringBytes(s string) []byte {
 
 // Number is a DynamoDB number's text, parsed: the value is (the digits of Int followed by those of
 // Frac) * 10^Exp, negative when Neg. The ledger's key encoding reads numbers with the same grammar.
-type Number struct {
-	Neg       bool
-	Int, Frac string
-	Exp       int64
-}
-
-// maxExp bounds exponents far beyond DynamoDB's range (1e-130 .. 1e126), so parsing cannot overflow.
-const maxExp = 1 << 40
+type Number = ddbnum.Number
 
 // ParseNumber parses a number's text ([+-]digits[.digits][(e|E)[+-]digits], with digits on at least
 // one side of the point); ok is false when s is not one. Exponents are clamped far beyond
 // DynamoDB's range, so parsing cannot overflow.
-func ParseNumber(s string) (x Number, ok bool) {
-	i := 0
-	if i < len(s) && (s[i] == '+' || s[i] == '-') {
-		x.Neg = s[i] == '-'
-		i++
-	}
-	start := i
-	for i < len(s) && isDigit(s[i]) {
-		i++
-	}
-	x.Int = s[start:i]
-	if i < len(s) && s[i] == '.' {
-		i++
-		start = i
-		for i < len(s) && isDigit(s[i]) {
-			i++
-		}
-		x.Frac = s[start:i]
-	}
-	if x.Int == "" && x.Frac == "" {
-		return x, false
-	}
-	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
-		i++
-		eneg := false
-		if i < len(s) && (s[i] == '+' || s[i] == '-') {
-			eneg = s[i] == '-'
-			i++
-		}
-		if i == len(s) {
-			return x, false
-		}
-		for i < len(s) && isDigit(s[i]) {
-			if x.Exp < maxExp {
-				x.Exp = x.Exp*10 + int64(s[i]-'0')
-			}
-			i++
-		}
-		if eneg {
-			x.Exp = -x.Exp
-		}
-	}
-	return x, i == len(s)
-}
-
-func isDigit(c byte) bool { return '0' <= c && c <= '9' }
-
-// digit returns the k-th mantissa digit (Int then Frac) as a number.
-func (x *Number) digit(k int) uint64 {
-	if k < len(x.Int) {
-		return uint64(x.Int[k] - '0')
-	}
-	return uint64(x.Frac[k-len(x.Int)] - '0')
-}
-
-func (x *Number) char(k int) byte {
-	if k < len(x.Int) {
-		return x.Int[k]
-	}
-	return x.Frac[k-len(x.Int)]
-}
+func ParseNumber(s string) (x Number, ok bool) { return ddbnum.Parse(s) }
 
 func partitionNumber(s string, m uint64) int {
 	x, ok := ParseNumber(s)
@@ -131,13 +66,13 @@ func partitionNumber(s string, m uint64) int {
 	}
 	total := len(x.Int) + len(x.Frac)
 	lo, hi := 0, total // significant digits are [lo, hi)
-	for lo < hi && x.digit(lo) == 0 {
+	for lo < hi && x.Digit(lo) == 0 {
 		lo++
 	}
 	if lo == hi {
 		return 0 // zero, also "-0" and "0e5"
 	}
-	for x.digit(hi-1) == 0 {
+	for x.Digit(hi-1) == 0 {
 		hi--
 	}
 	// value = digits[lo:hi] * 10^e
@@ -161,7 +96,7 @@ func digitsMod(x *Number, lo, hi int, m uint64) uint64 {
 		k := min(hi-lo, 19)
 		var chunk uint64
 		for j := range k {
-			chunk = chunk*10 + x.digit(lo+j)
+			chunk = chunk*10 + x.Digit(lo+j)
 		}
 		h, l := bits.Mul64(r, pow10[k])
 		l, c := bits.Add64(l, chunk, 0)
@@ -209,7 +144,7 @@ func canonicalCRC(x *Number, lo, hi int, e int64) uint32 {
 			if int64(k-lo) == point {
 				put('.')
 			}
-			put(x.char(k))
+			put(x.Char(k))
 		}
 	case -point <= maxPlainZeros:
 		put('0')
@@ -218,14 +153,14 @@ func canonicalCRC(x *Number, lo, hi int, e int64) uint32 {
 			put('0')
 		}
 		for k := lo; k < hi; k++ {
-			put(x.char(k))
+			put(x.Char(k))
 		}
 	default: // d.dddE-x
-		put(x.char(lo))
+		put(x.Char(lo))
 		if hi-lo > 1 {
 			put('.')
 			for k := lo + 1; k < hi; k++ {
-				put(x.char(k))
+				put(x.Char(k))
 			}
 		}
 		put('E')

@@ -2,89 +2,93 @@ package worker
 
 import (
 	"context"
-	"errors"
-	"strconv"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/dynapart/dynapart/ledger"
 )
 
-// This file gives complete-only mode the retry and dead-letter accounting of claim mode. A
-// complete-only item has no claim, so a failed attempt is recorded by one conditional write that
-// holds while the item is neither done nor failed: it counts the attempt and marks the item retry
-// (with retry_at and the error), or failed at once for a Permanent error. When the count reaches
-// MaxAttempts a second write, fenced on that count, moves the item to failed. (A lost answer
-// whose repeat lands again may count one attempt twice; the item then fails one attempt early.)
+// Complete-only mode (Config.CompleteOnly) runs the handler without a claim and completes the item
+// with one conditional write (ledger.OpCompleteOnly): for handlers that are themselves one
+// conditional write. The ledger's condition decides which items are handled at all: before a
+// handler runs, the items' states are checked with the same condition (skipping items finished
+// already, or claimed by a live claim of another group), and the write holds only while it still
+// holds. Failed attempts are counted as claim mode counts them (ledger.Ledger.FailOnly).
 
-// completeOnlyFailer records failed complete-only attempts; both ledgers are.
-type completeOnlyFailer interface {
-	failOnly(ctx context.Context, r ClaimRequest, f onlyFailure) (Status, error)
-}
-
-// onlyFailure is one failed complete-only attempt.
-type onlyFailure struct {
-	errText     string
-	retryAt     time.Time
-	permanent   bool
-	maxAttempts int
-}
-
-// failOnly records f and returns the item's status after it: retry, failed, or (when the item was
-// finished already) the state found.
-func (l *ledgerCore) failOnly(ctx context.Context, r ClaimRequest, f onlyFailure) (Status, error) {
-	rowKey, err := l.row.key(r.Key)
+// completeOnlyStates checks, before the handlers run, the state of the items about to be handled
+// against the complete-only condition, since no claim decides for them: items finished already
+// are skipped, items claimed by a live claim of another group are left for a later pass, and the
+// others learn which attempt they make. The inline ledger's state came with the scan; the table
+// ledger's rows are read, 100 to a call.
+func (p *pass) completeOnlyStates(ctx context.Context, todo []task) ([]task, error) {
+	if len(todo) == 0 {
+		return todo, nil
+	}
+	items := make([]map[string]types.AttributeValue, len(todo))
+	for i, t := range todo {
+		items[i] = t.item.Attrs
+	}
+	states, err := p.e.ledger.States(ctx, items)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	rm := ""
-	for i := range l.row.removeOnDone {
-		rm += ", #rm" + strconv.Itoa(i)
+	now := p.w.cfg.Clock.Now()
+	kept := todo[:0]
+	for i, t := range todo {
+		st := states[i]
+		req := p.claimRequest(t.key, now, now)
+		if !p.e.ledger.Allows(ledger.OpCompleteOnly, st, req) {
+			p.notNow(t.key, st, 0)
+			t.item.Ack()
+			continue
+		}
+		t.attempt = st.Attempts + 1
+		t.fresh = st.Status == StatusPending
+		kept = append(kept, t)
 	}
-	who := "#owner = :owner, #slot = :slot, #token = :token, #error = :error" + l.row.claimSet
-	update := "SET #status = :retry, #retryAt = :retryAt, " + who + " REMOVE #claimUntil ADD #attempts :one"
-	if f.permanent {
-		update = "SET #status = :failed, #failedAt = :now, " + who + " REMOVE #claimUntil, #retryAt" + rm + " ADD #attempts :one"
-	}
-	vals := l.claimRequestVals(r)
-	vals[":retryAt"] = ledgerMillis(f.retryAt)
-	vals[":error"] = ledgerS(truncateErrorText(f.errText))
-	names, used := l.exprInput(vals, l.x.completeOnlyCond, update)
-	out, err := l.update(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(l.row.table), Key: rowKey,
-		ConditionExpression: aws.String(l.x.completeOnlyCond), UpdateExpression: aws.String(update),
-		ExpressionAttributeNames: names, ExpressionAttributeValues: used,
-		ReturnValues:                        types.ReturnValueAllNew,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
-		return l.decodeState(ccf.Item).Status, nil
-	}
-	if err != nil {
-		return "", l.wrapErr("record failure", l.row.table, err)
-	}
-	st := l.decodeState(out.Attributes)
-	if f.permanent || st.Attempts < f.maxAttempts {
-		return st.Status, nil
-	}
-	c := Claim{Key: r.Key, Owner: r.Owner, Slot: r.Slot, Token: r.Token, Attempt: st.Attempts}
-	if err := l.failRetried(ctx, rowKey, c, f.errText, r.Now); err != nil {
-		return StatusRetry, err
-	}
-	return StatusFailed, nil
+	return kept, nil
 }
 
-// failRetried moves an item in retry, as the failure write c left it, to failed.
-func (l *ledgerCore) failRetried(ctx context.Context, rowKey Key, c Claim, errText string, now time.Time) error {
-	vals := fenceVals(c)
-	vals[":retry"] = ledgerS(string(StatusRetry))
-	vals[":failed"] = ledgerS(string(StatusFailed))
-	vals[":now"] = ledgerMillis(now)
-	vals[":error"] = ledgerS(truncateErrorText(errText))
-	cond := "#status = :retry AND #owner = :owner AND #slot = :slot AND #token = :token AND #attempts = :attempt"
-	return l.updateIf(ctx, "dead-letter", rowKey, cond, l.x.deadUpdate, vals)
+// completeOnly runs the handler without a claim and completes the item in one conditional write.
+func (p *pass) completeOnly(wctx context.Context, t task, now time.Time) {
+	c := p.w.cfg
+	if !p.enterUnlessStopped() {
+		return // stopped while paused: not acknowledged
+	}
+	p.w.pause.leave() // a complete-only item in flight is its handler: only its start waits
+	slot := p.lease.Slot()
+	item := Item{Key: t.key, Attrs: t.item.Attrs, Attempt: max(t.attempt, 1), Slot: slot, Token: p.lease.Token(),
+		IdempotencyKey: idempotencyKey(c.Job, c.Table, t.key)}
+	start := time.Now()
+	herr, gaveUp := p.w.runWithGrace(p.workCtx, p.h, item)
+	took := time.Since(start)
+	if gaveUp {
+		p.abandoned(t, now, false)
+		return
+	}
+	if herr != nil {
+		if p.workCtx.Err() != nil {
+			return // interrupted: not acknowledged
+		}
+		c.Logger.Warn("dynapart: handler failed (complete-only)", "slot", slot, "err", herr)
+		p.completeOnlyFailed(wctx, t, herr, took)
+		t.item.Ack()
+		return
+	}
+	req := p.claimRequest(t.key, now, now)
+	req.Fresh = t.fresh
+	res, err := p.e.ledger.CompleteOnly(wctx, req)
+	switch {
+	case err != nil:
+		c.Logger.Error("dynapart: complete", "slot", slot, "err", err)
+		p.again(now.Add(c.RetryBackoff))
+	case res.Applied:
+		p.done(wctx, t.key, slot, item.Attempt, took)
+	default:
+		p.notNow(t.key, res.Found, took)
+	}
+	t.item.Ack()
 }
 
 // completeOnlyFailed records a complete-only handler's error like claim mode does: a retry with
@@ -99,26 +103,20 @@ func (p *pass) completeOnlyFailed(ctx context.Context, t task, herr error, took 
 	}
 	now := c.Clock.Now()
 	at := now.Add(after)
-	fo, ok := p.e.ledger.(completeOnlyFailer)
-	if !ok {
-		p.again(at)
-		return
-	}
-	st, err := fo.failOnly(ctx, p.claimRequest(t.key, now, now),
-		onlyFailure{errText: herr.Error(), retryAt: at, permanent: permanent, maxAttempts: c.MaxAttempts})
+	res, err := p.e.ledger.FailOnly(ctx, p.claimRequest(t.key, now, now),
+		ledger.Failure{Error: herr.Error(), RetryAt: at, Permanent: permanent, MaxAttempts: c.MaxAttempts})
 	switch {
 	case err != nil:
 		c.Logger.Error("dynapart: record a failed attempt (complete-only); the item will be tried again", "slot", slot, "err", err)
 		p.again(at)
-	case st == StatusRetry:
+	case !res.Applied:
+		p.notNow(t.key, res.Found, took) // finished or claimed elsewhere meanwhile
+	case res.Found.Status == StatusRetry:
 		p.w.stats.retried.Add(1)
 		p.w.itemEvent(OutcomeRetried, t.key, slot, 0, took)
 		p.again(at)
-	case st == StatusFailed:
-		p.deadLettered(ctx, t.key, slot, 0, took)
-		c.Logger.Warn("dynapart: item dead-lettered (complete-only)", "slot", slot, "key", keyText(t.key))
 	default:
-		p.w.stats.skipped.Add(1) // finished elsewhere meanwhile
-		p.w.itemEvent(OutcomeSkipped, t.key, slot, 0, took)
+		p.deadLettered(ctx, t.key, slot, 0, took)
+		c.Logger.Warn("dynapart: item dead-lettered (complete-only)", "slot", slot, "key", ledger.KeyText(t.key))
 	}
 }

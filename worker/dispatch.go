@@ -7,6 +7,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/dynapart/dynapart/ledger"
 	"github.com/dynapart/dynapart/scan"
 )
 
@@ -25,15 +26,10 @@ func (p *pass) dispatch(ctx context.Context, page *scan.Page) error {
 		p.counts.scanned.Add(1)
 		key := keyOf(it.Attrs, p.e.keyAttrs)
 		fresh := false
-		if p.e.inline != nil {
-			st := p.e.inline.stateOf(it.Attrs)
+		if st, ok := p.e.ledger.StateOf(it.Attrs); ok {
 			fresh = st.Status == StatusPending
-			if skip, due := p.prefilter(st, now); skip {
-				p.w.stats.skipped.Add(1)
-				p.w.itemEvent(OutcomeSkipped, key, p.lease.Slot(), 0, 0)
-				if !due.IsZero() {
-					p.again(due)
-				}
+			if p.prefilter(st, p.claimRequest(key, now, now)) {
+				p.notNow(key, st, 0)
 				it.Ack()
 				continue
 			}
@@ -54,7 +50,7 @@ func (p *pass) dispatch(ctx context.Context, page *scan.Page) error {
 	// transaction; see claimGate) and hand them over before claiming more, so a claim's clock
 	// does not run while its item waits in the queue.
 	for len(todo) > 0 {
-		n, err := p.gate.take(ctx, min(claimBatchSize, len(todo)))
+		n, err := p.gate.take(ctx, min(ledger.BatchSize, len(todo)))
 		if err != nil {
 			return err
 		}
@@ -76,7 +72,7 @@ func (p *pass) claimAndSend(ctx context.Context, chunk []task) error {
 	reqs := make([]ClaimRequest, len(chunk))
 	for i, t := range chunk {
 		reqs[i] = p.claimRequest(t.key, now, until)
-		reqs[i].fresh = t.fresh
+		reqs[i].Fresh = t.fresh
 	}
 	// Paused: wait before claiming (the gate places of the chunk are held meanwhile).
 	if err := p.w.pause.enter(ctx); err != nil {
@@ -85,7 +81,7 @@ func (p *pass) claimAndSend(ctx context.Context, chunk []task) error {
 	}
 	outs, err := p.e.ledger.Claim(ctx, reqs)
 	p.w.pause.leave()
-	if err != nil && isValidation(err) {
+	if err != nil && ledger.IsValidation(err) {
 		// One item of the batch cannot be claimed: claim them one by one to find it.
 		p.gate.give(len(chunk))
 		_, err := p.send(ctx, chunk)
@@ -103,7 +99,7 @@ func (p *pass) claimAndSend(ctx context.Context, chunk []task) error {
 			p.unprocessable(chunk[i], o.Err)
 		case !o.Claimed:
 			p.gate.give(1)
-			p.skipped(chunk[i].key, o.Status, now)
+			p.notNow(chunk[i].key, o.Found, 0)
 			chunk[i].item.Ack()
 		default:
 			p.w.stats.claimed.Add(1)
@@ -142,54 +138,47 @@ func (p *pass) unprocessable(t task, err error) {
 	p.w.stats.unprocessable.Add(1)
 	p.w.itemEvent(OutcomeUnprocessable, t.key, p.lease.Slot(), 0, 0)
 	p.w.cfg.Logger.Error("dynapart: an item cannot be claimed and is skipped (too large for the inline ledger? use the table ledger)",
-		"slot", p.lease.Slot(), "key", keyText(t.key), "err", err)
+		"slot", p.lease.Slot(), "key", ledger.KeyText(t.key), "err", err)
 	t.item.Ack()
 }
 
-// keyText is an item key for logs: the canonical encoding of its attributes sorted by name.
-func keyText(k Key) string {
-	s, err := encodeKeyParts(k, keysSorted(k))
-	if err != nil {
-		return fmt.Sprint(k)
-	}
-	return s
-}
-
-func (p *pass) skipped(key Key, st Status, now time.Time) {
+// notNow accounts for an item left alone because of its state st: counted as skipped, and due
+// again when st says: a live claim's expiry or a retry's time (looked at again within
+// PollInterval), at once for an item without state (reset or gone), never for a finished one.
+func (p *pass) notNow(key Key, st ItemState, took time.Duration) {
 	p.w.stats.skipped.Add(1)
-	p.w.itemEvent(OutcomeSkipped, key, p.lease.Slot(), 0, 0)
-	switch st {
-	case StatusClaimed:
-		p.again(now.Add(min(p.w.cfg.ClaimTTL, p.w.cfg.PollInterval)))
-	case StatusRetry:
-		p.again(now.Add(min(p.w.cfg.RetryBackoff, p.w.cfg.PollInterval)))
-	}
+	p.w.itemEvent(OutcomeSkipped, key, p.lease.Slot(), 0, took)
+	p.againFor(st)
 }
 
-// prefilter skips, without a write, items whose inline state shows there is nothing to do now.
-// The conditional claim stays the judge; this only saves writes. due is when to look again (zero
-// for items that are finished for good).
-func (p *pass) prefilter(st ItemState, now time.Time) (skip bool, due time.Time) {
-	switch st.Status {
-	case StatusDone, StatusFailed:
-		return true, time.Time{}
-	case StatusClaimed:
-		if p.w.cfg.CompleteOnly {
-			return false, time.Time{}
-		}
-		newer := st.Slot == p.lease.Slot() && st.Token < p.lease.Token() && st.Scope != "" && st.Scope == p.w.scope
-		if st.ClaimUntil.After(now) && !newer {
-			return true, st.ClaimUntil
-		}
-	case StatusRetry:
-		if p.w.cfg.CompleteOnly {
-			return false, time.Time{}
-		}
-		if st.RetryAt.After(now) {
-			return true, st.RetryAt
-		}
+// againFor asks for another pass when an item in state st may need one (see notNow).
+func (p *pass) againFor(st ItemState) {
+	if st.Status.Finished() {
+		return
 	}
-	return false, time.Time{}
+	now := p.w.cfg.Clock.Now()
+	due := st.Due()
+	if due.IsZero() {
+		due = now
+	}
+	if poll := now.Add(p.w.cfg.PollInterval); due.After(poll) {
+		due = poll
+	}
+	p.again(due)
+}
+
+// prefilter skips, without a write, items whose inline state shows there is nothing to do now:
+// the condition of the write the item would get (a claim, or a complete-only write), evaluated on
+// the state the scan read. The conditional write stays the judge; this only saves writes.
+func (p *pass) prefilter(st ItemState, req ClaimRequest) (skip bool) {
+	op := ledger.OpClaim
+	switch {
+	case p.w.cfg.CompleteOnly:
+		op = ledger.OpCompleteOnly
+	case st.Status == StatusPending:
+		op = ledger.OpClaimFresh
+	}
+	return !p.e.ledger.Allows(op, st, req)
 }
 
 func keyOf(attrs map[string]types.AttributeValue, keyAttrs []string) Key {

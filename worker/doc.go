@@ -75,11 +75,17 @@
 //
 // # Ledgers
 //
-// The inline ledger keeps the state on the item (attributes dp_status, dp_owner, dp_slot, dp_token,
-// dp_scope, dp_claim_until, dp_attempts, dp_retry_at, dp_error, dp_done_at, dp_failed_at; the
-// prefix is Config.AttrPrefix). The table ledger keeps it in a separate table keyed by job and item
+// Item state lives in package ledger, which holds the item state machine (ledger/doc.go: every
+// transition's condition and update, and why each item is done once) and both ledgers: the inline
+// ledger keeps the state on the item (attributes dp_status, dp_owner, dp_slot, dp_token, dp_scope,
+// dp_claim, dp_claim_until, dp_attempts, dp_retry_at, dp_error, dp_done_at, dp_failed_at; the
+// prefix is Config.AttrPrefix); the table ledger keeps it in a separate table keyed by job and item
 // key, so the source table is only read (in index mode a finished item's shard attribute is
-// removed, so it leaves the pending index) and a new job name processes everything again.
+// removed, so it leaves the pending index) and a new job name processes everything again. The
+// worker writes no item state itself: it calls the ledger.Ledger interface, and its prefilter
+// evaluates the ledger's own conditions (Ledger.Allows) on the state a scan read. This package's
+// Ledger, Claim, Status and the other ledger names are aliases of package ledger's, kept for one
+// release.
 //
 // # Outages
 //
@@ -106,8 +112,14 @@
 // began. A handler must return soon after: one still running Config.HandlerGrace (default 5s)
 // after its context was cancelled is abandoned. The worker counts it (Stats.Abandoned, the
 // OutcomeAbandoned event), logs it, leaves its goroutine running and the item to be claimed again
-// once its claim expires, so Run returns and the slot lease's promises hold; the abandoned
-// handler's own completion can then no longer land (the ledger fences it).
+// once its claim expires (ledger.OpAbandon keeps the slot's next holder from taking it over
+// earlier by its newer token; a worker whose lease is already lost cannot write that, and its
+// next holder may take the item over at once), so Run returns and the slot lease's promises
+// hold; the abandoned handler's own completion can then no longer land (the ledger fences it).
+//
+// A claim's expiry is stored padded by Config.MaxClockSkew, so a worker whose clock runs ahead
+// by up to MaxClockSkew takes it over only after the holder's own clock has passed the claim's
+// end; the handler's context is cancelled a margin (a tenth of ClaimTTL, at most 5s) before that.
 //
 // Writes that record an outcome (claim, complete, retry, dead letter, release) are not cut short by
 // shutdown; Config.WriteTimeout bounds each of them, Config.LeaseWriteTimeout the lease writes made
@@ -134,9 +146,8 @@
 // claims one item, runs the handler and records the outcome; handlers.go and completeonly.go
 // hold the handler timing and complete-only mode; pause.go the pause and resize watch;
 // slotcheckpoint.go the slot checkpoint and its counts; join.go, replan.go and resize.go the
-// group's plan (joining, changing plans, resizing). The ledgers are ledger.go (the interface),
-// ledger_inline.go, ledger_table.go and the ledger_*.go files of the machinery they share, one
-// concern each (see ledger_common.go).
+// group's plan (joining, changing plans, resizing); aliases.go the names that moved to package
+// ledger.
 //
 // # Example
 //

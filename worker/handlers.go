@@ -7,6 +7,8 @@ import (
 	"runtime/debug"
 	"sync"
 	"time"
+
+	"github.com/dynapart/dynapart/ledger"
 )
 
 // This file holds what keeps a claim's clock honest around the handlers: batched claims are made
@@ -47,7 +49,7 @@ func (g *claimGate) limit() int {
 // maxLookahead caps the claims made ahead of the handlers: Concurrency, and at least two full
 // transactions, so that few handlers with fast items are not held to transactions of a few items
 // (at concurrency 1 a transaction would carry 2).
-func maxLookahead(concurrency int) int { return max(concurrency, 2*claimBatchSize) }
+func maxLookahead(concurrency int) int { return max(concurrency, 2*ledger.BatchSize) }
 
 // take waits until at least one place is free, then takes up to limit of them.
 func (g *claimGate) take(ctx context.Context, limit int) (int, error) {
@@ -129,7 +131,7 @@ func (p *pass) giveBackLate(ctx context.Context, t task) {
 	} else {
 		p.again(cl.Until) // unknown: reclaimed once the claim expires
 	}
-	p.w.cfg.Logger.Warn("dynapart: a batched claim waited too long for a handler; given back", "slot", cl.Slot, "key", keyText(t.key))
+	p.w.cfg.Logger.Warn("dynapart: a batched claim waited too long for a handler; given back", "slot", cl.Slot, "key", ledger.KeyText(t.key))
 	t.item.Ack()
 }
 
@@ -160,7 +162,7 @@ func (p *pass) abandoned(t task, until time.Time, keep bool) {
 	p.w.stats.abandoned.Add(1)
 	p.w.itemEvent(OutcomeAbandoned, t.key, p.lease.Slot(), 0, 0)
 	p.w.cfg.Logger.Error("dynapart: a handler ignored its cancelled context past HandlerGrace; abandoned (its goroutine is left running, the item will be claimed again)",
-		"slot", p.lease.Slot(), "key", keyText(t.key), "grace", p.w.cfg.HandlerGrace)
+		"slot", p.lease.Slot(), "key", ledger.KeyText(t.key), "grace", p.w.cfg.HandlerGrace)
 	if keep {
 		p.again(until)
 		t.item.Ack()

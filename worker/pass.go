@@ -3,10 +3,12 @@ package worker
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/dynapart/dynapart/ledger"
 	"github.com/dynapart/dynapart/lock"
 	"github.com/dynapart/dynapart/scan"
 )
@@ -157,7 +159,7 @@ func (p *pass) startContexts() (stop func()) {
 	workCtx, cancelWork := context.WithCancelCause(p.lease.Context())
 	// The claims dispatch makes under fetchCtx are fenced by the lease: a claim cut short by a
 	// shutdown is still settled, one cut short by the lease's end is not (see withFence).
-	p.fetchCtx, p.workCtx = withFence(fetchCtx, p.lease.Context()), workCtx
+	p.fetchCtx, p.workCtx = ledger.WithFence(fetchCtx, p.lease.Context()), workCtx
 	drainDone := make(chan struct{})
 	drainExited := goDone(func() { p.drainTimer(drainDone, cancelWork) })
 	return func() {
@@ -219,12 +221,13 @@ func (p *pass) openScanner() error {
 	return nil
 }
 
-// projection is Config.Projection plus what the inline ledger's prefilter reads.
+// projection is Config.Projection plus what the ledger's prefilter reads (everything when
+// Projection is empty).
 func (p *pass) projection() []string {
-	if p.e.inline != nil {
-		return p.e.inline.scanProjection(p.w.cfg.Projection)
+	if len(p.w.cfg.Projection) == 0 {
+		return nil
 	}
-	return p.w.cfg.Projection
+	return append(slices.Clone(p.w.cfg.Projection), p.e.ledger.ScanAttrs()...)
 }
 
 // scanEnded adds a finished pass's read capacity to the worker's total.
@@ -246,9 +249,9 @@ func (p *pass) scanAndHandle() error {
 	p.tasks = make(chan task, c.Concurrency)
 	completerDone := closedChan
 	// With batched claims, successful items are completed in batches too, by one goroutine.
-	if bc, ok := p.e.ledger.(BatchCompleter); ok && c.BatchClaims {
+	if c.BatchClaims {
 		p.completions = make(chan completion, completionQueue(c.Concurrency))
-		completerDone = goDone(func() { p.completer(bc) })
+		completerDone = goDone(p.completer)
 	}
 	var handlers sync.WaitGroup
 	for range c.Concurrency {
@@ -348,7 +351,7 @@ func (p *pass) again(due time.Time) {
 func (p *pass) writeContext() (context.Context, context.CancelFunc) {
 	lctx := p.lease.Context()
 	ctx, cancel := context.WithTimeout(lctx, p.w.cfg.WriteTimeout)
-	return withFence(ctx, lctx), cancel
+	return ledger.WithFence(ctx, lctx), cancel
 }
 
 // leaseEnded reports whether the slot's lease has ended: nothing more may be written for it.

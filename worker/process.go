@@ -6,8 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/aws/smithy-go"
-
+	"github.com/dynapart/dynapart/ledger"
 	"github.com/dynapart/dynapart/scan"
 )
 
@@ -66,10 +65,10 @@ func (p *pass) claimOne(wctx context.Context, t task, now time.Time) *Claim {
 	}
 	now = c.Clock.Now() // later than the caller's when it waited for a resume
 	req := p.claimRequest(t.key, now, now.Add(c.ClaimTTL))
-	req.fresh = t.fresh
+	req.Fresh = t.fresh
 	outs, err := p.e.ledger.Claim(wctx, []ClaimRequest{req})
 	p.w.pause.leave()
-	if err != nil && isValidation(err) {
+	if err != nil && ledger.IsValidation(err) {
 		p.unprocessable(t, err)
 		return nil
 	}
@@ -80,7 +79,7 @@ func (p *pass) claimOne(wctx context.Context, t task, now time.Time) *Claim {
 		return nil
 	}
 	if !outs[0].Claimed {
-		p.skipped(t.key, outs[0].Status, now)
+		p.notNow(t.key, outs[0].Found, 0)
 		t.item.Ack()
 		return nil
 	}
@@ -105,6 +104,7 @@ func (p *pass) handle(wctx context.Context, t task, claim Claim) {
 	expiring := errors.Is(context.Cause(hctx), ErrClaimExpiring)
 	hcancel()
 	if gaveUp {
+		p.abandonClaim(wctx, claim)
 		p.abandoned(t, claim.Until, expiring || p.workCtx.Err() == nil)
 		return
 	}
@@ -122,6 +122,20 @@ func (p *pass) handle(wctx context.Context, t task, claim Claim) {
 		p.failed(wctx, claim, herr, took)
 	}
 	t.item.Ack()
+}
+
+// abandonClaim keeps an abandoned handler's claim until it expires (ledger.OpAbandon), so that the
+// slot's next holder does not take the item over at once by its newer token while the handler may
+// still be running. Once the lease has ended nothing can be written: the next holder may then
+// reclaim the item at once (README says so).
+func (p *pass) abandonClaim(wctx context.Context, claim Claim) {
+	if p.leaseEnded() {
+		return
+	}
+	if err := p.e.ledger.Abandon(wctx, claim); err != nil && !errors.Is(err, ErrClaimLost) {
+		p.w.cfg.Logger.Warn("dynapart: could not mark an abandoned handler's claim; the slot's next holder may take the item over before the claim expires",
+			"slot", claim.Slot, "key", ledger.KeyText(claim.Key), "err", err)
+	}
 }
 
 // interrupted gives back a claim whose handler a shutdown or the lease's end interrupted (or kept
@@ -145,8 +159,8 @@ func (p *pass) completed(ctx context.Context, t task, claim Claim, err error, to
 	case err == nil:
 		p.done(ctx, t.key, claim.Slot, claim.Attempt, took)
 	case errors.Is(err, ErrClaimLost):
-		p.claimLost(claim, took)
-		c.Logger.Warn("dynapart: claim lost before completion; another worker owns the item now", "slot", claim.Slot, "attempt", claim.Attempt)
+		p.claimLost(claim, err, took)
+		c.Logger.Warn("dynapart: claim lost before completion", "slot", claim.Slot, "attempt", claim.Attempt, "err", err)
 	default:
 		// Unknown outcome: the claim expires and the item is handled again.
 		c.Logger.Error("dynapart: complete", "slot", claim.Slot, "err", err)
@@ -165,10 +179,19 @@ func (p *pass) done(ctx context.Context, key Key, slot, attempt int, took time.D
 	}
 }
 
-// claimLost counts a write refused because the claim is no longer current.
-func (p *pass) claimLost(cl Claim, took time.Duration) {
+// claimLost counts a write refused because the claim is no longer current, and asks for another
+// pass unless the item is finished: an item found pending, in retry, or claimed by someone else
+// (whose claim may end without an outcome) is looked at again, so that a once-job does not end
+// with it unfinished.
+func (p *pass) claimLost(cl Claim, err error, took time.Duration) {
 	p.w.stats.claimLost.Add(1)
 	p.w.itemEvent(OutcomeClaimLost, cl.Key, cl.Slot, cl.Attempt, took)
+	var lost *ledger.ClaimLostError
+	if errors.As(err, &lost) {
+		p.againFor(lost.Found)
+		return
+	}
+	p.again(p.w.cfg.Clock.Now())
 }
 
 // completion is a handled item waiting for its batched completion write.
@@ -181,15 +204,15 @@ type completion struct {
 // completionQueue is how many handled items may wait for a batched completion: Concurrency, and
 // at least a full transaction, so that few handlers do not hold the completer to transactions of
 // a few items (one round trip each). What waits here is what a crash may make run again.
-func completionQueue(concurrency int) int { return max(concurrency, claimBatchSize) }
+func completionQueue(concurrency int) int { return max(concurrency, ledger.BatchSize) }
 
 // completer completes handled items in batches of up to 25: it takes what is waiting (at least
 // one) and writes it in one transaction, so batches grow with the load and add no delay.
-func (p *pass) completer(bc BatchCompleter) {
+func (p *pass) completer() {
 	for first := range p.completions {
 		batch := []completion{first}
 	fill:
-		for len(batch) < claimBatchSize {
+		for len(batch) < ledger.BatchSize {
 			select {
 			case c, ok := <-p.completions:
 				if !ok {
@@ -205,56 +228,13 @@ func (p *pass) completer(bc BatchCompleter) {
 			claims[i] = b.claim
 		}
 		cctx, cancel := p.writeContext()
-		errs := bc.CompleteBatch(cctx, claims, p.w.cfg.Clock.Now())
+		errs := p.e.ledger.CompleteBatch(cctx, claims, p.w.cfg.Clock.Now())
 		for i, b := range batch {
 			p.completed(cctx, b.t, b.claim, errs[i], b.took)
 			b.t.item.Ack()
 		}
 		cancel()
 	}
-}
-
-// completeOnly runs the handler without a claim and completes the item in one conditional write.
-func (p *pass) completeOnly(wctx context.Context, t task, now time.Time) {
-	c := p.w.cfg
-	if !p.enterUnlessStopped() {
-		return // stopped while paused: not acknowledged
-	}
-	p.w.pause.leave() // a complete-only item in flight is its handler: only its start waits
-	slot := p.lease.Slot()
-	item := Item{Key: t.key, Attrs: t.item.Attrs, Attempt: max(t.attempt, 1), Slot: slot, Token: p.lease.Token(),
-		IdempotencyKey: idempotencyKey(c.Job, c.Table, t.key)}
-	start := time.Now()
-	herr, gaveUp := p.w.runWithGrace(p.workCtx, p.h, item)
-	took := time.Since(start)
-	if gaveUp {
-		p.abandoned(t, now, false)
-		return
-	}
-	if herr != nil {
-		if p.workCtx.Err() != nil {
-			return // interrupted: not acknowledged
-		}
-		c.Logger.Warn("dynapart: handler failed (complete-only)", "slot", slot, "err", herr)
-		p.completeOnlyFailed(wctx, t, herr, took)
-		t.item.Ack()
-		return
-	}
-	req := p.claimRequest(t.key, now, now)
-	req.statusOnly = !c.CompleteOnlyAudit
-	req.fresh = t.fresh
-	done, err := p.e.ledger.CompleteOnly(wctx, req)
-	switch {
-	case err != nil:
-		c.Logger.Error("dynapart: complete", "slot", slot, "err", err)
-		p.again(now.Add(c.RetryBackoff))
-	case done:
-		p.done(wctx, t.key, slot, item.Attempt, took)
-	default:
-		p.w.stats.skipped.Add(1)
-		p.w.itemEvent(OutcomeSkipped, t.key, slot, item.Attempt, took)
-	}
-	t.item.Ack()
 }
 
 // failed records a failed attempt: a retry with backoff, or a dead letter.
@@ -281,7 +261,7 @@ func (p *pass) failed(ctx context.Context, cl Claim, herr error, took time.Durat
 		p.w.itemEvent(OutcomeRetried, cl.Key, cl.Slot, cl.Attempt, took)
 		p.again(at)
 	case errors.Is(err, ErrClaimLost):
-		p.claimLost(cl, took)
+		p.claimLost(cl, err, took)
 	default:
 		c.Logger.Error("dynapart: record retry", "slot", cl.Slot, "err", err)
 		p.unknown(cl, took)
@@ -297,7 +277,7 @@ func (p *pass) deadLetter(ctx context.Context, cl Claim, msg string, took time.D
 		p.deadLettered(ctx, cl.Key, cl.Slot, cl.Attempt, took)
 		c.Logger.Warn("dynapart: item dead-lettered", "slot", cl.Slot, "attempt", cl.Attempt)
 	case errors.Is(err, ErrClaimLost):
-		p.claimLost(cl, took)
+		p.claimLost(cl, err, took)
 	default:
 		// Unknown outcome: the item is kept for a later pass, which reclaims it once the claim
 		// has expired (or finds it failed).
@@ -325,18 +305,7 @@ func (p *pass) deadLettered(ctx context.Context, key Key, slot, attempt int, too
 
 // leaveIndex takes a finished item out of the sparse pending index, through the ledger.
 func (p *pass) leaveIndex(ctx context.Context, key Key) {
-	il, ok := p.e.ledger.(indexLeaver)
-	if !ok {
-		return
-	}
-	if err := il.leaveIndex(ctx, key, p.w.cfg.ShardAttr); err != nil {
+	if err := p.e.ledger.LeaveIndex(ctx, key, p.w.cfg.ShardAttr); err != nil {
 		p.w.cfg.Logger.Warn("dynapart: remove the item from the pending index", "err", err)
 	}
-}
-
-// isValidation reports a request DynamoDB refuses as invalid (ValidationException): retrying the
-// same write cannot succeed.
-func isValidation(err error) bool {
-	var api smithy.APIError
-	return errors.As(err, &api) && api.ErrorCode() == "ValidationException"
 }

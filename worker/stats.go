@@ -65,8 +65,6 @@ type Stats struct {
 	WriteRateAllowed float64 `json:"write_rate_allowed"`
 }
 
-type wcuReporter interface{ ConsumedWCU() float64 }
-
 // Stats returns a snapshot of the worker's counters. Safe to call while Run runs.
 func (w *Worker) Stats() Stats {
 	s := &w.stats
@@ -75,11 +73,11 @@ func (w *Worker) Stats() Stats {
 	if w.scanner != nil {
 		out.RCU += w.scanner.Stats().RCU
 	}
-	if r, ok := w.ledger.(wcuReporter); ok {
-		out.WCU = r.ConsumedWCU()
+	if w.ledger != nil {
+		out.WCU = w.ledger.ConsumedWCU()
 	}
 	w.mu.Unlock()
-	out.WriteThrottles, out.WriteRateAllowed = w.gate.throttled(), w.gate.allowed()
+	out.WriteThrottles, out.WriteRateAllowed = w.gate.Throttled(), w.gate.Allowed()
 	out.Scanned, out.Claimed, out.Skipped = s.scanned.Load(), s.claimed.Load(), s.skipped.Load()
 	out.Completed, out.Retried, out.DeadLettered = s.completed.Load(), s.retried.Load(), s.deadLettered.Load()
 	out.Released, out.ClaimLost, out.Panics = s.released.Load(), s.claimLost.Load(), s.panics.Load()

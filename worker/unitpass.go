@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dynapart/dynapart/ledger"
 	"github.com/dynapart/dynapart/lock"
 	"github.com/dynapart/dynapart/scan"
 )
@@ -115,7 +116,7 @@ func (u *unitRun) saveCursors(ctx context.Context, w *Worker, lease *lock.Lease,
 // stop saves the position) but is never sent once the lease has ended.
 func (w *Worker) markerWriteContext(ctx context.Context, lease *lock.Lease) (context.Context, context.CancelFunc) {
 	wctx, cancel := context.WithTimeout(lease.Context(), w.cfg.LeaseWriteTimeout)
-	return withFence(wctx, lease.Context()), cancel
+	return ledger.WithFence(wctx, lease.Context()), cancel
 }
 
 // save saves the pass's position: on the slot's lease, or for a unit pass on its units' markers.

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/dynapart/dynapart/ledger"
 	"github.com/dynapart/dynapart/lock"
 	"github.com/dynapart/dynapart/scan"
 )
@@ -31,8 +32,8 @@ type Worker struct {
 	scanner *scan.Scanner
 	rcuDone float64
 	ledger  Ledger
-	scope   string     // ClaimRequest.Scope of every claim, see claimScope
-	gate    *writeGate // the ledger's writes pass through it (Config.WriteRate)
+	scope   string            // ClaimRequest.Scope of every claim, see claimScope
+	gate    *ledger.WriteGate // the ledger's writes pass through it (Config.WriteRate)
 }
 
 // New validates cfg, fills in its defaults and returns a Worker. It does no I/O: tables are
@@ -42,7 +43,7 @@ func New(cfg Config) (*Worker, error) {
 	if err := d.validate(); err != nil {
 		return nil, err
 	}
-	return &Worker{cfg: d, slot: -1, state: StateIdle, scope: claimScope(d), pause: newPauseState(), gate: newWriteGate(d.WriteRate)}, nil
+	return &Worker{cfg: d, slot: -1, state: StateIdle, scope: claimScope(d), pause: newPauseState(), gate: ledger.NewWriteGate(d.WriteRate)}, nil
 }
 
 // Config returns the configuration with its defaults filled in.
@@ -57,7 +58,6 @@ type env struct {
 	describedAt time.Time
 	locks       *lock.Client
 	ledger      Ledger
-	inline      *InlineLedger // the ledger when it is the inline one, whose state a prefilter reads
 	// meta and metaDefaults are the group settings every acquisition records or compares (see
 	// groupMeta); total is the group's segment count; joined says the group exists, so
 	// acquisitions join it at its current n (see joinGroup).
@@ -214,21 +214,17 @@ func (w *Worker) prepare(ctx context.Context) (*env, error) {
 	if r.leaseErr != nil {
 		return nil, leaseTableErr(r.leaseErr)
 	}
-	ledger, err := w.newLedger(r, keyAttrs)
+	l, err := w.newLedger(r, keyAttrs)
 	if err != nil {
 		return nil, err
 	}
 	if lockErr != nil {
 		return nil, lockErr
 	}
-	if g, ok := ledger.(interface{ useWriteGate(*writeGate) }); ok {
-		g.useWriteGate(w.gate)
-	}
 	w.mu.Lock()
-	w.ledger = ledger
+	w.ledger = l
 	w.mu.Unlock()
-	inline, _ := ledger.(*InlineLedger)
-	e := &env{keyAttrs: keyAttrs, source: r.source, describedAt: c.Clock.Now(), locks: locks, ledger: ledger, inline: inline}
+	e := &env{keyAttrs: keyAttrs, source: r.source, describedAt: c.Clock.Now(), locks: locks, ledger: l}
 	if r.groupErr != nil {
 		return nil, r.groupErr
 	}
@@ -246,16 +242,26 @@ func (w *Worker) newLedger(r *startReads, keyAttrs []string) (Ledger, error) {
 		if r.ledgerErr != nil {
 			return nil, r.ledgerErr
 		}
-		if err := checkLedgerSchema(c.LedgerTable, r.ledger); err != nil {
+		if err := ledger.CheckTableSchema(c.LedgerTable, r.ledger); err != nil {
 			return nil, &ConfigError{Pkg: "dynapart", Field: "LedgerTable", Reason: err.Error(), Err: err}
 		}
-		return NewTableLedger(c.Client, c.LedgerTable, c.Job, c.Table, keyAttrs)
+		return ledger.NewTable(c.Client, c.LedgerTable, c.Job, c.Table, keyAttrs, w.ledgerOptions()...)
 	}
-	opts := InlineOptions{Prefix: c.AttrPrefix}
+	opts := append(w.ledgerOptions(), ledger.WithPrefix(c.AttrPrefix))
 	if c.Mode == scan.ModeIndex {
-		opts.RemoveOnDone = []string{c.ShardAttr}
+		opts = append(opts, ledger.WithRemoveOnDone(c.ShardAttr))
 	}
-	return NewInlineLedger(c.Client, c.Table, keyAttrs, opts)
+	return ledger.NewInline(c.Client, c.Table, keyAttrs, opts...)
+}
+
+// ledgerOptions are the ledger settings of every worker ledger: the write gate, the clock skew
+// claims are padded with, and the complete-only audit.
+func (w *Worker) ledgerOptions() []ledger.Option {
+	opts := []ledger.Option{ledger.WithWriteGate(w.gate), ledger.WithMaxClockSkew(w.cfg.MaxClockSkew)}
+	if w.cfg.CompleteOnlyAudit {
+		opts = append(opts, ledger.WithCompleteOnlyAudit())
+	}
+	return opts
 }
 
 // lockClient is the worker's client of the lease table.

@@ -50,9 +50,9 @@ func TestWorkDryRun(t *testing.T) {
 			for i := range 25 {
 				req := worker.ClaimRequest{Key: seedKey(i), Owner: "setup", Slot: 0, Token: 1, Now: now, Until: now.Add(time.Minute)}
 				if i < 20 {
-					done, err := l.CompleteOnly(ctx, req)
+					res, err := l.CompleteOnly(ctx, req)
 					require.NoError(t, err)
-					require.True(t, done)
+					require.True(t, res.Applied)
 					continue
 				}
 				outs, err := l.Claim(ctx, []worker.ClaimRequest{req})

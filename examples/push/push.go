@@ -209,7 +209,7 @@ func (d Dynapart) mailOnce(ctx context.Context, pushLedger *worker.TableLedger, 
 		return err
 	}
 	if o := outs[0]; !o.Claimed {
-		if o.Status == worker.StatusClaimed {
+		if o.Found.Status == worker.StatusClaimed {
 			stats.BeingMailedNow.Add(1)
 		} else {
 			stats.AlreadyMailed.Add(1)

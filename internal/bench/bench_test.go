@@ -2,17 +2,12 @@ package bench
 
 import (
 	"context"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/require"
 
 	"github.com/dynapart/dynapart/internal/ddbtest"
@@ -147,7 +142,7 @@ func TestWriteCost(t *testing.T) {
 	require.Empty(t, res.Errors)
 	wc := res.WriteCost
 	require.NotNil(t, wc)
-	for _, s := range []Sample{wc.Hand, wc.CompleteOnly, wc.Claim, wc.Completion, wc.OneAttrClaim, wc.OneAttrCompletion,
+	for _, s := range []Sample{wc.Hand, wc.CompleteOnly, wc.Claim, wc.Completion,
 		wc.Run.Write, wc.Loop.Write, wc.Run.ItemsPerSec, wc.Loop.ItemsPerSec} {
 		require.Len(t, s, 2)
 		require.Positive(t, s.Min())
@@ -157,32 +152,4 @@ func TestWriteCost(t *testing.T) {
 		"| item write, µs (mean) |", "beyond the hand loop's"} {
 		require.Contains(t, md, want)
 	}
-}
-
-// TestOneAttrWrites checks the what-if pair: only the names and values its expressions use.
-func TestOneAttrWrites(t *testing.T) {
-	s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
-	n := func(v string) types.AttributeValue { return &types.AttributeValueMemberN{Value: v} }
-	claim := &dynamodb.UpdateItemInput{
-		UpdateExpression:    aws.String("SET #status = :claimed, #owner = :owner, #slot = :slot ADD #attempts :one"),
-		ConditionExpression: aws.String("attribute_not_exists(#status)"),
-		ExpressionAttributeNames: map[string]string{"#status": "dp_status", "#owner": "dp_owner", "#slot": "dp_slot",
-			"#attempts": "dp_attempts", "#claimUntil": "dp_claim_until"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":claimed": s("claimed"), ":owner": s("w1"), ":slot": n("0"),
-			":token": n("7"), ":one": n("1"), ":until": n("99"), ":scope": s("ab12")},
-	}
-	completion := &dynamodb.UpdateItemInput{
-		UpdateExpression:         aws.String("SET #status = :done"),
-		ExpressionAttributeNames: map[string]string{"#status": "dp_status", "#attempts": "dp_attempts", "#owner": "dp_owner"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":claimed": s("claimed"), ":done": s("done"), ":attempt": n("1"),
-			":owner": s("w1")},
-	}
-	c, f := oneAttr(claim, completion)
-	require.Equal(t, map[string]string{"#status": "dp_status", "#claim": "dp_claim", "#claimUntil": "dp_claim_until", "#attempts": "dp_attempts"},
-		c.ExpressionAttributeNames)
-	require.Equal(t, []string{":claim", ":claimed", ":one", ":until"}, slices.Sorted(maps.Keys(c.ExpressionAttributeValues)))
-	require.Equal(t, s("ab12.0.7.w1"), c.ExpressionAttributeValues[":claim"])
-	require.Equal(t, map[string]string{"#status": "dp_status", "#claim": "dp_claim", "#attempts": "dp_attempts"}, f.ExpressionAttributeNames)
-	require.Equal(t, []string{":attempt", ":claim", ":claimed", ":done"}, slices.Sorted(maps.Keys(f.ExpressionAttributeValues)))
-	require.Equal(t, "SET #status = :claimed, #owner = :owner, #slot = :slot ADD #attempts :one", *claim.UpdateExpression, "the input is not changed")
 }

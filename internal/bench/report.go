@@ -458,5 +458,5 @@ const whereTheTimeGoes = "**Where the time goes** (profiled on ee1cbd8: a CPU pr
 	"claim condition (three alternatives) at 0.72–0.78x of the hand loop's write rate and this one at 0.96x. " +
 	"Claim+complete sends two writes per item, the claim larger than the hand loop's write (six attributes set and a counter: what fencing and reclaiming read) and the " +
 	"completion fenced on the claim (status, owner, slot, token and attempt): 0.38–0.44x in the A/B runs before the shorter condition. " +
-	"The next section measures, in this run, what each of Run's writes costs alone and where Run's time goes at concurrency 1, with a what-if: " +
-	"one claim attribute instead of owner, slot, token and scope."
+	"Since the ledger package (2026-11), the completion is fenced on the status and the claim's id alone. " +
+	"The next section measures, in this run, what each of Run's writes costs alone and where Run's time goes at concurrency 1."

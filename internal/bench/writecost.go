@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"sync"
 	"time"
 
@@ -26,7 +25,7 @@ type WriteCost struct {
 	TimelineItems int // table size of the timelines
 
 	// Mean latency of one write, µs, one value per repetition.
-	Hand, CompleteOnly, Claim, Completion, OneAttrClaim, OneAttrCompletion Sample
+	Hand, CompleteOnly, Claim, Completion Sample
 
 	Run, Loop Timeline
 }
@@ -152,68 +151,16 @@ func replay(in *dynamodb.UpdateItemInput, table string, key map[string]types.Att
 // capacityEvery is how often Run asks a write for its consumed capacity (without a write rate).
 const capacityEvery = 16
 
-// oneAttrClaimAttr is the attribute of the what-if claim.
-const oneAttrClaimAttr = "dp_claim"
-
-// oneAttr turns Run's claim and completion into the what-if pair: the claim sets the status, one
-// claim attribute (scope, slot, token and owner in one string), claim_until and the attempt count;
-// the completion is fenced on the status, that attribute and the attempt count.
-func oneAttr(claim, completion *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemInput, *dynamodb.UpdateItemInput) {
-	v := claim.ExpressionAttributeValues
-	id := &types.AttributeValueMemberS{Value: fmt.Sprintf("%s.%s.%s.%s", avText(v[":scope"]), avText(v[":slot"]), avText(v[":token"]), avText(v[":owner"]))}
-	c := *claim
-	c.UpdateExpression = aws.String("SET #status = :claimed, #claim = :claim, #claimUntil = :until ADD #attempts :one")
-	c.ExpressionAttributeNames, c.ExpressionAttributeValues = usedOnly(claim, id, *c.UpdateExpression, aws.ToString(c.ConditionExpression))
-	f := *completion
-	f.ConditionExpression = aws.String("#status = :claimed AND #claim = :claim AND #attempts = :attempt")
-	f.ExpressionAttributeNames, f.ExpressionAttributeValues = usedOnly(completion, id, aws.ToString(f.UpdateExpression), *f.ConditionExpression)
-	return &c, &f
-}
-
-func avText(v types.AttributeValue) string {
-	switch v := v.(type) {
-	case *types.AttributeValueMemberS:
-		return v.Value
-	case *types.AttributeValueMemberN:
-		return v.Value
-	}
-	return ""
-}
-
-var placeholderRE = regexp.MustCompile(`[#:][A-Za-z0-9]+`)
-
-// usedOnly is in's names and values (plus #claim and :claim) that exprs use: DynamoDB refuses
-// unused ones.
-func usedOnly(in *dynamodb.UpdateItemInput, claim types.AttributeValue, exprs ...string) (map[string]string, map[string]types.AttributeValue) {
-	names, vals := map[string]string{}, map[string]types.AttributeValue{}
-	for _, e := range exprs {
-		for _, p := range placeholderRE.FindAllString(e, -1) {
-			switch {
-			case p == "#claim":
-				names[p] = oneAttrClaimAttr
-			case p == ":claim":
-				vals[p] = claim
-			case p[0] == '#':
-				names[p] = in.ExpressionAttributeNames[p]
-			default:
-				vals[p] = in.ExpressionAttributeValues[p]
-			}
-		}
-	}
-	return names, vals
-}
-
 // writeCostOnce sends, on a fresh table, item by item in turn: the hand loop's write, Run's
-// complete-only write, Run's claim and completion, and the what-if pair; one at a time.
+// complete-only write, and Run's claim and completion; one at a time.
 func (e *Env) writeCostOnce(ctx context.Context, ws runWrites, wc *WriteCost) error {
-	const kinds = 4
+	const kinds = 3
 	table, err := e.freshTable(ctx, "wcost", kinds*wc.Items)
 	if err != nil {
 		return err
 	}
 	defer e.dropTable(table)
-	oneClaim, oneCompletion := oneAttr(ws.claim, ws.completion)
-	var sum [6]time.Duration
+	var sum [4]time.Duration
 	now := time.Now()
 	for i := range kinds * wc.Items {
 		k, nth := keyOf(i), i/kinds
@@ -225,10 +172,8 @@ func (e *Env) writeCostOnce(ctx context.Context, ws runWrites, wc *WriteCost) er
 			seq = []*dynamodb.UpdateItemInput{replay(ws.completeOnly, table, k, nth)}
 		case 2:
 			seq = []*dynamodb.UpdateItemInput{replay(ws.claim, table, k, nth), replay(ws.completion, table, k, nth)}
-		case 3:
-			seq = []*dynamodb.UpdateItemInput{replay(oneClaim, table, k, nth), replay(oneCompletion, table, k, nth)}
 		}
-		slot := []int{0, 1, 2, 4}[i%kinds]
+		slot := []int{0, 1, 2}[i%kinds]
 		for j, in := range seq {
 			start := time.Now()
 			if _, err := e.DB.UpdateItem(ctx, in); err != nil {
@@ -241,7 +186,6 @@ func (e *Env) writeCostOnce(ctx context.Context, ws runWrites, wc *WriteCost) er
 	wc.Hand = append(wc.Hand, mean(sum[0]))
 	wc.CompleteOnly = append(wc.CompleteOnly, mean(sum[1]))
 	wc.Claim, wc.Completion = append(wc.Claim, mean(sum[2])), append(wc.Completion, mean(sum[3]))
-	wc.OneAttrClaim, wc.OneAttrCompletion = append(wc.OneAttrClaim, mean(sum[4])), append(wc.OneAttrCompletion, mean(sum[5]))
 	return nil
 }
 

@@ -26,22 +26,20 @@ func (r *Results) writeCostSection(w writer) {
 	w("Measured in this run. **Each write alone**: on a fresh table, item by item in turn (so a burst of load hits every kind alike), "+
 		"one request at a time, %s items per kind: the hand loop's write, and Run's own writes, captured from a Run over a one-item table "+
 		"(what Run sends for an item it saw with no state; like Run, 1 write in 16 of each kind asks for its consumed capacity). "+
-		"The last row is a what-if, not dynapart's data model: a claim that keeps scope, slot, token and owner in one attribute, "+
-		"and a completion fenced on the status, that attribute and the attempt count. Mean latency per write; the ratio is the hand loop's "+
+		"Mean latency per write; the ratio is the hand loop's "+
 		"write time ÷ the row's, the most items/s a variant can reach at concurrency 1 against the hand loop if nothing but its writes cost time.\n\n",
 		num(float64(wc.Items), 0))
 	w("| write | µs: median (min–max) | hand loop's write ÷ it |\n|---|---|---|\n")
-	claimPair, oneAttrPair := sum(wc.Claim, wc.Completion), sum(wc.OneAttrClaim, wc.OneAttrCompletion)
+	claimPair := sum(wc.Claim, wc.Completion)
 	for _, row := range []struct {
 		what string
 		s    Sample
 	}{
 		{"hand loop: `SET done_at` if `attribute_not_exists(done_at)`", wc.Hand},
-		{"Run, complete-only: status and done_at, if the item exists and has no status", wc.CompleteOnly},
-		{"Run, claim: status, owner, slot, token, scope, claim_until, attempt count", wc.Claim},
-		{"Run, completion: status and done_at, fenced on status, owner, slot, token, attempt count", wc.Completion},
+		{"Run, complete-only: status, done_at and the write's id, if the item exists and has no status", wc.CompleteOnly},
+		{"Run, claim: status, owner, slot, token, scope, claim id, claim_until, attempt 1", wc.Claim},
+		{"Run, completion: status and done_at, fenced on status and claim id", wc.Completion},
 		{"**Run, claim + completion**", claimPair},
-		{"what-if, claim + completion with one claim attribute", oneAttrPair},
 	} {
 		w("| %s | %s | %s |\n", row.what, row.s.Fmt(0, ""), Ratio(wc.Hand, row.s).X())
 	}

@@ -1,0 +1,80 @@
+// Package ddbnum parses DynamoDB numbers' text, for the partition function (package scan) and the
+// ledger's canonical key encoding (package ledger), which must read numbers alike.
+package ddbnum
+
+// Number is a DynamoDB number's text, parsed: the value is (the digits of Int followed by those of
+// Frac) * 10^Exp, negative when Neg.
+type Number struct {
+	Neg       bool
+	Int, Frac string
+	Exp       int64
+}
+
+// maxExp bounds exponents far beyond DynamoDB's range (1e-130 .. 1e126), so parsing cannot overflow.
+const maxExp = 1 << 40
+
+// Parse parses a number's text ([+-]digits[.digits][(e|E)[+-]digits], with digits on at least
+// one side of the point); ok is false when s is not one. Exponents are clamped far beyond
+// DynamoDB's range, so parsing cannot overflow.
+func Parse(s string) (x Number, ok bool) {
+	i := 0
+	if i < len(s) && (s[i] == '+' || s[i] == '-') {
+		x.Neg = s[i] == '-'
+		i++
+	}
+	start := i
+	for i < len(s) && isDigit(s[i]) {
+		i++
+	}
+	x.Int = s[start:i]
+	if i < len(s) && s[i] == '.' {
+		i++
+		start = i
+		for i < len(s) && isDigit(s[i]) {
+			i++
+		}
+		x.Frac = s[start:i]
+	}
+	if x.Int == "" && x.Frac == "" {
+		return x, false
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		eneg := false
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			eneg = s[i] == '-'
+			i++
+		}
+		if i == len(s) {
+			return x, false
+		}
+		for i < len(s) && isDigit(s[i]) {
+			if x.Exp < maxExp {
+				x.Exp = x.Exp*10 + int64(s[i]-'0')
+			}
+			i++
+		}
+		if eneg {
+			x.Exp = -x.Exp
+		}
+	}
+	return x, i == len(s)
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+// Digit returns the k-th mantissa digit (Int then Frac) as a number.
+func (x *Number) Digit(k int) uint64 {
+	if k < len(x.Int) {
+		return uint64(x.Int[k] - '0')
+	}
+	return uint64(x.Frac[k-len(x.Int)] - '0')
+}
+
+// Char returns the k-th mantissa digit (Int then Frac) as its character.
+func (x *Number) Char(k int) byte {
+	if k < len(x.Int) {
+		return x.Int[k]
+	}
+	return x.Frac[k-len(x.Int)]
+}

@@ -1,0 +1,111 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// completeBatch completes up to BatchSize claims per TransactWriteItems, each under its own fence.
+// A cancelled transaction names, per item, why: an item whose fence failed gets a
+// *ClaimLostError and is dropped; the others are tried again. The result has one error per claim
+// (nil: done).
+func (l *core) completeBatch(ctx context.Context, claims []Claim, now time.Time) []error {
+	errs := make([]error, len(claims))
+	for lo := 0; lo < len(claims); lo += BatchSize {
+		b := completion{l: l, claims: claims, now: now, errs: errs}
+		b.chunk(ctx, lo, min(lo+BatchSize, len(claims)))
+	}
+	return errs
+}
+
+// completion is one CompleteBatch call.
+type completion struct {
+	l      *core
+	claims []Claim
+	now    time.Time
+	errs   []error
+}
+
+func (b *completion) write(i int) fencedWrite {
+	return fencedWrite{op: OpComplete, c: b.claims[i], vals: values{vClaim: attrS(b.claims[i].ID), vNow: attrMillis(b.now)}}
+}
+
+func (b *completion) chunk(ctx context.Context, lo, hi int) {
+	l := b.l
+	pending := make([]int, 0, hi-lo)
+	writes := make([]fencedWrite, hi)
+	for i := lo; i < hi; i++ {
+		w := b.write(i)
+		rowKey, err := l.row.key(w.c.Key)
+		if err != nil {
+			b.errs[i] = err
+			continue
+		}
+		w.rowKey = rowKey
+		writes[i] = w
+		pending = append(pending, i)
+	}
+	for round := 0; len(pending) > 0; round++ {
+		if len(pending) == 1 || round >= claimConflictRounds {
+			for _, i := range pending {
+				b.errs[i] = l.complete(ctx, b.claims[i], b.now)
+			}
+			return
+		}
+		items := make([]types.TransactWriteItem, len(pending))
+		for j, i := range pending {
+			items[j] = l.txUpdate(OpComplete, writes[i].rowKey, writes[i].vals)
+		}
+		answer, reasons, err := l.transact(ctx, items)
+		switch answer {
+		case txDone:
+			return
+		case txConflict, txUnexplained:
+			if berr := backoff(ctx, round+1); berr != nil {
+				setErrs(b.errs, pending, berr)
+				return
+			}
+			continue
+		case txFailed:
+			// Unknown outcome: each claim stays as it is on the server until its TTL (a
+			// transaction the lease's end cut short is settled by reads, see settleCut).
+			werr := l.wrapErr("complete (transaction)", l.row.table, err)
+			for _, i := range pending {
+				b.errs[i] = l.settleCut(ctx, writes[i], werr)
+			}
+			return
+		}
+		pending = b.reasons(pending, writes, reasons)
+	}
+}
+
+// reasons reads a cancelled completion transaction's reasons; it returns the items to try again.
+func (b *completion) reasons(pending []int, writes []fencedWrite, reasons []types.CancellationReason) []int {
+	l := b.l
+	var again []int
+	for j, reason := range reasons {
+		i := pending[j]
+		if aws.ToString(reason.Code) != "ConditionalCheckFailed" {
+			again = append(again, i)
+			continue
+		}
+		if l.applied(OpComplete, reason.Item, writes[i].vals) {
+			continue // done by this claim already (a retried request whose answer was lost)
+		}
+		l.condFailures.Add(1)
+		b.errs[i] = &ClaimLostError{Op: OpComplete, Claim: b.claims[i], Found: l.decodeState(reason.Item),
+			where: fmt.Sprintf("%s %q", l.name, l.row.table)}
+	}
+	return again
+}
+
+// setErrs sets errs[i] = err for each i of idxs.
+func setErrs(errs []error, idxs []int, err error) {
+	for _, i := range idxs {
+		errs[i] = err
+	}
+}

@@ -1,0 +1,106 @@
+// Package ledger is where an item's processing state lives and the only code that writes it: the
+// item state machine, both ledgers that store it (Inline: attributes on the item; Table: a row of
+// a separate table per job and item), the settling of writes whose answer was lost, redrive, and
+// the write gate every write passes. Every exactly-once promise of dynapart rests on this package;
+// this file and machine.go hold the whole argument.
+//
+// # States
+//
+//	pending  no state (a new item, a redriven one, or one whose state an operator removed)
+//	claimed  a worker holds it: owner, slot, lease token, scope, claim id, claim_until, attempt
+//	retry    a failed attempt: pending again once retry_at has passed
+//	done     completed; final
+//	failed   dead-lettered with the last error; final until redriven
+//
+// An item that does not exist (the inline ledger's item was deleted) reads as pending, but no
+// write ever creates it again: every inline write that does not imply a state requires the item
+// to exist.
+//
+// # Transitions
+//
+// Each transition is one conditional write (an UpdateItem, or one item of a batch); its condition
+// and update are defined once, in machine.go, as typed trees that are rendered for DynamoDB,
+// evaluated on scanned items by the worker's prefilter (Ledger.Allows), and checked against a row
+// read back to settle a write whose answer was lost. A claim's id is unique to it (96 random bits,
+// chosen by the claimer), so a row that shows a claim id shows the very claim that wrote it.
+//
+// The table gives, for each transition, what it does in each state it may meet: ✓ it writes, ·
+// it is refused and nothing is written (the caller learns the state it met).
+//
+//	                       pending  retry   retry  claimed  claimed  claimed   claimed   done  failed  gone
+//	                                due     later  expired  older    live,     (caller's
+//	                                                        token¹   other     claim)
+//	OpClaimFresh            ✓       ·²      ·²     ·²       ·²       ·²        ·²        ·     ·       ·
+//	OpClaim                 ✓       ✓       ·      ✓        ✓        ·         ·³        ·     ·       ·
+//	OpComplete, OpRetry,    ·⁴      ·⁴      ·⁴     ·⁴       ·⁴       ·⁴        ✓         ·⁴    ·⁴      ·⁴
+//	 OpDeadLetter,
+//	 OpRelease, OpAbandon
+//	OpCompleteOnlyFresh     ✓       ·²      ·²     ·²       ·²       ·         ·         ·     ·       ·
+//	OpCompleteOnly,         ✓       ✓⁵      ✓⁵     ✓        ·⁶       ·         ·         ·     ·       ·
+//	 OpFailOnly(Dead)
+//	OpExhausted             ·       ✓⁷      ✓⁷     ·        ·        ·         ·         ·     ·       ·
+//	OpRedrive               ·       ·       ·      ·        ·        ·         ·         ·     ✓       ·
+//
+//	¹ claimed under an older lease token of the caller's slot, in the caller's scope (same lease
+//	  table and group): its holder has lost the slot, so the new holder takes its items over at
+//	  once. A claim whose handler was abandoned (OpAbandon removed its scope) only expires.
+//	² a fresh write refused because the item has gained a state since the scan is made again
+//	  under the general condition (OpClaim, OpCompleteOnly).
+//	³ the caller's own claim: a claim whose answer was lost is recognised by its id (the row shows
+//	  it), not claimed twice.
+//	⁴ the fence: the item must be claimed under the caller's claim id. Anything else (taken over
+//	  after expiry or by a newer token, completed without a claim, reset, redriven, deleted) makes
+//	  the write a *ClaimLostError carrying the state found, and the worker looks at the item again
+//	  unless it is finished. A write whose answer was lost and whose repeat is refused is the
+//	  caller's when the row shows its update under its claim id.
+//	⁵ complete-only ignores retry_at (its own failures set it; a pass comes back at that time).
+//	⁶ a live claim, by claim_until, of another group: complete-only groups make no claims, so
+//	  this is always another group's. Left alone until it expires (README: a worker of another
+//	  group leaves a live claim alone until it expires).
+//	⁷ only the retry the caller's own OpFailOnly wrote (same id): that write used up the last
+//	  attempt.
+//
+// # Why each item is done at most once
+//
+// Only OpComplete, OpCompleteOnly(Fresh) move an item to done. OpComplete requires the caller's
+// claim to be current, and a claim is current for one claimer at a time: OpClaim takes an item
+// only when no claim holds it (none, expired, or of a holder whose slot lease has passed to the
+// caller), and the claim it writes carries a fresh id, so every older claimer's fenced write is
+// refused from then on. OpCompleteOnly requires that the item is not done, not failed and not
+// held by a live claim. Done has no transition out. So a second completion is refused whoever
+// sends it: a stale worker, a worker of another group, or the same worker repeating a write.
+//
+// # Why each item is done at least once, while workers run
+//
+// Every refused write reports the state it met. The worker skips a finished item for good and
+// looks at any other again: a live claim at its expiry, a retry at its time, a pending item at
+// once. A claim whose holder dies expires (or is taken over at once by the slot's next holder);
+// a claim whose answer was lost is settled by a read or undone (OpRelease on its id), so it uses
+// up no attempt. An attempt that ends without an outcome still counts (the claim added it), so a
+// poison item reaches MaxAttempts and is dead-lettered instead of looping for ever.
+//
+// # Claim expiry and clocks
+//
+// A claim's claim_until is the claimer's deadline (ClaimRequest.Until) plus the claimer's
+// WithMaxClockSkew, and another worker takes the claim over only once claim_until <= its own
+// now. With clocks that differ by at most the skew, that is after the holder's own clock passed
+// Until; the worker cancels its handler a margin before Until. So no two handlers of one item
+// overlap unless a handler ignores its cancelled context past the worker's grace (then it is
+// abandoned: OpAbandon keeps its claim for its full expiry).
+//
+// # Costs
+//
+// Each transition is one write of the state row (1 WCU for an item under 1 KB; 2 per item in a
+// transaction). The fresh forms exist because DynamoDB Local evaluates a short condition faster;
+// on DynamoDB the cost is the same.
+//
+// # Example
+//
+//	l, err := ledger.NewInline(db, "users", []string{"id"}, ledger.WithMaxClockSkew(time.Second))
+//	if err != nil { return err }
+//	now := time.Now()
+//	outs, err := l.Claim(ctx, []ledger.ClaimRequest{{Key: key, Owner: "w1", Now: now, Until: now.Add(time.Minute)}})
+//	if err == nil && outs[0].Claimed {
+//		err = l.Complete(ctx, outs[0].Claim, time.Now())
+//	}
+package ledger

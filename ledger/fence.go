@@ -1,0 +1,48 @@
+package ledger
+
+import (
+	"context"
+)
+
+// A ledger write made for a slot is fenced by the slot's lease: its context is derived from the
+// lease's context (the worker's pass.writeContext), so the write and the SDK's own repeats of it stop when
+// the lease ends (lost, expired by the holder's clock, or released), and the context carries the
+// lease's context as its fence. A settling write (an undo of a claim of unknown outcome) is not
+// cut short by a shutdown, but it is never sent once the fence has ended: the claim then stays,
+// and the slot's next holder reclaims it at once by its newer token, or it expires. Settling
+// reads may outlive the fence: they change nothing.
+
+type fenceKey struct{}
+
+// WithFence returns ctx carrying fence (a lease's context) as the fence of the writes made under
+// it: once fence has ended, no write is sent under ctx, not even the SDK's repeat of one sent
+// before, and a write of unknown outcome is settled by reads only.
+func WithFence(ctx, fence context.Context) context.Context {
+	return context.WithValue(ctx, fenceKey{}, fence)
+}
+
+// fenceOf is the fence ctx carries, nil when none (a write not made for a slot, e.g. redrive).
+func fenceOf(ctx context.Context) context.Context {
+	f, _ := ctx.Value(fenceKey{}).(context.Context)
+	return f
+}
+
+// fenceEnded reports whether ctx carries a fence that has ended: no write may be sent under it.
+func fenceEnded(ctx context.Context) bool {
+	f := fenceOf(ctx)
+	return f != nil && f.Err() != nil
+}
+
+// settleWriteContext is the context a settling write runs under: bounded by settleTimeout, not cut
+// short by the caller's cancellation (a shutdown must not leave a claim of unknown outcome), but
+// cancelled when ctx's fence ends.
+func settleWriteContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	sctx, cancel := settleContext(ctx)
+	f := fenceOf(ctx)
+	if f == nil {
+		return sctx, cancel
+	}
+	fctx, fcancel := context.WithCancelCause(sctx)
+	stop := context.AfterFunc(f, func() { fcancel(context.Cause(f)) })
+	return fctx, func() { stop(); fcancel(nil); cancel() }
+}

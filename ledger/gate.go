@@ -1,0 +1,172 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"math"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/dynapart/dynapart/internal/capacity"
+)
+
+// WriteGate is what every ledger write of a Worker passes through (claims, completions, retries,
+// dead letters, releases, leaving the pending index; lease heartbeats and checkpoints are lock's
+// and do not): it counts the write attempts DynamoDB throttled and, with Config.WriteRate, holds
+// the writes to that many WCU per second. Each write waits for its estimated cost in a
+// capacity.Bucket (the read limiter's) and is settled on the ConsumedCapacity it reports; a
+// throttle halves the allowed rate, which then climbs back to WriteRate (capacity.AIMD). A nil
+// gate (a ledger used on its own) counts and limits nothing.
+type WriteGate struct {
+	bucket    *capacity.Bucket // nil: unlimited
+	aimd      *capacity.AIMD
+	throttles atomic.Int64
+}
+
+// tokensPerWCU: writes are charged in whole units (a transactional write in two).
+const tokensPerWCU = 1
+
+func NewWriteGate(wcu float64) *WriteGate {
+	g := &WriteGate{}
+	if wcu > 0 {
+		g.bucket = capacity.NewBucket(wcu, tokensPerWCU)
+		g.aimd = capacity.NewAIMD(wcu)
+	}
+	return g
+}
+
+// before waits until the bucket holds a write's estimated WCU; taken is for after.
+func (g *WriteGate) before(ctx context.Context, estimate float64) (taken int, err error) {
+	if !g.holdsRate() {
+		return 0, nil
+	}
+	if r, changed := g.aimd.Rate(time.Now()); changed {
+		g.bucket.SetRate(r)
+	}
+	return g.bucket.Wait(ctx, estimate)
+}
+
+// after counts a write's throttled attempts (backing off when there were any) and settles it on
+// the capacity it consumed; a write that reported none (an error) stays charged its estimate.
+func (g *WriteGate) after(taken int, consumed float64, reported bool, throttled int64) {
+	if g == nil {
+		return
+	}
+	if throttled > 0 {
+		g.throttles.Add(throttled)
+		if g.aimd != nil {
+			if r, changed := g.aimd.Throttled(time.Now()); changed {
+				g.bucket.SetRate(r)
+			}
+		}
+	}
+	if g.bucket != nil && reported {
+		g.bucket.Settle(taken, consumed)
+	}
+}
+
+// throttled is the number of throttled write attempts counted.
+func (g *WriteGate) Throttled() int64 {
+	if g == nil {
+		return 0
+	}
+	return g.throttles.Load()
+}
+
+// allowed is the rate the gate allows now (WCU/s), 0 when unlimited.
+func (g *WriteGate) Allowed() float64 {
+	if g == nil || g.aimd == nil {
+		return 0
+	}
+	return g.aimd.Current()
+}
+
+// option counts the throttled attempts of one call into n (nil when the gate counts nothing).
+func (g *WriteGate) option(n *atomic.Int64) []func(*dynamodb.Options) {
+	if g == nil {
+		return nil
+	}
+	return []func(*dynamodb.Options){capacity.CountThrottles(n)}
+}
+
+// throttledAttempts is the attempts of one call DynamoDB throttled: those the SDK retried (seen
+// by its middleware) or, when it saw none, 1 for a call that ended throttled (a client that is not
+// the SDK's, or a transaction cancelled for throttling).
+func throttledAttempts(seen int64, err error) int64 {
+	if seen > 0 {
+		return seen
+	}
+	var tce *types.TransactionCanceledException
+	if capacity.IsThrottle(err) {
+		return 1
+	}
+	if errors.As(err, &tce) {
+		for _, r := range tce.CancellationReasons {
+			if capacity.IsThrottleReason(aws.ToString(r.Code)) {
+				return 1
+			}
+		}
+	}
+	return 0
+}
+
+// updateItem sends one UpdateItem of the ledger through its write gate.
+func (l *core) updateItem(ctx context.Context, in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+	taken, err := l.gate.before(ctx, writeEstimate(in.Key, in.ExpressionAttributeValues))
+	if err != nil {
+		return nil, err
+	}
+	var seen atomic.Int64
+	in.ReturnConsumedCapacity = l.meter.ask(l.gate.holdsRate())
+	out, err := l.db.UpdateItem(ctx, in, l.gate.option(&seen)...)
+	var c []types.ConsumedCapacity
+	if err == nil && out.ConsumedCapacity != nil {
+		c = []types.ConsumedCapacity{*out.ConsumedCapacity}
+		l.meter.add(c)
+	}
+	l.gate.after(taken, max(sumWCU(c), 1), c != nil, throttledAttempts(seen.Load(), err))
+	return out, err
+}
+
+// transactItems sends one TransactWriteItems of the ledger through its write gate: twice the
+// estimate of its updates, as DynamoDB charges a transactional write, settled on what it reports
+// but no less than 2 WCU per item.
+func (l *core) transactItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput) (*dynamodb.TransactWriteItemsOutput, error) {
+	var estimate float64
+	for _, it := range in.TransactItems {
+		if u := it.Update; u != nil {
+			estimate += 2 * writeEstimate(u.Key, u.ExpressionAttributeValues)
+		}
+	}
+	taken, err := l.gate.before(ctx, estimate)
+	if err != nil {
+		return nil, err
+	}
+	var seen atomic.Int64
+	in.ReturnConsumedCapacity = l.txMeter.ask(l.gate.holdsRate())
+	out, err := l.db.TransactWriteItems(ctx, in, l.gate.option(&seen)...)
+	var c []types.ConsumedCapacity
+	if err == nil && len(out.ConsumedCapacity) > 0 {
+		c = out.ConsumedCapacity
+		l.txMeter.add(c)
+	}
+	// Settled on no less than DynamoDB's least charge, 2 WCU per item: DynamoDB Local reports 2
+	// for a whole transaction.
+	consumed := max(sumWCU(c), 2*float64(len(in.TransactItems)))
+	l.gate.after(taken, consumed, len(c) > 0, throttledAttempts(seen.Load(), err))
+	return out, err
+}
+
+// writeEstimate is the WCU an update is expected to cost before DynamoDB says: 1 per KB of its
+// key and values, at least 1. An item larger than its update costs more; the settlement charges
+// the difference.
+func writeEstimate(key Key, vals map[string]types.AttributeValue) float64 {
+	return max(1, math.Ceil(float64(capacity.ItemSize(key)+capacity.ItemSize(vals))/1024))
+}
+
+// holdsRate reports whether g holds a write rate (then every write is settled on its reported cost).
+func (g *WriteGate) holdsRate() bool { return g != nil && g.bucket != nil }

@@ -1,0 +1,150 @@
+package ledger
+
+// This file is the item's state machine: every transition's condition and update, defined once.
+// doc.go holds the same machine as a table, with the argument for why it is exactly once.
+// Nothing else in dynapart spells a status or a condition: the writes render these trees, the
+// worker's prefilter evaluates them on scanned items (Ledger.Claimable), and a write whose answer
+// was lost is settled by checking whether the row shows its update (transition.applied).
+
+// Op is one transition of the item state machine.
+type Op int
+
+// The transitions. Each is one conditional write of the item's state row.
+const (
+	// OpClaimFresh claims an item the scan saw with no state: pending -> claimed, attempt 1.
+	OpClaimFresh Op = iota + 1
+	// OpClaim claims an item that is pending, due for a retry, claimed under an expired claim, or
+	// claimed under an older lease token of the caller's slot in the caller's scope: -> claimed,
+	// attempt + 1.
+	OpClaim
+	// OpComplete: claimed (the caller's claim) -> done.
+	OpComplete
+	// OpRetry: claimed (the caller's claim) -> retry, due at retry_at, with the error.
+	OpRetry
+	// OpDeadLetter: claimed (the caller's claim) -> failed, with the error.
+	OpDeadLetter
+	// OpRelease: claimed (the caller's claim) -> retry, due now, the attempt not counted. Also the
+	// undo of a claim whose answer was lost.
+	OpRelease
+	// OpAbandon: claimed (the caller's claim) stays claimed, but only its expiry frees it: a
+	// newer lease token of the slot no longer takes it over at once (its handler still runs).
+	OpAbandon
+	// OpCompleteOnlyFresh: pending (no state) -> done, without a claim.
+	OpCompleteOnlyFresh
+	// OpCompleteOnly: pending, retry, or claimed under an expired claim -> done, without a claim.
+	OpCompleteOnly
+	// OpFailOnly records a failed complete-only attempt: as OpCompleteOnly's condition -> retry,
+	// attempt + 1.
+	OpFailOnly
+	// OpFailOnlyDead records a permanently failed complete-only attempt: -> failed, attempt + 1.
+	OpFailOnlyDead
+	// OpExhausted dead-letters an item whose OpFailOnly write (the caller's) used up its last
+	// attempt: retry (that write) -> failed.
+	OpExhausted
+	// OpRedrive: failed -> pending (no state; the last error kept as last_error).
+	OpRedrive
+)
+
+var opNames = map[Op]string{
+	OpClaimFresh: "claim", OpClaim: "claim", OpComplete: "complete", OpRetry: "retry",
+	OpDeadLetter: "dead-letter", OpRelease: "release", OpAbandon: "abandon",
+	OpCompleteOnlyFresh: "complete-only", OpCompleteOnly: "complete-only", OpFailOnly: "record failure",
+	OpFailOnlyDead: "record failure", OpExhausted: "dead-letter", OpRedrive: "redrive",
+}
+
+func (o Op) String() string { return opNames[o] }
+
+// transition is one Op's condition and update.
+type transition struct {
+	op   Op
+	cond cond
+	upd  update
+}
+
+// shape is what a ledger adds to the machine: the inline ledger never creates an item (every
+// write that does not imply a state needs the item to exist), the table ledger writes its row's
+// identity with the first write, and either may remove attributes when an item is finished.
+type shape struct {
+	mustExist    bool    // inline: attribute_exists(#exists) on the writes that may meet no item
+	ident        []setTo // table: the row's job, source and item key, set by the writes that may create it
+	removeOnDone []attr  // removed by done and failed
+	audit        bool    // complete-only records owner, slot and token and counts the attempt
+}
+
+// The conditions, by state.
+var (
+	// fenced: the caller's claim is the item's current claim. A claim's id is unique, so nothing
+	// but the claim write that made it can have set it.
+	fenced = and(eq(aStatus, vClaimed), eq(aClaim, vClaim))
+	// claimable: no state, a retry that is due, or a claim that expired or was made under an
+	// older lease token of the caller's slot in the caller's scope (tokens count per group and
+	// lease table: another group's token says nothing about this one). A claim's claim_until is
+	// padded by its claimer's MaxClockSkew, so "expired" holds by every clock within that skew.
+	claimable = or(
+		missing(aStatus),
+		and(eq(aStatus, vRetry), or(missing(aRetryAt), le(aRetryAt, vNow))),
+		and(eq(aStatus, vClaimed), or(missing(aClaimUntil), le(aClaimUntil, vNow),
+			and(eq(aSlot, vSlot), lt(aToken, vToken), eq(aScope, vScope)))),
+	)
+	// unfinished: not done, not failed, and no live claim (of another group: a complete-only
+	// group makes none). A comparison with a missing attribute is false, so an item without a
+	// status passes.
+	unfinished = and(not(in(aStatus, vDone, vFailed)), not(and(eq(aStatus, vClaimed), gt(aClaimUntil, vNow))))
+	// stateless: the item has no state at all (the scan saw none): implies claimable and
+	// unfinished, and is cheaper for DynamoDB to evaluate.
+	stateless = missing(aStatus)
+)
+
+// notMine adds to c that the item does not show the caller's own write (its id): a failure
+// record whose answer was lost, sent again, is refused instead of counting the attempt twice. A
+// comparison with a missing claim is false, so an item never written by a claim passes.
+func notMine(c cond) cond { return and(c, not(eq(aClaim, vClaim))) }
+
+// machine returns every transition for a ledger of shape s.
+func machine(s shape) map[Op]transition {
+	guard := func(c cond) cond {
+		if s.mustExist {
+			return and(present(aExists), c)
+		}
+		return c
+	}
+	claimer := []setTo{set(aStatus, vClaimed), set(aOwner, vOwner), set(aSlot, vSlot), set(aToken, vToken),
+		set(aScope, vScope), set(aClaim, vClaim), set(aClaimUntil, vUntil)}
+	who := []setTo{set(aOwner, vOwner), set(aSlot, vSlot), set(aToken, vToken), set(aClaim, vClaim), set(aError, vError)}
+	countAttempt := []addTo{{aAttempts, vOne}}
+	done := update{set: []setTo{set(aStatus, vDone), set(aDoneAt, vNow)}, remove: s.removeOnDone}
+	dead := update{set: []setTo{set(aStatus, vFailed), set(aError, vError), set(aFailedAt, vNow)}, remove: s.removeOnDone}
+	completeOnly := update{set: []setTo{set(aStatus, vDone), set(aDoneAt, vNow), set(aClaim, vClaim)}, remove: s.removeOnDone}
+	if s.audit {
+		completeOnly = completeOnly.with(update{set: []setTo{set(aOwner, vOwner), set(aSlot, vSlot), set(aToken, vToken)}, add: countAttempt})
+	}
+	ident := update{set: s.ident}
+	t := map[Op]transition{
+		OpClaimFresh: {cond: guard(stateless), upd: update{set: append(claimer, set(aAttempts, vOne))}.with(ident)},
+		OpClaim:      {cond: guard(claimable), upd: update{set: claimer, add: countAttempt}.with(ident)},
+		OpComplete:   {cond: fenced, upd: done},
+		OpRetry:      {cond: fenced, upd: update{set: []setTo{set(aStatus, vRetry), set(aRetryAt, vRetryAt), set(aError, vError)}}},
+		OpDeadLetter: {cond: fenced, upd: dead},
+		OpRelease:    {cond: fenced, upd: update{set: []setTo{set(aStatus, vRetry), set(aRetryAt, vNow)}, add: []addTo{{aAttempts, vMinusOne}}}},
+		OpAbandon:    {cond: fenced, upd: update{remove: []attr{aScope}}},
+
+		OpCompleteOnlyFresh: {cond: guard(stateless), upd: completeOnly.with(ident)},
+		OpCompleteOnly:      {cond: guard(unfinished), upd: completeOnly.with(ident)},
+		OpFailOnly: {cond: guard(notMine(unfinished)), upd: update{
+			set: append([]setTo{set(aStatus, vRetry), set(aRetryAt, vRetryAt)}, who...), remove: []attr{aClaimUntil}, add: countAttempt,
+		}.with(ident)},
+		OpFailOnlyDead: {cond: guard(notMine(unfinished)), upd: update{
+			set: append([]setTo{set(aStatus, vFailed), set(aFailedAt, vNow)}, who...), remove: append([]attr{aClaimUntil, aRetryAt}, s.removeOnDone...), add: countAttempt,
+		}.with(ident)},
+		OpExhausted: {cond: and(eq(aStatus, vRetry), eq(aClaim, vClaim)), upd: dead},
+		OpRedrive: {cond: eq(aStatus, vFailed), upd: update{
+			set:    []setTo{{a: aLastError, v: vNone, from: aError}, set(aRedriven, vNow)},
+			remove: []attr{aStatus, aError, aAttempts, aFailedAt, aOwner, aSlot, aToken, aScope, aClaim, aClaimUntil, aRetryAt},
+		}},
+	}
+	for op, tr := range t {
+		tr.op = op
+		t[op] = tr
+	}
+	return t
+}

@@ -1,0 +1,45 @@
+package ledger
+
+import "time"
+
+// Option configures a ledger.
+type Option func(*options)
+
+type options struct {
+	prefix       string
+	removeOnDone []string
+	skew         time.Duration
+	gate         *WriteGate
+	audit        bool
+}
+
+// WithPrefix starts the name of every inline state attribute (<prefix>status, <prefix>owner, ...).
+// Defaults to "dp_". The table ledger's row attributes have no prefix.
+func WithPrefix(prefix string) Option { return func(o *options) { o.prefix = prefix } }
+
+// WithRemoveOnDone names attributes the inline ledger removes when an item is done or
+// dead-lettered, e.g. the shard attribute of a sparse pending index, so that finished items leave
+// the index. They may not be key or state attributes. Defaults to none.
+func WithRemoveOnDone(attrs ...string) Option {
+	return func(o *options) { o.removeOnDone = append([]string(nil), attrs...) }
+}
+
+// WithMaxClockSkew is the clock difference tolerated between the workers that claim items: a
+// claim's stored expiry is its Until plus this, so another worker takes it over only once its
+// holder's own clock has passed Until. Defaults to 0 (clocks agree).
+func WithMaxClockSkew(d time.Duration) Option { return func(o *options) { o.skew = d } }
+
+// WithWriteGate sends every write through g (see WriteGate). Defaults to none.
+func WithWriteGate(g *WriteGate) Option { return func(o *options) { o.gate = g } }
+
+// WithCompleteOnlyAudit makes complete-only writes also record who completed the item (owner,
+// slot, token) and count the attempt. Defaults to off: status, done_at and the write's id only.
+func WithCompleteOnlyAudit() Option { return func(o *options) { o.audit = true } }
+
+func collect(opts []Option) options {
+	o := options{prefix: DefaultAttrPrefix}
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
+}

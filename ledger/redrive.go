@@ -1,0 +1,101 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// RedriveResult counts what a redrive did.
+type RedriveResult struct {
+	// Moved is the number of items moved from failed to pending.
+	Moved int `json:"moved"`
+	// NotFailed is the number of keys given that were not failed (pending, claimed, done, or
+	// missing): a no-op, nothing written for them.
+	NotFailed int `json:"not_failed"`
+}
+
+// Redrive moves dead letters back to pending: the state a worker claims again on its next pass.
+//
+// Each move is one conditional write (OpRedrive), made only while the item is still failed, so a
+// redrive racing a worker or another redrive never touches an item that moved on. The move removes
+// the status, the attempt count, the claim fields and the failure time, and keeps the last error
+// for history in <prefix>last_error (inline ledger; "last_error" on a table ledger row) with the
+// time of the redrive in <prefix>redriven_at (unix ms).
+//
+// In index mode the dead-lettered item left the pending index (its shard attribute was removed);
+// a redriven item is picked up by a filter- or segment-mode pass, not by the index.
+//
+// With keys, only those are moved; every key is checked before anything is written (l.State reads
+// it), and a key that is not failed is counted in NotFailed. With no keys, every dead letter of the
+// ledger is moved. now is the time recorded as the redrive's.
+func Redrive(ctx context.Context, l Ledger, keys []Key, now time.Time) (RedriveResult, error) {
+	var res RedriveResult
+	move := func(k Key) error {
+		moved, err := l.Redrive(ctx, k, now)
+		if err != nil {
+			return err
+		}
+		if moved {
+			res.Moved++
+		} else {
+			res.NotFailed++
+		}
+		return nil
+	}
+	if len(keys) == 0 {
+		// All dead letters: collect first, so the writes do not race the scan that finds them.
+		if err := l.DeadLetters(ctx, func(d DeadLetter) error { keys = append(keys, d.Key); return nil }); err != nil {
+			return res, err
+		}
+	} else if err := checkKeys(l, keys); err != nil {
+		return res, err
+	}
+	for _, k := range keys {
+		if err := move(k); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// keyChecker is a ledger that can check an item key without writing: both of this package's.
+type keyChecker interface{ checkKey(Key) error }
+
+// checkKeys checks every key before anything is written: a malformed key writes nothing at all.
+func checkKeys(l Ledger, keys []Key) error {
+	kc, ok := l.(keyChecker)
+	if !ok {
+		return nil
+	}
+	for _, k := range keys {
+		if err := kc.checkKey(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (l ops) checkKey(k Key) error {
+	_, err := l.core.row.key(k)
+	return err
+}
+
+// redrive moves one item from failed to pending; false when it was not failed.
+func (l *core) redrive(ctx context.Context, key Key, now time.Time) (bool, error) {
+	rowKey, err := l.row.key(key)
+	if err != nil {
+		return false, err
+	}
+	_, err = l.update(ctx, l.input(OpRedrive, rowKey, values{vNow: attrMillis(now)}))
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return false, nil
+	}
+	if err != nil {
+		return false, l.wrapErr("redrive", l.row.table, err)
+	}
+	return true, nil
+}

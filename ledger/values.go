@@ -1,0 +1,108 @@
+package ledger
+
+import (
+	"encoding/base64"
+	"encoding/binary"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// values are the values of one write, by symbol; the status values and the constants need not be
+// given.
+type values map[val]types.AttributeValue
+
+var constants = values{
+	vClaimed: attrS(string(StatusClaimed)), vRetry: attrS(string(StatusRetry)),
+	vDone: attrS(string(StatusDone)), vFailed: attrS(string(StatusFailed)),
+	vOne: attrN(1), vMinusOne: attrN(-1), vNone: attrS(""),
+}
+
+// used is the ExpressionAttributeValues of an expression that uses vs.
+func (v values) used(vs []val) map[string]types.AttributeValue {
+	if len(vs) == 0 {
+		return nil
+	}
+	out := make(map[string]types.AttributeValue, len(vs))
+	for _, s := range vs {
+		x, ok := v[s]
+		if !ok {
+			x = constants[s]
+		}
+		if x != nil {
+			out[":"+string(s)] = x
+		}
+	}
+	return out
+}
+
+// get is the value of s, a constant when v lacks it.
+func (v values) get(s val) types.AttributeValue {
+	if x, ok := v[s]; ok {
+		return x
+	}
+	return constants[s]
+}
+
+func attrS(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
+
+func attrN(n int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+}
+
+func attrMillis(t time.Time) types.AttributeValue { return attrN(t.UnixMilli()) }
+
+// fenceVals are the values of a fenced write under claim c.
+func fenceVals(c Claim) values { return values{vClaim: attrS(c.ID)} }
+
+// requestVals are the values of a claim, complete-only or failure write of r. A request without
+// an ID gets one here (see newID); callers that may repeat r set it first.
+func (l *core) requestVals(r ClaimRequest) values {
+	vals := values{
+		vOwner: attrS(r.Owner), vSlot: attrN(int64(r.Slot)), vToken: attrN(r.Token), vScope: attrS(r.Scope),
+		vClaim: attrS(r.ID), vNow: attrMillis(r.Now), vUntil: attrMillis(r.Until.Add(l.skew)),
+	}
+	if l.row.identVals != nil {
+		l.row.identVals(r.Key, vals)
+	}
+	return vals
+}
+
+// newID is a claim id: 96 random bits, 16 characters. Two claims never share one, so a row that
+// shows it shows the write that set it.
+func newID() string {
+	var b [12]byte
+	binary.LittleEndian.PutUint64(b[:8], rand.Uint64())
+	binary.LittleEndian.PutUint32(b[8:], rand.Uint32())
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// withIDs returns a copy of reqs in which every request has an ID.
+func withIDs(reqs []ClaimRequest) []ClaimRequest {
+	out := slices.Clone(reqs)
+	for i := range out {
+		if out[i].ID == "" {
+			out[i].ID = newID()
+		}
+	}
+	return out
+}
+
+// truncateErrorText keeps the stored error under maxErrorText bytes of valid UTF-8.
+func truncateErrorText(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= maxErrorText {
+		return s
+	}
+	const mark = " ...(truncated)"
+	cut := maxErrorText - len(mark)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + mark
+}
