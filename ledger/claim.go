@@ -65,6 +65,10 @@ func (l *core) claimOne(ctx context.Context, r ClaimRequest, rowKey Key) (ClaimO
 	in.ReturnValues = types.ReturnValueUpdatedNew
 	in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
 	out, err := l.update(ctx, in)
+	if err == nil && r.Fresh {
+		// OpClaimFresh sets attempt 1 (an answer may leave out a value the write did not change).
+		return claimed(r, 1), nil
+	}
 	if err == nil {
 		return claimed(r, int(attrNum(out.Attributes[l.names[aAttempts]]))), nil
 	}

@@ -2,9 +2,11 @@ package ledger
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -280,9 +282,40 @@ func TestLedgerModel(t *testing.T) {
 		for _, kind := range []string{"inline", "table"} {
 			t.Run(kind, func(t *testing.T) {
 				e := newModelEnv(t, kind, nil)
+				t.Cleanup(func() { e.report(t, b.Name) })
 				rapid.Check(t, e.property)
 				t.Logf("%d sequences, %d steps checked", e.seq.Load(), e.steps.Load())
 			})
 		}
 	})
+}
+
+// ModelReportEnv names a file the model-based test appends one JSON line per ledger and backend
+// to (make chaos writes RELIABILITY.md from it).
+const ModelReportEnv = "DYNAPART_MODEL_REPORT"
+
+// report appends this run's figures to $DYNAPART_MODEL_REPORT, when set.
+func (e *modelEnv) report(t *testing.T, backend string) {
+	path := os.Getenv(ModelReportEnv)
+	if path == "" {
+		return
+	}
+	seed := ""
+	if f := flag.Lookup("rapid.seed"); f != nil {
+		seed = f.Value.String()
+	}
+	line, err := json.Marshal(map[string]any{"backend": backend, "ledger": e.kind, "sequences": e.seq.Load(),
+		"steps": e.steps.Load(), "failed": t.Failed(), "seed": seed, "checks": flag.Lookup("rapid.checks").Value.String(),
+		"avg_steps": flag.Lookup("rapid.steps").Value.String()})
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	defer f.Close()
+	_, _ = f.Write(append(line, '\n'))
 }

@@ -3,7 +3,7 @@
 // with its seed, whether the invariants held, the bad-input catalogue and the longer fuzz runs.
 //
 //	go run ./internal/chaos/run -out RELIABILITY.md [-seed N] [-reps 3] [-items 10000] [-fuzztime 60s]
-//	    [-sweep-per-combo 6 | -sweep-per-combo 0 -sweep-stride 7]
+//	    [-sweep-per-combo 6 | -sweep-per-combo 0 -sweep-stride 7] [-model-checks 400]
 package main
 
 import (
@@ -38,15 +38,16 @@ func main() {
 	endpoint := flag.String("endpoint", os.Getenv("DYNAPART_TEST_ENDPOINT"), "DynamoDB Local to use (default: start one)")
 	only := flag.String("only", "", "run only the scenarios whose name contains this")
 	sweepPer := flag.Int("sweep-per-combo", 6, "the fault sweep: every combination's baseline and a seeded sample (the run's seed) of so many faulted runs per combination, about 10 minutes on 2 cores; 0: the stride sweep (-sweep-stride)")
+	modelChecks := flag.Int("model-checks", 400, "sequences per ledger and backend of the ledger's model-based test (0 skips it)")
 	sweepStride := flag.Int("sweep-stride", 7, "with -sweep-per-combo 0, the exhaustive sweep runs each fault kind at every stride-th k (7, the number of kinds: every k meets one kind, about 90 minutes; 1: every kind at every k)")
 	flag.Parse()
-	if err := run(*out, *seed, *reps, *items, *fuzztime, *endpoint, *only, sweep.Plan{Stride: *sweepStride, PerCombo: *sweepPer}); err != nil {
+	if err := run(*out, *seed, *reps, *items, *fuzztime, *endpoint, *only, *modelChecks, sweep.Plan{Stride: *sweepStride, PerCombo: *sweepPer}); err != nil {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
 		os.Exit(1)
 	}
 }
 
-func run(out string, seed uint64, reps, items int, fuzztime time.Duration, endpoint, only string, sweepPlan sweep.Plan) error {
+func run(out string, seed uint64, reps, items int, fuzztime time.Duration, endpoint, only string, modelChecks int, sweepPlan sweep.Plan) error {
 	ctx := context.Background()
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
@@ -142,6 +143,9 @@ DynamoDB stream (new and old images), so no state is missed however briefly it l
 			runs = append(runs, r)
 		}
 		chaos.WriteMarkdown(&md, s.title, s.what, runs)
+	}
+	if modelChecks > 0 && (only == "" || strings.Contains("model", only)) {
+		failed += runModel(&md, endpoint, dir, seed, modelChecks, 80)
 	}
 	if only == "" || strings.Contains("sweep", only) {
 		sweepPlan.Seed = seed
