@@ -385,11 +385,8 @@ func (l *Lease) fencedValues(m map[string]types.AttributeValue) map[string]types
 // to someone else by now. A failed condition means we lost it: the context is cancelled and
 // ErrLeaseLost returned; the item is unchanged.
 func (l *Lease) fencedWrite(ctx context.Context, what, update string, names map[string]string, values map[string]types.AttributeValue) error {
-	if l.released() {
-		return fmt.Errorf("lock: %s: %w (%w)", what, ErrLeaseLost, ErrReleased)
-	}
-	if l.ctx.Err() != nil {
-		return l.endedErr(what)
+	if err := l.ended(what); err != nil {
+		return err
 	}
 	_, err := l.c.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(l.c.table),
@@ -410,6 +407,18 @@ func (l *Lease) fencedWrite(ctx context.Context, what, update string, names map[
 		return lerr
 	}
 	return fmt.Errorf("lock: %s %s slot %d: %w", what, l.group, l.slot, l.c.tableErr(err))
+}
+
+// ended is nil while the lease may still write; once it is released, lost or expired by the
+// holder's clock, it is the error (wrapping ErrLeaseLost) of a write what refused without a request.
+func (l *Lease) ended(what string) error {
+	if l.released() {
+		return fmt.Errorf("lock: %s: %w (%w)", what, ErrLeaseLost, ErrReleased)
+	}
+	if l.ctx.Err() != nil {
+		return l.endedErr(what)
+	}
+	return nil
 }
 
 // endedErr is the error of a write refused because the lease's context is done: its cause, which
