@@ -171,3 +171,21 @@ func heldSlots(t testing.TB, c *Client, group string) int {
 	}
 	return held
 }
+
+// counted is client a on a fresh lock table and a fake clock, its calls counted by f.
+type counted struct {
+	db    *dynamodb.Client
+	table string
+	f     *faultyDB
+	a     *Client
+	clk   *clock.Fake
+}
+
+func countedClient(t *testing.T) counted {
+	t.Helper()
+	k := counted{clk: clock.NewFake(t0)}
+	k.db, k.table = lockTable(t)
+	k.f = &faultyDB{DynamoDBClient: k.db}
+	k.a, _ = newClient(t, k.f, k.table, timingOpts(k.clk, "a")...)
+	return k
+}
