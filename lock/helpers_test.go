@@ -189,3 +189,28 @@ func countedClient(t *testing.T) counted {
 	k.a, _ = newClient(t, k.f, k.table, timingOpts(k.clk, "a")...)
 	return k
 }
+
+// holders is two clients on a fresh lock table (fake clocks), each holding a slot of group "g"
+// of 2 slots until the test ends.
+type holders struct {
+	db     *dynamodb.Client
+	table  string
+	a, b   *Client
+	la, lb *Lease
+}
+
+func twoHolders(t *testing.T, ownerA, ownerB string) holders {
+	t.Helper()
+	ctx := context.Background()
+	h := holders{}
+	h.db, h.table = lockTable(t)
+	h.a, _ = newClient(t, h.db, h.table, WithClock(clock.NewFake(t0)), WithOwner(ownerA))
+	h.b, _ = newClient(t, h.db, h.table, WithClock(clock.NewFake(t0)), WithOwner(ownerB))
+	var err error
+	h.la, err = h.a.TryAcquireSlot(ctx, "g", 2)
+	require.NoError(t, err)
+	h.lb, err = h.b.TryAcquireSlot(ctx, "g", 2)
+	require.NoError(t, err)
+	t.Cleanup(func() { release(t, h.la, h.lb) })
+	return h
+}

@@ -6,10 +6,6 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
 // WithGroupMetaDefaults gives the value a meta key has when a meta item (or the caller's meta)
@@ -61,13 +57,7 @@ func checkMeta(t target, have metaItem) error {
 // made after the take that preceded it (see Lease.GroupAfterTake).
 func (c *Client) recordMeta(ctx context.Context, t target) (metaItem, error) {
 	item := encodeMeta(t.pk, t.n, t.meta)
-	_, err := c.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName:                           aws.String(c.table),
-		Item:                                item,
-		ConditionExpression:                 aws.String("attribute_not_exists(#pk)"),
-		ExpressionAttributeNames:            map[string]string{"#pk": attrPK},
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
+	err := c.putNew(ctx, item)
 	if err == nil {
 		c.noteSize(t.pk, metaItem{exists: true, n: t.n})
 		return decodeMeta(item), nil

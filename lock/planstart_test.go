@@ -18,15 +18,9 @@ import (
 // groups read what older workers wrote) is pinned: pk "plan#<group>", sk the epoch, start the
 // gzipped JSON.
 func TestPlanStartItems(t *testing.T) {
-	db, table := lockTable(t)
 	ctx := context.Background()
-	a, _ := newClient(t, db, table, WithClock(clock.NewFake(t0)), WithOwner("a"))
-	b, _ := newClient(t, db, table, WithClock(clock.NewFake(t0)), WithOwner("b"))
-	la, err := a.TryAcquireSlot(ctx, "g", 2)
-	require.NoError(t, err)
-	lb, err := b.TryAcquireSlot(ctx, "g", 2)
-	require.NoError(t, err)
-	defer release(t, la, lb)
+	h := twoHolders(t, "a", "b")
+	db, table, a, b, la, lb := h.db, h.table, h.a, h.b, h.la, h.lb
 
 	_, ok, err := a.PlanStart(ctx, "g", 0)
 	require.NoError(t, err)

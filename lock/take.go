@@ -78,14 +78,7 @@ func (c *Client) sendTake(ctx context.Context, w *takeWrite) (map[string]types.A
 		item[attrReleased] = avB(false)
 		item[attrNonce] = avS(w.nonce)
 		item[attrEpoch] = avN(w.epoch)
-		_, err := c.db.PutItem(ctx, &dynamodb.PutItemInput{
-			TableName:                           aws.String(c.table),
-			Item:                                item,
-			ConditionExpression:                 aws.String("attribute_not_exists(#pk)"),
-			ExpressionAttributeNames:            map[string]string{"#pk": attrPK},
-			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		})
-		return item, err
+		return item, c.putNew(ctx, item)
 	}
 	out, err := c.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(c.table),

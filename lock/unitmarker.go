@@ -88,12 +88,7 @@ func (l *Lease) MarkUnit(ctx context.Context, p UnitPass, unit int) (taken bool,
 	it := key(p.pk(), unit)
 	it[attrOwner], it[attrUnitSlot], it[attrToken] = avS(l.c.owner), avN(int64(l.slot)), avN(l.token)
 	it[attrUnitDone] = avB(false)
-	_, err = l.c.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: aws.String(l.c.table), Item: it,
-		ConditionExpression:                 aws.String("attribute_not_exists(#pk)"),
-		ExpressionAttributeNames:            map[string]string{"#pk": attrPK},
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
+	err = l.c.putNew(ctx, it)
 	if cf, ok := conditionFailed(err); ok {
 		return false, decodeUnitMarker(cf.Item), nil
 	}

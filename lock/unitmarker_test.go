@@ -15,15 +15,9 @@ import (
 // TestUnitMarkerItems pins the stored format of a unit marker (running groups read the markers
 // older workers wrote) and what each call reads back from it.
 func TestUnitMarkerItems(t *testing.T) {
-	db, table := lockTable(t)
 	ctx := context.Background()
-	owner, _ := newClient(t, db, table, WithClock(clock.NewFake(t0)), WithOwner("owner"))
-	thief, _ := newClient(t, db, table, WithClock(clock.NewFake(t0)), WithOwner("thief"))
-	lo, err := owner.TryAcquireSlot(ctx, "g", 2)
-	require.NoError(t, err)
-	lt, err := thief.TryAcquireSlot(ctx, "g", 2)
-	require.NoError(t, err)
-	defer release(t, lo, lt)
+	h := twoHolders(t, "owner", "thief")
+	db, table, owner, lo, lt := h.db, h.table, h.a, h.la, h.lb
 	p := UnitPass{Group: "g", Epoch: 0, Slot: lo.Slot(), Pass: 2, Run: lo.Token()}
 	pk := fmt.Sprintf("units#g#e0#s%d#p2.%d", lo.Slot(), lo.Token())
 
@@ -114,32 +108,4 @@ func TestUnitMarkerFencedByToken(t *testing.T) {
 	require.Equal(t, before, rawItem(t, db, table, pk, 0), "the stale holder changed nothing")
 	require.NoError(t, lNew.FinishUnit(ctx, p, 0, UnitEnd{Cursor: "new"}))
 	require.ErrorIs(t, lOld.Release(ctx), ErrLeaseLost)
-}
-
-// TestUnitMarkerWritesEndWithTheLease: a lease whose context is done sends no marker or plan start
-// write.
-func TestUnitMarkerWritesEndWithTheLease(t *testing.T) {
-	db, table := lockTable(t)
-	ctx := context.Background()
-	clk := clock.NewFake(t0)
-	fdb := &faultyDB{DynamoDBClient: db}
-	c, _ := newClient(t, fdb, table, WithClock(clk), WithOwner("a"))
-	l, err := c.TryAcquireSlot(ctx, "g", 1)
-	require.NoError(t, err)
-	p := UnitPass{Group: "g", Slot: 0, Pass: 1, Run: l.Token()}
-	_, m, err := l.MarkUnit(ctx, p, 0)
-	require.NoError(t, err)
-	clk.Advance(time.Hour)
-	waitDone(t, l, "the local expiry")
-	calls := fdb.calls.Load()
-
-	_, _, err = l.MarkUnit(ctx, p, 1)
-	require.ErrorIs(t, err, ErrLeaseLost)
-	_, err = l.TakeOverUnit(ctx, p, m)
-	require.ErrorIs(t, err, ErrLeaseLost)
-	require.ErrorIs(t, l.SaveUnitCursor(ctx, p, 0, "c"), ErrLeaseLost)
-	require.ErrorIs(t, l.FinishUnit(ctx, p, 0, UnitEnd{}), ErrLeaseLost)
-	_, err = l.StorePlanStart(ctx, PlanStart{Pass: 1})
-	require.ErrorIs(t, err, ErrLeaseLost)
-	require.Equal(t, calls, fdb.calls.Load(), "no request after the lease ended")
 }
