@@ -86,6 +86,11 @@ func BenchmarkAcquire64For32(b *testing.B) {
 			_ = l.Release(context.Background())
 		}
 	}
+	reportAcquire(b, allHeld, medians, winnerMedians, maxes)
+}
+
+// reportAcquire reports BenchmarkAcquire64For32's metrics from its iterations' measurements.
+func reportAcquire(b *testing.B, allHeld []time.Duration, medians, winnerMedians, maxes []float64) {
 	var sum time.Duration
 	for _, d := range allHeld {
 		sum += d

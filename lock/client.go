@@ -64,19 +64,6 @@ type itemKey struct {
 	sk int
 }
 
-type unsettledTake struct {
-	nonce  string
-	token  int64
-	before slotItem // the item the write replaced (for TookOver)
-}
-
-type observation struct {
-	owner          string
-	token, version int64
-	expiresAt      time.Time
-	since          time.Time
-}
-
 // Option configures a Client.
 type Option func(*Client)
 

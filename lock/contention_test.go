@@ -83,14 +83,21 @@ func TestMutualExclusionUnderContention(t *testing.T) {
 	}
 	require.Len(t, history, contenders*rounds)
 	require.Positive(t, renews.Load(), "holds spanned heartbeats")
+	lost := requireExclusive(t, history, slots, skewMargin)
+	t.Logf("%d holds over %d slots, %d renews, %d leases lost before release", len(history), slots, renews.Load(), lost)
+}
 
+// requireExclusive checks a history of holds: per slot, tokens grow in acquisition order and no
+// hold ends later than skewMargin after the next one began. It returns how many holds were lost
+// before their release.
+func requireExclusive(t *testing.T, history []hold, slots int, skewMargin time.Duration) (lost int) {
+	t.Helper()
 	bySlot := map[int][]hold{}
 	for _, h := range history {
 		require.False(t, h.end.Before(h.start), "%+v", h)
 		bySlot[h.slot] = append(bySlot[h.slot], h)
 	}
 	require.Len(t, bySlot, slots, "every slot was used")
-	lost := 0
 	for s, hs := range bySlot {
 		sort.Slice(hs, func(i, j int) bool { return hs[i].start.Before(hs[j].start) })
 		tokens := make([]int64, len(hs))
@@ -110,5 +117,5 @@ func TestMutualExclusionUnderContention(t *testing.T) {
 		}
 		require.True(t, slices.IsSorted(tokens))
 	}
-	t.Logf("%d holds over %d slots, %d renews, %d leases lost before release", len(history), slots, renews.Load(), lost)
+	return lost
 }

@@ -82,15 +82,40 @@
 //
 // # Data model
 //
-// Lease table: pk (S) "group#<name>" or "mutex#<name>", sk (N) the slot (0 for a mutex, -1 for the
-// group's meta item). Slot attributes: owner, token, version (+1 per renew), expires_at (ms,
-// holder's clock), acquired_at, nonce (random, fresh per acquisition: it tells which of the
-// concurrent acquisitions of one Client, which all write the same owner, made the holder),
-// released (the holder gave the slot back), checkpoint (the holder's saved position, see
-// [Lease.SaveCheckpoint]), finished (see [Lease.MarkFinished]), epoch (the plan epoch the holder
-// acquired under; absent: 0). The meta item holds n (the group's slot count), epoch (the plan
-// epoch, +1 per [Client.ResizeGroup] and [Client.ResetGroup]; absent: 0), reset_epoch (the epoch
-// the last reset started), meta (the caller's [WithGroupMeta] values) and paused (see
-// [Client.PauseGroup]). Slot items at or past n (retired by a resize to a smaller n)
-// stay, with their checkpoints, and [Client.GroupStatus] lists them.
+// The lease table (pk S, sk N; see [CreateTable]) is written by this package alone. Its items:
+//
+//   - Slot item, pk "group#<name>", sk the slot (0..n-1; slots at or past n, retired by a resize
+//     to a smaller n, stay with their checkpoints, and [Client.GroupStatus] lists them). owner,
+//     token (the fencing token, +1 per acquisition), version (+1 per renew), expires_at (ms,
+//     holder's clock), acquired_at, nonce (random, fresh per acquisition: it tells which of the
+//     concurrent acquisitions of one Client, which all write the same owner, made the holder),
+//     released (the holder gave the slot back), checkpoint (the holder's saved position, see
+//     [Lease.SaveCheckpoint]), finished (see [Lease.MarkFinished]), epoch (the plan epoch the
+//     holder acquired under; absent: 0). Written by an acquisition ([Client.AcquireSlot],
+//     [Client.TryAcquireSlot]), then only through its [Lease], fenced on owner and token (renew,
+//     SaveCheckpoint, MarkFinished, Release); [Client.ResetGroup] clears its owner, finished and
+//     checkpoint.
+//   - Meta item, pk "group#<name>", sk -1. n (the group's slot count), epoch (the plan epoch, +1
+//     per [Client.ResizeGroup] and [Client.ResetGroup]; absent: 0), reset_epoch (the epoch the
+//     last reset started), meta (the caller's [WithGroupMeta] values) and paused (see
+//     [Client.PauseGroup]). Written by the group's first holder after its take, ResizeGroup,
+//     ResetGroup, PauseGroup and ResumeGroup.
+//   - Mutex item, pk "mutex#<name>", sk 0: the attributes of a slot item. Written by [Mutex].
+//   - Unit marker, pk "units#<group>#e<epoch>#s<slot>#p<pass>.<run>" (see [UnitPass]), sk the scan
+//     unit (segment or shard). owner, slot and token (the slot lease holding the unit), done
+//     (BOOL), and once written: cursor (the unit's scan position), dirty (BOOL), done_items,
+//     failed_items, scanned_items (what a thief counted, see [UnitMarker]). Put by
+//     [Lease.MarkUnit] where none exists; then written only by [Lease.TakeOverUnit] (conditioned
+//     on the slot and token it names), [Lease.SaveUnitCursor] and [Lease.FinishUnit] (conditioned
+//     on the writer's slot and token). Read by [Client.UnitMarkers]. The worker's once-workers
+//     mark the units of their passes so that finished slots can steal units of slots still
+//     working.
+//   - Plan start, pk "plan#<group>", sk the plan epoch. start (B): a [PlanStart] as gzipped JSON,
+//     where every scan unit stood when the epoch began. Put by [Lease.StorePlanStart] (the
+//     lease's epoch) where none exists, so every holder of the epoch reads the same one; read by
+//     [Client.PlanStart] and [Client.LatestPlanStart].
+//
+// Every write through a Lease (the slot item's, a unit marker's, a plan start's) is refused
+// without a request once the lease has ended (an error wrapping [ErrLeaseLost]). Nothing deletes
+// unit markers or plan starts: they are small, and a new pass or epoch has keys of its own.
 package lock

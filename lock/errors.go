@@ -7,6 +7,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
+
+	"github.com/dynapart/dynapart/configerr"
 )
 
 var (
@@ -58,26 +60,11 @@ func (e *GroupMismatchError) Error() string {
 // Unwrap returns ErrGroupMismatch.
 func (e *GroupMismatchError) Unwrap() error { return ErrGroupMismatch }
 
-// ConfigError names an invalid option, argument or configuration field. It is the one shape of
-// configuration error in dynapart: scan.ConfigError and worker.ConfigError are aliases of it, so
-// errors.As(err, &ce) with a *lock.ConfigError (or either alias) catches any of them.
-type ConfigError struct {
-	Pkg    string // who refused it: "lock", "scan" or "dynapart" (the worker, and the default when empty)
-	Field  string // the option, argument or field, e.g. "WithLeaseTTL", "n", "Workers"
-	Reason string // what is wrong with it
-	Err    error  // the underlying error, if any (e.g. a *TableError)
-}
-
-func (e *ConfigError) Error() string {
-	pkg := e.Pkg
-	if pkg == "" {
-		pkg = "dynapart"
-	}
-	return pkg + ": invalid " + e.Field + ": " + e.Reason
-}
-
-// Unwrap returns the underlying error.
-func (e *ConfigError) Unwrap() error { return e.Err }
+// ConfigError names an invalid option, argument or configuration field. It is [configerr.Error],
+// the one shape of configuration error in dynapart (scan.ConfigError and worker.ConfigError are
+// aliases of it too), so errors.As(err, &ce) with a *lock.ConfigError (or any alias) catches any
+// of them.
+type ConfigError = configerr.Error
 
 func bad(field, format string, args ...any) error {
 	return &ConfigError{Pkg: "lock", Field: field, Reason: fmt.Sprintf(format, args...)}

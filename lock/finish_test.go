@@ -4,29 +4,8 @@ import (
 	"context"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/stretchr/testify/require"
-
-	"github.com/dynapart/dynapart/internal/clock"
 )
-
-// counted is client a on a fresh lock table and a fake clock, its calls counted by f.
-type counted struct {
-	db    *dynamodb.Client
-	table string
-	f     *faultyDB
-	a     *Client
-	clk   *clock.Fake
-}
-
-func countedClient(t *testing.T) counted {
-	t.Helper()
-	k := counted{clk: clock.NewFake(t0)}
-	k.db, k.table = lockTable(t)
-	k.f = &faultyDB{DynamoDBClient: k.db}
-	k.a, _ = newClient(t, k.f, k.table, timingOpts(k.clk, "a")...)
-	return k
-}
 
 // FinishAndRelease marks the slot finished, stores the checkpoint and releases the lease in one
 // request; the group of one slot is then finished for everyone.
@@ -90,35 +69,4 @@ func TestFinishAndReleaseRetriesTheSameWrite(t *testing.T) {
 			require.Equal(t, "cp", s.Checkpoint)
 		})
 	}
-}
-
-// A join round of a group the client knows to fit one window reads the meta item and the slots
-// in one Query (no GetItem first); a group that grew past a window meanwhile is still joined at
-// its new n, under its new epoch.
-func TestSmallGroupJoinReadsOnce(t *testing.T) {
-	ctx := context.Background()
-	k := countedClient(t)
-	f, a := k.f, k.a
-	first, err := a.TryAcquireSlot(ctx, "g", 3)
-	require.NoError(t, err)
-
-	before := f.calls.Load()
-	l, err := a.TryAcquireSlot(ctx, "g", 0)
-	require.NoError(t, err)
-	require.Equal(t, int64(2), f.calls.Load()-before, "a join of a known small group: one Query, one take")
-	require.NotEqual(t, first.Slot(), l.Slot())
-	release(t, first, l)
-
-	r, err := a.ResizeGroup(ctx, "g", 3*windowSize)
-	require.NoError(t, err)
-	var leases []*Lease
-	for range 2 { // the first round learns the group grew, the second reads a window as usual
-		l, err := a.TryAcquireSlot(ctx, "g", 0)
-		require.NoError(t, err)
-		require.Equal(t, r.Epoch, l.Epoch(), "taken under the resized plan")
-		require.Less(t, l.Slot(), 3*windowSize)
-		leases = append(leases, l)
-	}
-	require.False(t, a.knownSmall(groupPK("g")), "the client read the resized meta item")
-	release(t, leases...)
 }

@@ -171,3 +171,46 @@ func heldSlots(t testing.TB, c *Client, group string) int {
 	}
 	return held
 }
+
+// counted is client a on a fresh lock table and a fake clock, its calls counted by f.
+type counted struct {
+	db    *dynamodb.Client
+	table string
+	f     *faultyDB
+	a     *Client
+	clk   *clock.Fake
+}
+
+func countedClient(t *testing.T) counted {
+	t.Helper()
+	k := counted{clk: clock.NewFake(t0)}
+	k.db, k.table = lockTable(t)
+	k.f = &faultyDB{DynamoDBClient: k.db}
+	k.a, _ = newClient(t, k.f, k.table, timingOpts(k.clk, "a")...)
+	return k
+}
+
+// holders is two clients on a fresh lock table (fake clocks), each holding a slot of group "g"
+// of 2 slots until the test ends.
+type holders struct {
+	db     *dynamodb.Client
+	table  string
+	a, b   *Client
+	la, lb *Lease
+}
+
+func twoHolders(t *testing.T, ownerA, ownerB string) holders {
+	t.Helper()
+	ctx := context.Background()
+	h := holders{}
+	h.db, h.table = lockTable(t)
+	h.a, _ = newClient(t, h.db, h.table, WithClock(clock.NewFake(t0)), WithOwner(ownerA))
+	h.b, _ = newClient(t, h.db, h.table, WithClock(clock.NewFake(t0)), WithOwner(ownerB))
+	var err error
+	h.la, err = h.a.TryAcquireSlot(ctx, "g", 2)
+	require.NoError(t, err)
+	h.lb, err = h.b.TryAcquireSlot(ctx, "g", 2)
+	require.NoError(t, err)
+	t.Cleanup(func() { release(t, h.la, h.lb) })
+	return h
+}

@@ -219,6 +219,19 @@ func (c *Client) query(ctx context.Context, in *dynamodb.QueryInput, what string
 	}
 }
 
+// putNew puts item unless an item with its key exists. On a failed condition the error carries
+// the existing item (see conditionFailed).
+func (c *Client) putNew(ctx context.Context, item map[string]types.AttributeValue) error {
+	_, err := c.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                           aws.String(c.table),
+		Item:                                item,
+		ConditionExpression:                 aws.String("attribute_not_exists(#pk)"),
+		ExpressionAttributeNames:            map[string]string{"#pk": attrPK},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	return err
+}
+
 // readSlot reads one slot item with a consistent GetItem.
 func (c *Client) readSlot(ctx context.Context, pk string, sk int) (slotItem, error) {
 	out, err := c.db.GetItem(ctx, &dynamodb.GetItemInput{

@@ -200,6 +200,19 @@ func TestLostAcquisitionAnswerIsOurs(t *testing.T) {
 	}
 }
 
+// mixedLosses is a lossyTransport plan: an acquisition write loses no answer, the first one (the
+// SDK's retry meets the write that landed) or every one (an unknown outcome), a third each.
+func mixedLosses() int {
+	switch mrand.N(3) {
+	case 0:
+		return 0
+	case 1:
+		return 1
+	default:
+		return sdkAttempts
+	}
+}
+
 // Goroutines sharing one Client (so one owner id, as examples/receipts' consumers do) contend for
 // one mutex while many acquisition answers are lost: some after the write landed, followed by the
 // SDK's retry failing its condition; some for every attempt, leaving the outcome to the re-read;
@@ -213,16 +226,7 @@ func TestSharedClientLostAnswersNoDoubleHolder(t *testing.T) {
 		goroutines = 8
 		rounds     = 12
 	)
-	p := &lossyTransport{plan: func() int {
-		switch mrand.N(3) {
-		case 0:
-			return 0
-		case 1:
-			return 1
-		default:
-			return sdkAttempts
-		}
-	}}
+	p := &lossyTransport{plan: mixedLosses}
 	// Real clock: no lease may expire in this test (the TTL outlasts the deadline), and the
 	// standbys' polls must run by themselves.
 	c, err := New(lossyClient(t, p), table, WithOwner("shared"), WithLeaseTTL(5*time.Minute),

@@ -1,6 +1,8 @@
 package lock
 
 import (
+	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"strconv"
@@ -48,4 +50,27 @@ func checkMeta(t target, have metaItem) error {
 		}
 	}
 	return nil
+}
+
+// recordMeta creates the group's meta item, or, when another contender created it first, checks
+// that it agrees with ours. It returns the meta item as it wrote or found it: a read of the group
+// made after the take that preceded it (see Lease.GroupAfterTake).
+func (c *Client) recordMeta(ctx context.Context, t target) (metaItem, error) {
+	item := encodeMeta(t.pk, t.n, t.meta)
+	err := c.putNew(ctx, item)
+	if err == nil {
+		c.noteSize(t.pk, metaItem{exists: true, n: t.n})
+		return decodeMeta(item), nil
+	}
+	cf, ok := conditionFailed(err)
+	if !ok {
+		return metaItem{}, fmt.Errorf("lock: record group %q: %w", t.name, c.tableErr(err))
+	}
+	have := decodeMeta(cf.Item)
+	if !have.exists {
+		if have, err = c.readMeta(ctx, t.pk); err != nil {
+			return metaItem{}, err
+		}
+	}
+	return have, checkMeta(t, have)
 }

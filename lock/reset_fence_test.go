@@ -44,7 +44,8 @@ func TestResetGroupFencesAPausedHolder(t *testing.T) {
 	require.ErrorIs(t, l.Release(ctx), ErrLeaseLost)
 }
 
-// A Lease whose context is done writes nothing: no request is sent, whatever the item says.
+// A Lease whose context is done writes nothing: no request is sent, whatever the item says; nor
+// does it write unit markers or plan starts.
 func TestLeaseWithDoneContextWritesNothing(t *testing.T) {
 	db, table := lockTable(t)
 	ctx := context.Background()
@@ -55,6 +56,9 @@ func TestLeaseWithDoneContextWritesNothing(t *testing.T) {
 	l, err := c.TryAcquireSlot(ctx, "g", 1)
 	require.NoError(t, err)
 	require.NoError(t, l.SaveCheckpoint(ctx, "cursor-1"))
+	p := UnitPass{Group: "g", Slot: 0, Pass: 1, Run: l.Token()}
+	_, m, err := l.MarkUnit(ctx, p, 0)
+	require.NoError(t, err)
 	// The holder's clock passes the local expiry: the lease context ends, though nobody took the
 	// slot (its item still names this owner and token).
 	clk.Advance(time.Hour)
@@ -68,6 +72,14 @@ func TestLeaseWithDoneContextWritesNothing(t *testing.T) {
 
 	require.ErrorIs(t, l.SaveCheckpoint(ctx, "cursor-2"), ErrLeaseLost)
 	require.ErrorIs(t, l.MarkFinished(ctx), ErrLeaseLost)
+	_, _, err = l.MarkUnit(ctx, p, 1)
+	require.ErrorIs(t, err, ErrLeaseLost)
+	_, err = l.TakeOverUnit(ctx, p, m)
+	require.ErrorIs(t, err, ErrLeaseLost)
+	require.ErrorIs(t, l.SaveUnitCursor(ctx, p, 0, "c"), ErrLeaseLost)
+	require.ErrorIs(t, l.FinishUnit(ctx, p, 0, UnitEnd{}), ErrLeaseLost)
+	_, err = l.StorePlanStart(ctx, PlanStart{Pass: 1})
+	require.ErrorIs(t, err, ErrLeaseLost)
 	require.Equal(t, calls, fdb.calls.Load(), "no request after the lease ended")
 	require.Equal(t, before, rawItem(t, db, table, groupPK("g"), 0))
 }

@@ -164,11 +164,20 @@ func composePosition(t *testing.T, table string, plan scan.Plan, slot int, from 
 	return cp
 }
 
-// resizeRun runs every slot of plan, each resumed from a position composed of the previous
+// fleet is the slots of one table's scans in TestResumeAcrossResize; seen counts every item they
+// delivered.
+type fleet struct {
+	t     *testing.T
+	db    scan.DynamoDBClient
+	table string
+	seen  map[string]int
+}
+
+// run runs every slot of plan, each resumed from a position composed of the previous
 // checkpoints, and stops slot k after stopAfter(k) delivered pages (0: reads to the end). Every
 // delivered item is acknowledged and counted in seen. It returns the new checkpoints and RCU.
-func resizeRun(t *testing.T, db scan.DynamoDBClient, table string, plan scan.Plan, from []scan.Position,
-	stopAfter func(slot int) int, seen map[string]int) ([]scan.Position, float64) {
+func (f fleet) run(plan scan.Plan, from []scan.Position, stopAfter func(slot int) int) ([]scan.Position, float64) {
+	t, db, table, seen := f.t, f.db, f.table, f.seen
 	var out []scan.Position
 	var rcu float64
 	for slot := range plan.Slots {
@@ -218,16 +227,17 @@ func TestResumeAcrossResize(t *testing.T) {
 	}
 
 	whole := map[string]int{}
-	_, base := resizeRun(t, db, table, plan(1), nil, func(int) int { return 0 }, whole)
+	_, base := fleet{t, db, table, whole}.run(plan(1), nil, func(int) int { return 0 })
 	require.Len(t, whole, len(items))
 
 	log := &pageLog{DynamoDBClient: db, starts: map[string]int{}}
 	seen := map[string]int{}
-	pos, rcu2 := resizeRun(t, log, table, plan(2), nil, func(slot int) int { return []int{15, 20}[slot] }, seen)
+	resized := fleet{t, log, table, seen}
+	pos, rcu2 := resized.run(plan(2), nil, func(slot int) int { return []int{15, 20}[slot] })
 	partial := len(seen)
-	pos, rcu4 := resizeRun(t, log, table, plan(4), pos, func(int) int { return 3 }, seen)
+	pos, rcu4 := resized.run(plan(4), pos, func(int) int { return 3 })
 	require.Greater(t, len(seen), partial)
-	_, rcu3 := resizeRun(t, log, table, plan(3), pos, func(int) int { return 0 }, seen)
+	_, rcu3 := resized.run(plan(3), pos, func(int) int { return 0 })
 
 	require.Len(t, seen, len(items))
 	for k, c := range seen {

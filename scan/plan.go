@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/dynapart/dynapart/lock"
+	"github.com/dynapart/dynapart/configerr"
 )
 
 // Mode is how a slot finds its share of the table.
@@ -181,8 +181,8 @@ func (p Plan) validateTotal() error {
 }
 
 // ConfigError is a configuration that cannot work; Field names the offending field. It is
-// lock.ConfigError (Pkg "scan"), the one configuration error shape of dynapart.
-type ConfigError = lock.ConfigError
+// configerr.Error (Pkg "scan"), the one configuration error shape of dynapart.
+type ConfigError = configerr.Error
 
 var (
 	// ErrCheckpointMismatch: a checkpoint was made for another table, index, mode or

@@ -314,14 +314,7 @@ func resumeChain(t *testing.T, r *rand.Rand, cfg scan.Config, share map[string]b
 			return nil
 		})
 		cancel()
-		switch {
-		case final:
-			require.NoError(t, err, what)
-		case err != nil && useCancel:
-			require.ErrorIs(t, err, context.Canceled, what)
-		case err != nil:
-			require.ErrorIs(t, err, errStop, what)
-		}
+		requireStopped(t, err, final, useCancel, what)
 		if !final {
 			ackSome(r.IntN(len(unacked) + 1)) // late acknowledgements still count
 		}
@@ -329,42 +322,67 @@ func resumeChain(t *testing.T, r *rand.Rand, cfg scan.Config, share map[string]b
 		if len(callbacks) > 0 {
 			require.Equal(t, cp, callbacks[len(callbacks)-1], "OnCheckpoint saw the latest position")
 		}
-		// The acknowledged prefix of each segment is now behind the checkpoint.
-		blocked := map[int]bool{}
-		for _, p := range pages {
-			if blocked[p.seg] {
-				continue
-			}
-			for _, it := range p.items {
-				if !acked(it, unacked) {
-					blocked[p.seg] = true
-					break
-				}
-			}
-			if blocked[p.seg] {
-				continue
-			}
-			for _, k := range p.keys {
-				require.False(t, covered[k], "%s: %s covered twice", what, k)
-				covered[k] = true
-			}
-		}
+		coverAckedPrefix(t, pages, unacked, covered, what)
 		if err == nil && len(unacked) == 0 {
 			require.True(t, sc.Done(), what)
 			require.Len(t, covered, len(share), "%s: every item of the share was acknowledged behind a checkpoint", what)
-			// A finished position resumes to nothing.
 			cfg.Resume = cp
-			again, err := scan.New(cfg)
-			require.NoError(t, err)
-			require.NoError(t, again.Run(context.Background(), func(context.Context, *scan.Page) error {
-				return errors.New("a finished position delivered a page")
-			}))
-			require.True(t, again.Done())
-			require.Zero(t, again.Stats().Pages)
+			requireResumesToNothing(t, cfg)
 			return
 		}
 		require.False(t, final, what)
 	}
+}
+
+// requireStopped checks how a stage of resumeChain ended: the final stage reads to the end, the
+// others stop by cancel (useCancel) or by the consumer's error.
+func requireStopped(t *testing.T, err error, final, useCancel bool, what string) {
+	t.Helper()
+	switch {
+	case final:
+		require.NoError(t, err, what)
+	case err != nil && useCancel:
+		require.ErrorIs(t, err, context.Canceled, what)
+	case err != nil:
+		require.ErrorIs(t, err, errStop, what)
+	}
+}
+
+// coverAckedPrefix adds to covered the items of each segment's acknowledged prefix of pages (now
+// behind the checkpoint), requiring that none was covered before.
+func coverAckedPrefix(t *testing.T, pages []*seenPage, unacked []*scan.Item, covered map[string]bool, what string) {
+	t.Helper()
+	blocked := map[int]bool{}
+	for _, p := range pages {
+		if blocked[p.seg] {
+			continue
+		}
+		for _, it := range p.items {
+			if !acked(it, unacked) {
+				blocked[p.seg] = true
+				break
+			}
+		}
+		if blocked[p.seg] {
+			continue
+		}
+		for _, k := range p.keys {
+			require.False(t, covered[k], "%s: %s covered twice", what, k)
+			covered[k] = true
+		}
+	}
+}
+
+// requireResumesToNothing requires that cfg, resumed from a finished position, reads nothing.
+func requireResumesToNothing(t *testing.T, cfg scan.Config) {
+	t.Helper()
+	again, err := scan.New(cfg)
+	require.NoError(t, err)
+	require.NoError(t, again.Run(context.Background(), func(context.Context, *scan.Page) error {
+		return errors.New("a finished position delivered a page")
+	}))
+	require.True(t, again.Done())
+	require.Zero(t, again.Stats().Pages)
 }
 
 func openPages(pages []*seenPage, unacked []*scan.Item) int {

@@ -71,7 +71,8 @@
 // mode the markers alone keep two workers from reading a unit at once. A resize ends stealing like
 // any pass, and the new plan composes its cursors from slot checkpoints only: a unit a thief had
 // begun is read again from its owner's position (reads only: items done are skipped without a
-// handler call). Continuous workers never steal. steal.go, unitpass.go and unitmarker.go hold it.
+// handler call). Continuous workers never steal. steal.go, unitpass.go and unitmarker.go hold it;
+// package lock stores the markers (lock.UnitPass, lock.Lease.MarkUnit).
 //
 // # Ledgers
 //

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/dynapart/dynapart/lock"
+	"github.com/dynapart/dynapart/configerr"
 )
 
 // ErrStopped is the cause given to a handler's context when the worker shuts down and the drain
@@ -16,9 +16,9 @@ var ErrStopped = errors.New("dynapart: worker stopped")
 var ErrClaimExpiring = errors.New("dynapart: claim about to expire")
 
 // ConfigError says which Config field is invalid and why. Nothing has been written when New or Run
-// returns it. It is lock.ConfigError (Pkg "dynapart"), the one configuration error shape of
-// dynapart.
-type ConfigError = lock.ConfigError
+// returns it. It is configerr.Error (Pkg "dynapart"), the one configuration error shape of
+// dynapart; lock.ConfigError and scan.ConfigError are the same type.
+type ConfigError = configerr.Error
 
 // ErrRunTwice is returned by Run while another Run of the same Worker is running.
 var ErrRunTwice = errors.New("dynapart: Run is already running on this Worker")

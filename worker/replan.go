@@ -29,7 +29,8 @@ import (
 // were not acknowledged. Filter mode's split of the items depends on n, so a new plan rescans the
 // slot's share from the start: items already done are skipped without a handler call. Because a
 // slot's new checkpoint overwrites the one the old plan left there, the positions are composed once
-// per epoch, before any holder of it writes a checkpoint, into a planStart (planstart.go).
+// per epoch, before any holder of it writes a checkpoint, into a planStart (planstart.go; package
+// lock stores it: lock.PlanStart).
 
 // errReplan is the cause a slot's run ends with when the group was resized.
 var errReplan = errors.New("dynapart: the group was resized")
@@ -105,7 +106,7 @@ func (w *Worker) adoptPlan(ctx context.Context, e *env, lease *lock.Lease, plan 
 	if w.cfg.Mode == scan.ModeFilter {
 		return out, nil // filter mode rescans the share under the new n
 	}
-	ps, err := w.planStartFor(ctx, e, lease.Epoch())
+	ps, err := w.planStartFor(ctx, e, lease)
 	if err != nil {
 		return slotCheckpoint{}, err
 	}

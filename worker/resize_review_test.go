@@ -268,7 +268,7 @@ type replanFaults struct {
 var errInjected = errors.New("test: injected transport failure")
 
 func (r *replanFaults) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	if pk, ok := in.Item["pk"].(*types.AttributeValueMemberS); ok && strings.HasPrefix(pk.Value, planStartPK) && r.putLost.first() {
+	if pk, ok := in.Item["pk"].(*types.AttributeValueMemberS); ok && strings.HasPrefix(pk.Value, "plan#") && r.putLost.first() {
 		if _, err := r.DynamoDBClient.PutItem(ctx, in, o...); err != nil {
 			return nil, err
 		}

@@ -14,8 +14,8 @@ import (
 
 // Work stealing (once-workers). A scan unit is a segment (segment mode), a segment read with a
 // slot's filter (filter mode) or a shard (index mode). A once-worker marks each unit of its pass
-// before its scanner starts it: a conditional put of the unit's marker (unitmarker.go) naming its
-// slot lease. A marker of its own slot under an older token (an earlier holder, ended) it takes
+// before its scanner starts it: a conditional put of the unit's marker (lock.Lease.MarkUnit) naming
+// its slot lease. A marker of its own slot under an older token (an earlier holder, ended) it takes
 // over; a marker held by another slot's lease (a thief) makes its scanner skip the unit.
 //
 // A once-worker whose slot is finished (and that found no free unfinished slot to take) keeps its
@@ -55,22 +55,21 @@ func (w *Worker) stealsIn(plan scan.Plan) bool { return w.steals() && plan.Slots
 // beforeUnit is the scanner's BeforeSegment in a once-worker's pass: it marks the unit for the
 // slot's lease, and skips units a thief holds (reconcile waits for them) or that are done.
 func (p *pass) beforeUnit(ctx context.Context, unit int) (bool, error) {
-	me := holderOf(p.lease)
 	wctx, cancel := p.writeContext()
 	defer cancel()
-	taken, cur, err := p.marks.claim(wctx, unit, me)
+	taken, cur, err := p.lease.MarkUnit(wctx, *p.marks, unit)
 	switch {
 	case err != nil:
 		return false, err
-	case taken, cur.heldBy(me) && !cur.done:
+	case taken, cur.HeldBy(p.lease) && !cur.Done:
 		return true, nil
-	case cur.done:
+	case cur.Done:
 		// Read to its end by a thief (or by this slot's earlier holder after a thief died).
 		p.unitDone(cur)
 		return false, nil
-	case cur.slot == me.slot && cur.token < me.token:
+	case cur.Slot == p.lease.Slot() && cur.Token < p.lease.Token():
 		// An earlier holder of this slot (ended) was reading it: resume it from the checkpoint.
-		ok, err := p.marks.takeOver(wctx, cur, me)
+		ok, err := p.lease.TakeOverUnit(wctx, *p.marks, cur)
 		if err == nil && !ok {
 			err = errors.New("dynapart: a unit marker of this slot changed under its holder")
 		}
@@ -84,23 +83,23 @@ func (p *pass) beforeUnit(ctx context.Context, unit int) (bool, error) {
 
 // unitDone takes in, once, a unit another lease read to its end: its dirty, the thief's counts, and
 // the unit done in the slot's checkpoint.
-func (p *pass) unitDone(m unitMarker) {
+func (p *pass) unitDone(m lock.UnitMarker) {
 	p.mu.Lock()
-	seen := p.stolenDone[m.unit]
+	seen := p.stolenDone[m.Unit]
 	if p.stolenDone == nil {
 		p.stolenDone = map[int]bool{}
 	}
-	p.stolenDone[m.unit] = true
+	p.stolenDone[m.Unit] = true
 	p.mu.Unlock()
 	if seen {
 		return
 	}
-	if m.dirty {
+	if m.Dirty {
 		p.dirty.Store(true)
 	}
-	p.counts.done.Add(m.thief.done)
-	p.counts.failed.Add(m.thief.failed)
-	p.counts.scanned.Add(m.thief.scanned)
+	p.counts.done.Add(m.Thief.Done)
+	p.counts.failed.Add(m.Thief.Failed)
+	p.counts.scanned.Add(m.Thief.Scanned)
 }
 
 // takeStolenDone reads the markers of the units thieves took from a pass that stopped, and takes in
@@ -112,13 +111,13 @@ func (p *pass) takeStolenDone() bool {
 	}
 	wctx, cancel := p.w.markerWriteContext(p.ctx, p.lease)
 	defer cancel()
-	ms, err := p.marks.list(wctx)
+	ms, err := p.e.locks.UnitMarkers(wctx, *p.marks)
 	if err != nil {
 		return false
 	}
 	found := false
 	for _, u := range stolen {
-		if m, ok := ms[u]; ok && m.done {
+		if m, ok := ms[u]; ok && m.Done {
 			p.unitDone(m)
 			found = true
 		}
@@ -161,10 +160,9 @@ func (p *pass) stolenUnits() []int {
 // of thieves whose lease ended (see the top of the file).
 func (p *pass) reconcile() error {
 	c := p.w.cfg
-	me := holderOf(p.lease)
 	pending := p.stolenUnits()
 	for {
-		ms, err := p.marks.list(p.fetchCtx)
+		ms, err := p.e.locks.UnitMarkers(p.fetchCtx, *p.marks)
 		if err != nil {
 			return err
 		}
@@ -175,10 +173,10 @@ func (p *pass) reconcile() error {
 			switch {
 			case !ok:
 				return errors.New("dynapart: a unit a thief took has no marker")
-			case m.done:
+			case m.Done:
 				p.unitDone(m)
 				continue
-			case !m.heldBy(me):
+			case !m.HeldBy(p.lease):
 				if st == nil {
 					if st, err = p.e.locks.GroupStatus(p.fetchCtx, c.Group); err != nil {
 						return err
@@ -188,12 +186,12 @@ func (p *pass) reconcile() error {
 					left = append(left, u)
 					continue
 				}
-				if took, err := p.marks.takeOver(p.fetchCtx, m, me); err != nil || !took {
+				if took, err := p.lease.TakeOverUnit(p.fetchCtx, *p.marks, m); err != nil || !took {
 					left = append(left, u) // changed meanwhile: look again
 					continue
 				}
 			}
-			c.Logger.Info("dynapart: reading a unit a thief left unfinished", "slot", me.slot, "unit", u)
+			c.Logger.Info("dynapart: reading a unit a thief left unfinished", "slot", p.lease.Slot(), "unit", u)
 			if err := p.readOwnUnit(m); err != nil {
 				return err
 			}
@@ -211,19 +209,19 @@ func (p *pass) reconcile() error {
 }
 
 // markerLive reports whether the lease a marker names is still held (by the lock's rules).
-func markerLive(m unitMarker, st *lock.GroupStatus) bool {
-	if m.slot < 0 || m.slot >= len(st.Slots) {
+func markerLive(m lock.UnitMarker, st *lock.GroupStatus) bool {
+	if m.Slot < 0 || m.Slot >= len(st.Slots) {
 		return false
 	}
-	s := st.Slots[m.slot]
-	return s.Token == m.token && s.Held
+	s := st.Slots[m.Slot]
+	return s.Token == m.Token && s.Held
 }
 
-// readOwnUnit reads unit m.unit of the pass's own slot from the marker's cursor (the owner's
+// readOwnUnit reads unit m.Unit of the pass's own slot from the marker's cursor (the owner's
 // reading of a unit a thief left) and marks it done; its counts and dirty join the pass's.
-func (p *pass) readOwnUnit(m unitMarker) error {
-	u := newUnitRun(*p.marks, p.lease.Slot(), []int{m.unit}, holderOf(p.lease))
-	res, err := p.w.runUnitPass(p.ctx, p.e, p.lease, p.h, p.plan, p.cp, u, m.cursor, p.stopAt)
+func (p *pass) readOwnUnit(m lock.UnitMarker) error {
+	u := newUnitRun(*p.marks, p.lease.Slot(), []int{m.Unit})
+	res, err := p.w.runUnitPass(p.ctx, p.e, p.lease, p.h, p.plan, p.cp, u, m.Cursor, p.stopAt)
 	p.counts.scanned.Add(res.cp.counts.scanned)
 	p.counts.done.Add(res.cp.counts.done)
 	p.counts.failed.Add(res.cp.counts.failed)
@@ -237,7 +235,7 @@ func (p *pass) readOwnUnit(m unitMarker) error {
 	if p.stolenDone == nil {
 		p.stolenDone = map[int]bool{}
 	}
-	p.stolenDone[m.unit] = true // counted above
+	p.stolenDone[m.Unit] = true // counted above
 	p.mu.Unlock()
 	return nil
 }
@@ -256,7 +254,6 @@ type victim struct {
 // ends. A failure ends stealing: a unit it held is then taken back by its owner once the lease is
 // released.
 func (w *Worker) steal(ctx context.Context, e *env, lease *lock.Lease, h Handler, stopAt time.Time, log *slog.Logger) {
-	me := holderOf(lease)
 	for ctx.Err() == nil && lease.Context().Err() == nil {
 		if !stopAt.IsZero() && !w.cfg.Clock.Now().Before(stopAt) {
 			return
@@ -278,7 +275,7 @@ func (w *Worker) steal(ctx context.Context, e *env, lease *lock.Lease, h Handler
 			continue // their owner (or another thief) got there first
 		}
 		logSteal(log, v, units)
-		u := newUnitRun(v.marks, v.slot, units, me)
+		u := newUnitRun(v.marks, v.slot, units)
 		if _, err := w.runUnitPass(ctx, e, lease, h, w.scanPlan(e, st.N), v.cp, u, "", stopAt); err != nil {
 			if ctx.Err() == nil && lease.Context().Err() == nil {
 				log.Warn("dynapart: reading stolen units failed; their owner takes them back", "victim", v.slot, "units", units, "err", err)
@@ -333,13 +330,13 @@ func (w *Worker) victimOf(ctx context.Context, e *env, st *lock.GroupStatus, s l
 		}
 	}
 	v := victim{slot: s.Slot, cp: cp, marks: w.markerSet(cp.epoch, s.Slot, cp.pass, cp.run)}
-	ms, err := v.marks.list(ctx)
+	ms, err := e.locks.UnitMarkers(ctx, v.marks)
 	if err != nil {
 		return victim{}, false
 	}
 	marking := false
 	for _, m := range ms {
-		marking = marking || m.slot == s.Slot
+		marking = marking || m.Slot == s.Slot
 	}
 	if !marking {
 		return victim{}, false // the holder does not mark its units (not a once-worker), or has not begun
@@ -361,7 +358,7 @@ func (w *Worker) markToSteal(ctx context.Context, lease *lock.Lease, v victim) (
 	defer cancel()
 	var got []int
 	for _, u := range slices.Backward(v.free[len(v.free)-k:]) {
-		taken, _, err := v.marks.claim(wctx, u, holderOf(lease))
+		taken, _, err := lease.MarkUnit(wctx, v.marks, u)
 		if err != nil {
 			return got, err
 		}

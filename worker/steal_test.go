@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/require"
@@ -225,25 +226,30 @@ func (cw *crashWorker) handler(act func(Item) bool) Handler {
 }
 
 // markers reads every unit marker of the lease table, of which there must be some.
-func (ct *crashTest) markers(t *testing.T) []unitMarker {
+func (ct *crashTest) markers(t *testing.T) []storedMarker {
 	t.Helper()
 	ms := unitMarkers(t, ct.f)
 	require.NotEmpty(t, ms)
 	return ms
 }
 
+// storedMarker is what these tests look at of a unit marker item (see lock.UnitMarker).
+type storedMarker struct {
+	Slot  int   `dynamodbav:"slot"`
+	Token int64 `dynamodbav:"token"`
+	Done  bool  `dynamodbav:"done"`
+}
+
 // unitMarkers reads every unit marker of f's lease table.
-func unitMarkers(t *testing.T, f *fixture) []unitMarker {
+func unitMarkers(t *testing.T, f *fixture) []storedMarker {
 	t.Helper()
 	out, err := f.db.Scan(context.Background(), &dynamodb.ScanInput{TableName: aws.String(f.leaseTable),
 		FilterExpression:          aws.String("begins_with(pk, :units)"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":units": &types.AttributeValueMemberS{Value: "units#"}}})
 	require.NoError(t, err)
 	require.Empty(t, out.LastEvaluatedKey)
-	var ms []unitMarker
-	for _, it := range out.Items {
-		ms = append(ms, decodeMarker(it))
-	}
+	var ms []storedMarker
+	require.NoError(t, attributevalue.UnmarshalListOfMaps(out.Items, &ms))
 	return ms
 }
 
@@ -310,7 +316,7 @@ func TestStolenUnitOfADeadThief(t *testing.T) {
 	ct.check(t, n)
 	taken := 0
 	for _, m := range ct.markers(t) {
-		if m.slot == 0 && m.done {
+		if m.Slot == 0 && m.Done {
 			taken++ // only a unit a thief left is marked done by its owner
 		}
 	}
@@ -358,8 +364,8 @@ func TestOwnerDiesWhileThievesHoldItsUnits(t *testing.T) {
 	require.Positive(t, stolenUnits, "a thief read units of the owner's pass")
 	tokens := map[int64]bool{}
 	for _, m := range ct.markers(t) {
-		if m.slot == 0 {
-			tokens[m.token] = true
+		if m.Slot == 0 {
+			tokens[m.Token] = true
 		}
 	}
 	require.GreaterOrEqual(t, len(tokens), 2, "the successor took over units its predecessor was reading (markers of two holders of slot 0)")

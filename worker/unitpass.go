@@ -12,19 +12,18 @@ import (
 )
 
 // unitRun is the units a unit pass reads: units of slot's share, whose markers (in marks) name
-// me. It saves each unit's cursor on its marker (see steal.go).
+// the pass's lease. It saves each unit's cursor on its marker (see steal.go).
 type unitRun struct {
 	marks markerSet
 	slot  int
 	units []int
-	me    holder
 
 	mu    sync.Mutex
 	saved map[int]string // the cursor last saved per unit
 }
 
-func newUnitRun(marks markerSet, slot int, units []int, me holder) *unitRun {
-	return &unitRun{marks: marks, slot: slot, units: units, me: me, saved: map[int]string{}}
+func newUnitRun(marks markerSet, slot int, units []int) *unitRun {
+	return &unitRun{marks: marks, slot: slot, units: units, saved: map[int]string{}}
 }
 
 // runUnitPass reads u's units from cursor ("" from their beginning; a position of the scanner
@@ -50,15 +49,16 @@ func (w *Worker) runUnitPass(ctx context.Context, e *env, lease *lock.Lease, h H
 	}
 	// A thief's counts go on the first unit's marker, for the owner to add to its slot's; the
 	// owner's own unit pass counts them in its pass directly.
-	counts := thiefCounts{done: res.cp.counts.done, failed: res.cp.counts.failed, scanned: res.cp.counts.scanned}
-	if u.slot == u.me.slot {
-		counts = thiefCounts{}
+	counts := lock.UnitCounts{Done: res.cp.counts.done, Failed: res.cp.counts.failed, Scanned: res.cp.counts.scanned}
+	if u.slot == lease.Slot() {
+		counts = lock.UnitCounts{}
 	}
 	for _, unit := range u.units {
-		if err := u.marks.finish(wctx, unit, u.me, cursors[unit], res.cp.dirty, counts); err != nil {
+		end := lock.UnitEnd{Cursor: cursors[unit], Dirty: res.cp.dirty, Thief: counts}
+		if err := lease.FinishUnit(wctx, u.marks, unit, end); err != nil {
 			return res, err
 		}
-		counts = thiefCounts{}
+		counts = lock.UnitCounts{}
 	}
 	return res, nil
 }
@@ -99,7 +99,7 @@ func (u *unitRun) saveCursors(ctx context.Context, w *Worker, lease *lock.Lease,
 		if !ok || c == u.saved[unit] {
 			continue
 		}
-		if err := u.marks.save(wctx, unit, u.me, c); err != nil {
+		if err := lease.SaveUnitCursor(wctx, u.marks, unit, c); err != nil {
 			errs = append(errs, err)
 			continue
 		}
