@@ -17,15 +17,13 @@ import (
 	"github.com/dynapart/dynapart/worker"
 )
 
+// workFlags are the flags of `work`: the worker settings', and the CLI's own.
 type workFlags struct {
-	table, group, mode, partitionAttr, job, ledger, ledgerTable, leaseTable, prefix              string
-	exec, metricsAddr, owner, progress, record, indexName, shardAttr                             string
-	workers, segments, subSegments, concurrency, maxAttempts, shards, pageSize                   int
-	leaseTTL, heartbeat, claimTTL, pollInterval, drainTimeout, execTimeout, standbyPoll, maxSkew time.Duration
-	retryBackoff                                                                                 time.Duration
-	once, noSteal, completeOnly, batchClaims, consistent, dryRun                                 bool
-	readRate, writeRate                                                                          float64
-	writeRateSet                                                                                 bool
+	settingFlags
+	exec, metricsAddr, progress, record string
+	execTimeout                         time.Duration
+	dryRun                              bool
+	writeRateSet                        bool
 }
 
 func newWorkCmd(g *globals) *cobra.Command {
@@ -96,45 +94,12 @@ checkpoints.`,
 
 // add defines the flags of `work`.
 func (f *workFlags) add(fl *pflag.FlagSet) {
-	fl.StringVar(&f.table, "table", "", "source table (required)")
-	fl.StringVar(&f.group, "group", "", "lease group the workers share (default TABLE/JOB)")
-	fl.IntVar(&f.workers, "workers", 0, "number of slots N of a new group (extra workers stand by); leave it out to join an existing group at its current N")
-	fl.StringVar(&f.mode, "mode", "segment", "how a slot finds its share: segment (parallel scan), filter (partition function), index (pending index)")
-	fl.StringVar(&f.partitionAttr, "partition-attr", "", "filter mode: attribute to partition by (default the table's partition key)")
-	fl.IntVar(&f.subSegments, "sub-segments", 4, "scan requests a slot has in flight (its segments are read that many at a time)")
-	fl.IntVar(&f.segments, "segments", 0, "segment and filter mode: the group's fixed number of scan segments, set when the group is created; the group can be scaled up to that many slots (default: the group's, for a new group the smallest multiple of workers x sub-segments >= 64)")
-	fl.IntVar(&f.pageSize, "page-size", 1000, "items per scan request; smaller pages checkpoint more often")
-	fl.IntVar(&f.concurrency, "concurrency", 16, "handlers in flight")
-	fl.DurationVar(&f.leaseTTL, "lease-ttl", 10*time.Second, "slot lease time to live; a dead worker's slot is taken over after it")
-	fl.DurationVar(&f.heartbeat, "heartbeat", 0, "lease renewal interval (default lease-ttl/3)")
-	fl.DurationVar(&f.standbyPoll, "standby-poll", time.Second, "how often a standby looks for a free slot (jittered; also just after a lease it saw runs out)")
-	fl.DurationVar(&f.maxSkew, "max-clock-skew", time.Second, "clock difference tolerated between workers (added to the wait before a takeover)")
-	fl.DurationVar(&f.claimTTL, "claim-ttl", time.Minute, "how long a claim protects an item (handler time limit)")
-	fl.BoolVar(&f.once, "once", false, "process the share once and exit (default: continuous)")
-	fl.BoolVar(&f.noSteal, "no-steal", false, "with --once: do not take units from slots still working once this worker's slot is finished")
-	fl.DurationVar(&f.pollInterval, "poll-interval", 0, "pause between passes (default 30s continuous, 5s once)")
-	fl.StringVar(&f.job, "job", "default", "job name; with --ledger table a new job processes every item again")
-	fl.StringVar(&f.ledger, "ledger", "inline", "where item state lives: inline (attributes on the item) or table (a ledger table)")
-	fl.StringVar(&f.ledgerTable, "ledger-table", worker.DefaultLedgerTable, "ledger table for --ledger table")
-	fl.StringVar(&f.leaseTable, "lease-table", worker.DefaultLeaseTable, "lease table")
-	fl.StringVar(&f.prefix, "attr-prefix", worker.DefaultAttrPrefix, "inline ledger attribute prefix")
-	fl.IntVar(&f.maxAttempts, "max-attempts", 5, "attempts before an item is dead-lettered")
-	fl.DurationVar(&f.retryBackoff, "retry-backoff", time.Second, "delay before the second attempt (doubles per attempt, max 5m)")
-	fl.BoolVar(&f.completeOnly, "complete-only", false, "no claim: handle, then complete with one conditional write")
-	fl.BoolVar(&f.batchClaims, "batch-claims", false, "claim up to 25 items of a page in one transaction")
-	fl.BoolVar(&f.consistent, "consistent-read", false, "strongly consistent scans")
-	fl.Float64Var(&f.readRate, "read-rate", 0, "limit this worker's scan to so many RCU per second (0 = unlimited)")
-	fl.Float64Var(&f.writeRate, "write-rate", 0, "limit this worker's ledger writes (claims, completions, retries, dead letters, releases) to so many WCU per second, backing off when throttled (default unlimited; must be > 0 when given)")
+	f.settingFlags.add(fl)
 	fl.StringVar(&f.exec, "exec", "", "command to run per item (item JSON on stdin, DYNAPART_* in the environment)")
 	fl.DurationVar(&f.execTimeout, "exec-timeout", 0, "kill --exec after this long (default: the claim's time)")
-	fl.DurationVar(&f.drainTimeout, "drain-timeout", 10*time.Second, "on SIGTERM, how long handlers in flight may finish")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics (/metrics) and the live status page (/, /api/status) on this address, e.g. :9090")
-	fl.StringVar(&f.owner, "owner", "", "worker id in leases and claims (default hostname-pid-random)")
 	fl.StringVar(&f.progress, "progress", "auto", "progress: auto (bar on a terminal, else a log line every 5s), bar, log, json (a line every 250ms on stdout), none")
 	fl.StringVar(&f.record, "record", "", "append the key of every item this worker completes to this file (for audits and the demo)")
-	fl.StringVar(&f.indexName, "index-name", "dp_pending", "index mode: the pending index")
-	fl.StringVar(&f.shardAttr, "shard-attr", "dp_shard", "index mode: the shard attribute")
-	fl.IntVar(&f.shards, "shards", 16, "index mode: number of shards (>= workers)")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "read each slot's share as a run would and print, per slot, the items to process, sample keys and estimated RCU/WCU; no lease, no writes")
 }
 
@@ -145,32 +110,20 @@ func (f *workFlags) check() error {
 	default:
 		return usagef("--progress %q: want auto, bar, log, json or none", f.progress)
 	}
-	if f.writeRateSet && !(f.writeRate > 0 && !math.IsInf(f.writeRate, 1)) {
-		return usagef("--write-rate must be a number > 0 (WCU per second; leave it out for no limit), got %v", f.writeRate)
+	if f.writeRateSet && !(f.cfg.WriteRate > 0 && !math.IsInf(f.cfg.WriteRate, 1)) {
+		return usagef("--write-rate must be a number > 0 (WCU per second; leave it out for no limit), got %v", f.cfg.WriteRate)
 	}
-	if f.noSteal && !f.once {
+	if f.cfg.NoSteal && !f.cfg.Once {
 		return usagef("--no-steal applies to --once workers only (continuous workers never steal)")
 	}
-	if f.pageSize < math.MinInt32 || f.pageSize > math.MaxInt32 { // worker.Config.PageSize is an int32
-		return usagef("--page-size %d: out of range (worker.Config.PageSize is an int32)", f.pageSize)
-	}
-	return nil
+	return f.settingFlags.check()
 }
 
 // config is the worker.Config of the flags (without Logger and Hooks).
 func (f *workFlags) config(db *dynamodb.Client) worker.Config {
-	return worker.Config{
-		Client: db, Table: f.table, LeaseTable: f.leaseTable, Group: f.group, Workers: f.workers,
-		Segments: f.segments, Mode: scan.Mode(f.mode), SubSegments: f.subSegments, PartitionAttr: f.partitionAttr,
-		IndexName: f.indexName, ShardAttr: f.shardAttr, Shards: f.shards,
-		ConsistentRead: f.consistent, ReadRate: f.readRate, WriteRate: f.writeRate, PageSize: int32(f.pageSize),
-		Concurrency: f.concurrency, BatchClaims: f.batchClaims, CompleteOnly: f.completeOnly,
-		LeaseTTL: f.leaseTTL, Heartbeat: f.heartbeat, StandbyPoll: f.standbyPoll, MaxClockSkew: f.maxSkew,
-		ClaimTTL: f.claimTTL, MaxAttempts: f.maxAttempts, RetryBackoff: f.retryBackoff, Once: f.once, NoSteal: f.noSteal,
-		PollInterval: f.pollInterval, DrainTimeout: f.drainTimeout,
-		Job: f.job, Ledger: worker.LedgerKind(f.ledger), LedgerTable: f.ledgerTable, AttrPrefix: f.prefix,
-		Owner: f.owner,
-	}
+	cfg := f.cfg
+	cfg.Client = db
+	return cfg
 }
 
 // runWork checks the flags (worker.New validates the settings, before any DynamoDB call), then runs
@@ -268,8 +221,8 @@ func (r *workRun) run(parent context.Context) error {
 	// Without --workers the worker joins the group at its n: read it for the estimates below (and
 	// exit 2 at once when the group does not exist). During an outage of DynamoDB the worker
 	// starts without them: Run waits through it (Config.OutageTimeout).
-	r.plan.Slots = r.f.workers
-	if r.f.workers == 0 {
+	r.plan.Slots = r.f.cfg.Workers
+	if r.f.cfg.Workers == 0 {
 		plan, err := r.w.Plan(ctx)
 		switch {
 		case err == nil:
@@ -284,11 +237,11 @@ func (r *workRun) run(parent context.Context) error {
 	if r.f.exec != "" {
 		handler = execHandler(r.f.exec, r.f.execTimeout, r.stderr)
 	}
-	if !r.f.once {
-		warnReadBill(ctx, r.log, r.db, r.f.table, readBill{Mode: r.w.Config().Mode, Workers: r.plan.Slots,
-			Consistent: r.f.consistent, PollInterval: r.w.Config().PollInterval})
+	if !r.f.cfg.Once {
+		warnReadBill(ctx, r.log, r.db, r.f.cfg.Table, readBill{Mode: r.w.Config().Mode, Workers: r.plan.Slots,
+			Consistent: r.f.cfg.ConsistentRead, PollInterval: r.w.Config().PollInterval})
 	}
-	show := progressView{mode: r.f.progress, w: r.w, estimate: func() int64 { return estimateShare(ctx, r.db, r.f.table, r.plan.Slots) },
+	show := progressView{mode: r.f.progress, w: r.w, estimate: func() int64 { return estimateShare(ctx, r.db, r.f.cfg.Table, r.plan.Slots) },
 		log: r.log, line: r.line, stderr: r.stderr, json: r.json}
 	stopProgress := show.start()
 	start := time.Now()
@@ -344,5 +297,5 @@ func estimateShare(ctx context.Context, db *dynamodb.Client, table string, n int
 
 // ledgerFlags are the flags of the ledger the worker uses, for reading it.
 func (f *workFlags) ledgerFlags() ledgerFlags {
-	return ledgerFlags{table: f.table, job: f.job, kind: f.ledger, ledgerTable: f.ledgerTable, prefix: f.prefix}
+	return ledgerFlags{table: f.cfg.Table, job: f.cfg.Job, kind: string(f.cfg.Ledger), ledgerTable: f.cfg.LedgerTable, prefix: f.cfg.AttrPrefix}
 }

@@ -48,12 +48,12 @@ type dryRun struct {
 }
 
 func runDryRun(ctx context.Context, g *globals, f *workFlags, plan scan.Plan, out io.Writer) error {
-	db, t, err := g.describeSource(ctx, f.table)
+	db, t, err := g.describeSource(ctx, f.cfg.Table)
 	if err != nil {
 		return err
 	}
 	d := &dryRun{db: db, f: f, plan: plan, keyAttrs: tableSchema(t).names()}
-	if f.ledger == "table" {
+	if f.cfg.Ledger == worker.LedgerTable {
 		lf := f.ledgerFlags()
 		if d.ledger, err = lf.open(ctx, g); err != nil {
 			return err
@@ -74,10 +74,10 @@ func runDryRun(ctx context.Context, g *globals, f *workFlags, plan scan.Plan, ou
 func (d *dryRun) slot(ctx context.Context, slot int) (slotDryRun, error) {
 	f := d.f
 	sc, err := scan.New(scan.Config{
-		Client: d.db, Table: f.table, Slot: slot,
+		Client: d.db, Table: f.cfg.Table, Slot: slot,
 		Plan:          d.plan,
-		PartitionAttr: f.partitionAttr, IndexName: f.indexName, ShardAttr: f.shardAttr, Shards: f.shards,
-		ConsistentRead: f.consistent, ReadRate: f.readRate, PageLimit: int32(f.pageSize),
+		PartitionAttr: f.cfg.PartitionAttr, IndexName: f.cfg.IndexName, ShardAttr: f.cfg.ShardAttr, Shards: f.cfg.Shards,
+		ConsistentRead: f.cfg.ConsistentRead, ReadRate: f.cfg.ReadRate, PageLimit: f.cfg.PageSize,
 	})
 	if err != nil {
 		return slotDryRun{}, err
@@ -110,7 +110,7 @@ func (d *dryRun) count(ctx context.Context, res *slotDryRun, attrs map[string]ty
 			return err
 		}
 		status = st.Status
-	} else if s, ok := attrs[d.f.prefix+"status"].(*types.AttributeValueMemberS); ok {
+	} else if s, ok := attrs[d.f.cfg.AttrPrefix+"status"].(*types.AttributeValueMemberS); ok {
 		status = worker.Status(s.Value)
 	}
 	switch status {
@@ -142,11 +142,11 @@ func (d *dryRun) itemWCU(attrs map[string]types.AttributeValue) float64 {
 	if d.ledger == nil {
 		perWrite = math.Max(1, math.Ceil(float64(itemSize(attrs))/1024))
 	}
-	if d.f.completeOnly {
+	if d.f.cfg.CompleteOnly {
 		return perWrite
 	}
 	claim := perWrite
-	if d.f.batchClaims {
+	if d.f.cfg.BatchClaims {
 		claim *= 2
 	}
 	return claim + perWrite
@@ -205,7 +205,7 @@ func sumLen(ss []string) int {
 
 func (d *dryRun) print(out io.Writer, slots []slotDryRun) error {
 	fmt.Fprintf(out, "dry run of %s: %d slots, mode %s, ledger %s (no lease taken, nothing written)\n",
-		d.f.table, d.plan.Slots, d.plan.Mode, d.f.ledger)
+		d.f.cfg.Table, d.plan.Slots, d.plan.Mode, d.f.cfg.Ledger)
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SLOT\tTO PROCESS\tREAD\tDONE\tFAILED\tRCU\tEST. WCU\tSAMPLE KEYS")
 	var total slotDryRun
@@ -222,9 +222,9 @@ func (d *dryRun) print(out io.Writer, slots []slotDryRun) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if d.f.readRate > 0 {
-		fmt.Fprintf(out, "at --read-rate %.0f a slot reads its share in about %s\n", d.f.readRate,
-			time.Duration(maxRCU(slots)/d.f.readRate*float64(time.Second)).Round(time.Second))
+	if d.f.cfg.ReadRate > 0 {
+		fmt.Fprintf(out, "at --read-rate %.0f a slot reads its share in about %s\n", d.f.cfg.ReadRate,
+			time.Duration(maxRCU(slots)/d.f.cfg.ReadRate*float64(time.Second)).Round(time.Second))
 	}
 	return nil
 }

@@ -9,62 +9,26 @@ import (
 	"github.com/dynapart/dynapart/worker"
 )
 
-// workSettings names the `work` flag behind each worker.Config field, and the key under which a
-// group records the setting in its meta (lock.GroupMismatchError.Field) when it does.
-var workSettings = []struct{ field, meta, flag string }{
-	{"Table", "meta.table", "--table"},
-	{"Workers", "n", "--workers"},
-	{"Mode", "meta.mode", "--mode"},
-	{"SubSegments", "meta.sub_segments", "--sub-segments"},
-	{"Segments", "meta.segments", "--segments"},
-	{"PartitionAttr", "meta.partition_attr", "--partition-attr"},
-	{"IndexName", "meta.index_name", "--index-name"},
-	{"ShardAttr", "meta.shard_attr", "--shard-attr"},
-	{"Shards", "meta.shards", "--shards"},
-	{"Job", "meta.job", "--job"},
-	{"Ledger", "meta.ledger", "--ledger"},
-	{"LedgerTable", "meta.ledger_table", "--ledger-table"},
-	{"AttrPrefix", "meta.attr_prefix", "--attr-prefix"},
-	{"CompleteOnly", "meta.complete_only", "--complete-only"},
-	{"BatchClaims", "", "--batch-claims"},
-	{"LeaseTable", "", "--lease-table"},
-	{"Group", "", "--group"},
-	{"ConsistentRead", "", "--consistent-read"},
-	{"ReadRate", "", "--read-rate"},
-	{"WriteRate", "", "--write-rate"},
-	{"PageSize", "", "--page-size"},
-	{"Concurrency", "", "--concurrency"},
-	{"LeaseTTL", "", "--lease-ttl"},
-	{"Heartbeat", "", "--heartbeat"},
-	{"StandbyPoll", "", "--standby-poll"},
-	{"MaxClockSkew", "", "--max-clock-skew"},
-	{"ClaimTTL", "", "--claim-ttl"},
-	{"MaxAttempts", "", "--max-attempts"},
-	{"RetryBackoff", "", "--retry-backoff"},
-	{"Once", "", "--once"},
-	{"PollInterval", "", "--poll-interval"},
-	{"DrainTimeout", "", "--drain-timeout"},
-	{"Owner", "", "--owner"},
-}
-
-// flagOfField is the `work` flag of a worker.Config field, or "" when it has none.
+// flagOfField is the `work` flag of a worker.Config field ("--lease-ttl" for LeaseTTL), or ""
+// when it has none.
 func flagOfField(field string) string {
-	for _, s := range workSettings {
-		if s.field == field {
-			return s.flag
+	for _, s := range worker.Settings() {
+		if s.Field == field && s.Flag != "" {
+			return "--" + s.Flag
 		}
 	}
 	return ""
 }
 
-// flagOfMeta is the `work` flag of a group meta setting (--attr-prefix for meta.attr_prefix).
-func flagOfMeta(meta string) string {
-	for _, s := range workSettings {
-		if s.meta == meta && meta != "" {
-			return s.flag
+// flagOfMismatch is the `work` flag of the setting a group refused a worker on, by the Field of
+// the *lock.GroupMismatchError (--workers for n, --attr-prefix for meta.attr_prefix).
+func flagOfMismatch(field string) string {
+	for _, s := range worker.Settings() {
+		if s.GroupField == field && s.Flag != "" {
+			return "--" + s.Flag
 		}
 	}
-	return "--" + strings.ReplaceAll(strings.TrimPrefix(meta, "meta."), "_", "-")
+	return "--" + strings.ReplaceAll(strings.TrimPrefix(field, "meta."), "_", "-")
 }
 
 // configFlagError is a worker.Config field the library refused, named by its flag: a usage error
@@ -120,5 +84,5 @@ func explainMismatch(err error) error {
 	if !errors.As(err, &gm) {
 		return err
 	}
-	return &groupMismatchError{Flag: flagOfMeta(gm.Field), err: gm}
+	return &groupMismatchError{Flag: flagOfMismatch(gm.Field), err: gm}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -27,18 +26,25 @@ func TestGroupMismatchNamesTheFlag(t *testing.T) {
 	}
 }
 
-// Every worker setting named in workSettings is a flag of `work`, and a *worker.ConfigError on it
-// becomes a usage error (exit 2) naming that flag.
+// Every worker setting with a flag is a flag of `work`, and a *worker.ConfigError on it becomes a
+// usage error (exit 2) naming that flag; a group setting's mismatch names it too.
 func TestConfigErrorNamesTheFlag(t *testing.T) {
 	work := newWorkCmdForTest()
-	for _, s := range workSettings {
-		require.NotNil(t, work.Flags().Lookup(strings.TrimPrefix(s.flag, "--")), "%s: no flag %s", s.field, s.flag)
-		err := explainSetting(fmt.Errorf("dynapart: %w", &worker.ConfigError{Field: s.field, Reason: "bad"}))
+	for _, s := range worker.Settings() {
+		if s.Flag == "" {
+			continue
+		}
+		flag := "--" + s.Flag
+		require.NotNil(t, work.Flags().Lookup(s.Flag), "%s: no flag %s", s.Field, flag)
+		err := explainSetting(fmt.Errorf("dynapart: %w", &worker.ConfigError{Field: s.Field, Reason: "bad"}))
 		var fe *configFlagError
 		require.ErrorAs(t, err, &fe)
-		require.Equal(t, s.flag, fe.Flag)
-		require.Contains(t, err.Error(), s.flag)
+		require.Equal(t, flag, fe.Flag)
+		require.Contains(t, err.Error(), flag)
 		require.True(t, isUsage(err), "exit 2")
+		if s.GroupField != "" {
+			require.Equal(t, flag, flagOfMismatch(s.GroupField))
+		}
 	}
 	err := explainSetting(&worker.ConfigError{Field: "Clock", Reason: "bad"})
 	require.True(t, isUsage(err), "a field without a flag is still exit 2")
