@@ -46,7 +46,7 @@ In index mode, a redriven item is not back in the pending index; a filter or seg
 			if err != nil {
 				return err
 			}
-			parsed, err := lf.parseKeys(ctx, g, keys)
+			parsed, err := parseKeys(ctx, g, lf.table, keys)
 			if err != nil {
 				return err
 			}
@@ -67,12 +67,12 @@ In index mode, a redriven item is not back in the pending index; a filter or seg
 	return cmd
 }
 
-// parseKeys turns --key values into item keys typed by the source table's key schema.
-func (l *ledgerFlags) parseKeys(ctx context.Context, g *globals, raw []string) ([]worker.Key, error) {
+// parseKeys turns --key values into item keys typed by the key schema of the source table.
+func parseKeys(ctx context.Context, g *globals, table string, raw []string) ([]worker.Key, error) {
 	if len(raw) == 0 {
 		return nil, nil
 	}
-	_, t, err := g.describeSource(ctx, l.table)
+	_, t, err := g.describeSource(ctx, table)
 	if err != nil {
 		return nil, err
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/dynapart/dynapart/lock"
 	"github.com/dynapart/dynapart/scan"
 	"github.com/dynapart/dynapart/worker"
@@ -204,23 +202,4 @@ func groupFinished(st *lock.GroupStatus) bool {
 		}
 	}
 	return seen == st.N
-}
-
-// leaseClient makes the lock client of a lease table, which must exist.
-func (g *globals) leaseClient(ctx context.Context, leaseTable string) (*lock.Client, error) {
-	lc, _, err := g.leaseClientAndDB(ctx, leaseTable)
-	return lc, err
-}
-
-// leaseClientAndDB is leaseClient with the DynamoDB client it made, for reading other tables.
-func (g *globals) leaseClientAndDB(ctx context.Context, leaseTable string) (*lock.Client, *dynamodb.Client, error) {
-	db, err := g.dynamoClient(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := lock.CheckTable(ctx, db, leaseTable); err != nil {
-		return nil, nil, err
-	}
-	lc, err := lock.New(db, leaseTable)
-	return lc, db, err
 }

@@ -264,7 +264,7 @@ func (r *workRun) run(parent context.Context) error {
 
 // serveMetrics serves --metrics-addr (metrics and the status page) until the returned function.
 func (r *workRun) serveMetrics(ctx context.Context) (func(), error) {
-	page, err := workerStatusPage(r.g, r.f, r.w)
+	page, err := workerStatusPage(r.g, r.f.ledgerFlags(), r.w)
 	if err != nil {
 		return nil, err
 	}

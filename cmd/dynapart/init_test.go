@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -46,18 +45,4 @@ func TestInitTakesAnExistingTablesKeySchema(t *testing.T) {
 	c.workOnce(table, leases, 2)
 	out := c.mustRun("verify", "--table", table)
 	require.Contains(t, out, "total 41  done 41")
-}
-
-// workOnce runs n `work --once` for n slots side by side and waits for all of them.
-func (c *cli) workOnce(table, leases string, n int, extra ...string) {
-	c.t.Helper()
-	var workers []func() (string, string, int)
-	for range n {
-		workers = append(workers, c.start(nil, append([]string{"work", "--table", table, "--lease-table", leases,
-			"--workers", strconv.Itoa(n), "--once", "--exec", "cat >/dev/null", "--progress", "none"}, extra...)...))
-	}
-	for i, wait := range workers {
-		_, stderr, code := wait()
-		require.Equal(c.t, 0, code, "worker %d: %s", i, stderr)
-	}
 }

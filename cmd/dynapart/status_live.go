@@ -88,13 +88,12 @@ const workerStatusEvery = 5 * time.Second
 
 // workerStatusPage is the status page a worker serves next to /metrics: its group, its own stats,
 // and the ledger's counts and dead letters. It makes no DynamoDB call until the page is read.
-func workerStatusPage(g *globals, f *workFlags, w *worker.Worker) (*statusPage, error) {
+func workerStatusPage(g *globals, lf ledgerFlags, w *worker.Worker) (*statusPage, error) {
 	cfg := w.Config()
 	lc, err := lock.New(cfg.Client, cfg.LeaseTable)
 	if err != nil {
 		return nil, err
 	}
-	lf := f.ledgerFlags()
 	r := &statusReader{locks: lc, group: cfg.Group, stats: w.Stats, owner: cfg.Owner, maxDead: statusMaxDeadLetters, tables: cfg.Client,
 		openLedger: func(ctx context.Context) (worker.Ledger, error) { return lf.open(ctx, g) }}
 	return newStatusPage(r, workerStatusEvery), nil

@@ -1,0 +1,34 @@
+package main
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// envName is the environment variable of a flag: DYNAPART_ + upper snake case.
+func envName(flag string) string {
+	return "DYNAPART_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// bindEnv sets every flag not given on the command line from DYNAPART_<FLAG>.
+func bindEnv(cmd *cobra.Command, lookupEnv func(string) (string, bool)) error {
+	var errs []error
+	set := func(f *pflag.Flag) {
+		if f.Changed || f.Name == "help" {
+			return
+		}
+		if v, ok := lookupEnv(envName(f.Name)); ok {
+			if err := f.Value.Set(v); err != nil {
+				errs = append(errs, usagef("%s=%q: %v", envName(f.Name), v, err))
+				return
+			}
+			f.Changed = true
+		}
+	}
+	cmd.Flags().VisitAll(set)
+	cmd.InheritedFlags().VisitAll(set)
+	return errors.Join(errs...)
+}
