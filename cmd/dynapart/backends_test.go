@@ -34,7 +34,7 @@ func TestEndToEndOnEveryBackend(t *testing.T) {
 		group := table + "/default"
 		require.Contains(t, c.mustRun("scale", "--group", group, "--workers", "3", "--lease-table", leases), "2 -> 3 slots (plan epoch 1)")
 		c.mustRun("work", "--table", table, "--lease-table", leases, "--once", "--exec", "false", "--progress", "none")
-		var st statusJSON
+		var st statusDoc
 		require.NoError(t, json.Unmarshal([]byte(c.mustRun("status", "--group", group, "--lease-table", leases, "--json")), &st))
 		require.Equal(t, 3, st.Workers)
 		require.Equal(t, int64(1), st.Epoch)

@@ -23,9 +23,9 @@ func TestInitTakesAnExistingTablesKeySchema(t *testing.T) {
 	leases := ddbtest.TableName(t, "lease")
 	ddbtest.DeleteOnCleanup(t, db, leases)
 	_, err := db.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]types.AttributeValue{
-		"pk": bAV([]byte{0xff, 0x00, 0x01}), "sk": &types.AttributeValueMemberN{Value: "-7.5"},
+		"pk": &types.AttributeValueMemberB{Value: []byte{0xff, 0x00, 0x01}}, "sk": &types.AttributeValueMemberN{Value: "-7.5"},
 		"profile": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
-			"tags": &types.AttributeValueMemberL{Value: []types.AttributeValue{sAV("a"), sAV("b")}}}},
+			"tags": &types.AttributeValueMemberL{Value: []types.AttributeValue{&types.AttributeValueMemberS{Value: "a"}, &types.AttributeValueMemberS{Value: "b"}}}}},
 	}})
 	require.NoError(t, err)
 

@@ -29,7 +29,7 @@ func TestGroupMismatchNamesTheFlag(t *testing.T) {
 // Every worker setting with a flag is a flag of `work`, and a *worker.ConfigError on it becomes a
 // usage error (exit 2) naming that flag; a group setting's mismatch names it too.
 func TestConfigErrorNamesTheFlag(t *testing.T) {
-	work := newWorkCmdForTest()
+	work := newWorkCmd(&globals{})
 	for _, s := range worker.Settings() {
 		if s.Flag == "" {
 			continue

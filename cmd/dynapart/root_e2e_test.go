@@ -117,7 +117,7 @@ func TestEndToEnd(t *testing.T) {
 	require.Equal(t, 300, strings.Count(string(b), "\n"), "one handler run per item")
 
 	status := c.mustRun("status", "--group", table+"/default", "--lease-table", leases, "--json")
-	var st statusJSON
+	var st statusDoc
 	require.NoError(t, json.Unmarshal([]byte(status), &st))
 	require.Equal(t, 2, st.Workers)
 	require.True(t, st.Finished)

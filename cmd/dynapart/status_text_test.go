@@ -17,7 +17,7 @@ import (
 func TestStatusTextIsForPeople(t *testing.T) {
 	pos, err := scan.EncodeCheckpoint(scan.Position{Table: "users", Mode: scan.ModeSegment, TotalSegments: 8, Cursors: []scan.Cursor{
 		{TotalSegments: 8, Segment: 0, Done: true},
-		{TotalSegments: 8, Segment: 1, LastEvaluatedKey: map[string]types.AttributeValue{"id": sAV("u17")}},
+		{TotalSegments: 8, Segment: 1, LastEvaluatedKey: map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: "u17"}}},
 		{TotalSegments: 8, Segment: 2, Done: true},
 		{TotalSegments: 8, Segment: 3},
 	}})
