@@ -6,6 +6,9 @@ package main
 
 import (
 	"os"
+
+	"github.com/dynapart/dynapart/cmd/dynapart/internal/cli"
+	"github.com/dynapart/dynapart/cmd/dynapart/internal/root"
 )
 
-func main() { os.Exit(run(os.Args[1:], osStdio())) }
+func main() { os.Exit(root.Run(os.Args[1:], cli.OSStdio())) }

@@ -1,9 +1,0 @@
-package main
-
-import (
-	"testing"
-
-	"github.com/dynapart/dynapart/internal/ddbtest"
-)
-
-func TestMain(m *testing.M) { ddbtest.Main(m) }
