@@ -2,6 +2,9 @@
 //
 // Run `dynapart --help` for the commands, and `dynapart COMMAND --help` for each one's flags.
 // Every flag can also be set as DYNAPART_<FLAG> in the environment (e.g. DYNAPART_WORKERS=4).
+//
+// The code is in internal/: the root command (root), one package per command (work, status, demo,
+// initcmd, ...) and what the commands share (cli).
 package main
 
 import (
