@@ -43,7 +43,8 @@ const (
 )
 
 // Config configures a Worker. Only Client and Table are required; every other field says its
-// default.
+// default. [Settings] has a row for each field (but Client, Logger, Clock and Hooks) with its
+// default, its `dynapart work` flag and how a group records it: a new field needs its row.
 type Config struct {
 	// Client talks to DynamoDB. Required.
 	Client DynamoDBClient
@@ -276,40 +277,16 @@ const (
 
 func (c *Config) withDefaults() Config {
 	d := *c
-	setDefault(&d.LeaseTable, DefaultLeaseTable)
-	setDefault(&d.Job, "default")
+	applyDefaults(&d) // the table's defaults (Settings); the computed ones follow
 	setDefault(&d.Group, d.Table+"/"+d.Job)
-	setDefault(&d.Mode, scan.ModeSegment)
-	setDefault(&d.SubSegments, scan.DefaultSubSegments)
-	setDefault(&d.IndexName, "dp_pending")
-	setDefault(&d.ShardAttr, "dp_shard")
-	setDefault(&d.Shards, 16)
 	if d.ReadRate == 0 {
 		setDefault(&d.PageSize, 1000)
 	}
-	setDefault(&d.Concurrency, 16)
-	setDefault(&d.LeaseTTL, 10*time.Second)
 	setDefault(&d.Heartbeat, d.LeaseTTL/3)
-	setDefault(&d.MaxClockSkew, time.Second)
-	setDefault(&d.StandbyPoll, time.Second)
-	setDefault(&d.ClaimTTL, time.Minute)
-	setDefault(&d.MaxAttempts, 5)
-	setDefault(&d.RetryBackoff, time.Second)
-	setDefault(&d.MaxRetryBackoff, 5*time.Minute)
 	if d.Once {
 		setDefault(&d.PollInterval, 5*time.Second)
 	}
 	setDefault(&d.PollInterval, 30*time.Second)
-	setDefault(&d.CheckpointInterval, time.Second)
-	setDefault(&d.OutageTimeout, DefaultOutageTimeout)
-	setDefault(&d.DrainTimeout, 10*time.Second)
-	setDefault(&d.HandlerGrace, 5*time.Second)
-	setDefault(&d.DeadlineMargin, 2*time.Second)
-	setDefault(&d.WriteTimeout, DefaultWriteTimeout)
-	setDefault(&d.LeaseWriteTimeout, DefaultLeaseWriteTimeout)
-	setDefault(&d.Ledger, LedgerInline)
-	setDefault(&d.LedgerTable, DefaultLedgerTable)
-	setDefault(&d.AttrPrefix, DefaultAttrPrefix)
 	setDefault(&d.Owner, lock.DefaultOwner())
 	if d.Logger == nil {
 		d.Logger = slog.Default()

@@ -23,11 +23,28 @@
 // # Groups
 //
 // The workers of a group must agree on every setting that decides where item state lives or which
-// items a slot reads: Workers, Segments, Mode, SubSegments, Job, Ledger, Table, CompleteOnly, and per ledger
-// and mode AttrPrefix, LedgerTable, PartitionAttr, Shards, IndexName and ShardAttr. The first
-// worker records them on the group's meta item; a worker that disagrees is refused with a
-// *lock.GroupMismatchError naming the setting, before it writes anything. A group set up by an
-// older version, whose meta item lacks a setting, is taken to have used that setting's default.
+// items a slot reads. The first worker records them on the group's meta item (each only where it
+// applies; n, the group's size, lock records itself); a worker that disagrees is refused with a
+// *lock.GroupMismatchError whose Field names the setting, before it writes anything. [Settings]
+// is the table of every setting; these are its group settings, with their Field and where they apply:
+//
+//	Table          meta.table           always
+//	Workers        n                    always
+//	Segments       meta.segments        segment and filter mode
+//	Mode           meta.mode            always
+//	SubSegments    meta.sub_segments    always
+//	PartitionAttr  meta.partition_attr  filter mode
+//	IndexName      meta.index_name      index mode
+//	ShardAttr      meta.shard_attr      index mode
+//	Shards         meta.shards          index mode
+//	CompleteOnly   meta.complete_only   always
+//	Job            meta.job             always
+//	Ledger         meta.ledger          always
+//	LedgerTable    meta.ledger_table    table ledger
+//	AttrPrefix     meta.attr_prefix     inline ledger
+//
+// A group set up by an older version, whose meta item lacks a setting, is taken to have used that
+// setting's default.
 //
 // # Elastic groups
 //

@@ -156,7 +156,7 @@ DynamoDB stream (new and old images), so no state is missed however briefly it l
 		}
 	}
 	if only == "" || strings.Contains("badinput iam logs", only) {
-		md.WriteString("## Bad input, IAM and logs\n\nThe catalogue runs as Go tests (`internal/chaos/badinput_test.go`, `iam_test.go`, `logs_test.go`); `--exec` injection is `cmd/dynapart` `TestExecIsInjectionProof`.\n\n```\n")
+		md.WriteString("## Bad input, IAM and logs\n\nThe catalogue runs as Go tests (`internal/chaos/badinput_test.go`, `iam_test.go`, `logs_test.go`); `--exec` injection is `cmd/dynapart/internal/work` `TestExecIsInjectionProof`.\n\n```\n")
 		cmd := exec.Command("go", "test", "-count=1", "-v", "-run", "^(TestBadInput|TestIAM|TestLogs)", "./internal/chaos/")
 		cmd.Env = append(os.Environ(), "DYNAPART_TEST_ENDPOINT="+endpoint)
 		b, err := cmd.CombinedOutput()
@@ -174,8 +174,8 @@ DynamoDB stream (new and old images), so no state is missed however briefly it l
 		fmt.Fprintf(&md, "## Fuzzing\n\n`go test -run '^$' -fuzz T -fuzztime %s` per target:\n\n| package | target | outcome |\n|---|---|---|\n", fuzztime)
 		root, _ := chaos.ModuleRoot()
 		for _, t := range [][2]string{{"./scan", "FuzzPartition"}, {"./scan", "FuzzDecodeCheckpoint"}, {"./worker", "FuzzDecodeSlotCheckpoint"},
-			{"./worker", "FuzzConfig"}, {"./cmd/dynapart", "FuzzParseKeySpec"}, {"./cmd/dynapart", "FuzzParseKeyValue"},
-			{"./cmd/dynapart", "FuzzEnvConfig"}} {
+			{"./worker", "FuzzConfig"}, {"./cmd/dynapart/internal/cli", "FuzzParseKeySpec"},
+			{"./cmd/dynapart/internal/partition", "FuzzParseKeyValue"}, {"./cmd/dynapart/internal/root", "FuzzEnvConfig"}} {
 			cmd := exec.Command("go", "test", "-run", "^$", "-fuzz", "^"+t[1]+"$", "-fuzztime", fuzztime.String(), t[0])
 			cmd.Dir = root
 			cmd.Env = append(os.Environ(), "DYNAPART_TEST_ENDPOINT="+endpoint)

@@ -1,0 +1,97 @@
+// Package pause is `dynapart pause` and `dynapart resume`.
+package pause
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dynapart/dynapart/cmd/dynapart/internal/cli"
+	"github.com/dynapart/dynapart/lock"
+	"github.com/dynapart/dynapart/worker"
+)
+
+// New and NewResume set and clear a group's pause flag (lock.PauseGroup).
+func New(g *cli.Globals) *cobra.Command {
+	return pauseCmd(g, true)
+}
+
+// NewResume is `dynapart resume`.
+func NewResume(g *cli.Globals) *cobra.Command {
+	return pauseCmd(g, false)
+}
+
+func pauseCmd(g *cli.Globals, pause bool) *cobra.Command {
+	var group, leaseTable string
+	cmd := &cobra.Command{
+		Use:   "pause",
+		Short: "Pause a group: its workers stop claiming items but keep their slots",
+		Long: `Sets the pause flag on the group's meta item in the lease table. Every worker of the group reads
+the flag once per heartbeat (--heartbeat, default lease-ttl/3), so within one heartbeat it stops
+claiming: handlers in flight finish and record their outcome, batch claims whose handler has not
+started are released, nothing new is claimed. The workers keep their slots (the leases are renewed,
+not released), a once-worker does not mark its slot finished while paused, and status, the work
+progress line and the metrics (dynapart_paused) say paused. 'dynapart resume' clears the flag: the
+passes go on from where they stopped.
+
+Pausing a paused group is a no-op (exit 0, "already paused"). A group that does not exist (no
+meta item: never run, or a typo) exits 2 and nothing is written.`,
+		Example: `  dynapart pause --group users/default
+  dynapart resume --group users/default`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runPause(cmd, g, group, leaseTable, pause)
+		},
+	}
+	if !pause {
+		cmd.Use = "resume"
+		cmd.Short = "Resume a paused group: its workers claim again from their checkpoints"
+		cmd.Long = `Clears the group's pause flag (see 'dynapart pause'). Within one heartbeat every worker of the
+group claims again; each pass goes on from where it stopped, nothing already read is read again
+beyond the page in progress. Resuming a group that is not paused is a no-op (exit 0). A group that
+does not exist exits 2 and nothing is written.`
+	}
+	f := cmd.Flags()
+	f.StringVar(&group, "group", "", "lease group (required; work's default is TABLE/JOB)")
+	f.StringVar(&leaseTable, "lease-table", worker.DefaultLeaseTable, "lease table")
+	return cmd
+}
+
+func runPause(cmd *cobra.Command, g *cli.Globals, group, leaseTable string, pause bool) error {
+	if group == "" {
+		return cli.Usagef("--group is required (the work command's --group, default TABLE/JOB)")
+	}
+	ctx := cmd.Context()
+	lc, err := g.LeaseClient(ctx, leaseTable)
+	if err != nil {
+		return err
+	}
+	set, verb := lc.ResumeGroup, "resumed"
+	if pause {
+		set, verb = lc.PauseGroup, "paused"
+	}
+	changed, err := set(ctx, group)
+	if errors.Is(err, lock.ErrGroupNotFound) {
+		return cli.Usagef("group %q does not exist in %q (nothing written): %v", group, leaseTable, err)
+	}
+	if err != nil {
+		return err
+	}
+	return printPause(cmd, group, verb, changed)
+}
+
+func printPause(cmd *cobra.Command, group, verb string, changed bool) error {
+	out := cmd.OutOrStdout()
+	switch {
+	case !changed && verb == "paused":
+		fmt.Fprintf(out, "group %s: already paused (no change)\n", group)
+	case !changed:
+		fmt.Fprintf(out, "group %s: not paused (no change)\n", group)
+	case verb == "paused":
+		fmt.Fprintf(out, "group %s: paused; its workers stop claiming within one heartbeat and keep their slots\n", group)
+	default:
+		fmt.Fprintf(out, "group %s: resumed; its workers claim again within one heartbeat\n", group)
+	}
+	return nil
+}

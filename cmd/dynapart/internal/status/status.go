@@ -1,0 +1,211 @@
+// Package status is `dynapart status`: a group's slots for people (status.go), the status
+// document of --json (document.go, with the slots' progress from progress.go and their units from
+// plan.go) and the live page that serves it (--serve: page.go and web/, also served by a worker's
+// --metrics-addr).
+package status
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/dynapart/dynapart/cmd/dynapart/internal/cli"
+	"github.com/dynapart/dynapart/lock"
+	"github.com/dynapart/dynapart/scan"
+	"github.com/dynapart/dynapart/worker"
+)
+
+// slotJSON is a slot as `status --json` prints it.
+type slotJSON struct {
+	Slot       int       `json:"slot"`
+	Owner      string    `json:"owner"`
+	Token      int64     `json:"token"`
+	Version    int64     `json:"version"`
+	Held       bool      `json:"held"`
+	ExpiresAt  time.Time `json:"expires_at"`
+	Released   bool      `json:"released"`
+	Finished   bool      `json:"finished"`
+	Checkpoint string    `json:"checkpoint,omitempty"`
+	// Epoch is the plan epoch the slot was last taken under; Segments the units (segments, or
+	// shards in index mode) the slot owns under the group's current plan, as ranges ("0-11"),
+	// "all" in filter mode, "" for a slot beyond N (retired by a scale-down: Retired).
+	Epoch    int64  `json:"epoch"`
+	Segments string `json:"segments"`
+	Retired  bool   `json:"retired,omitempty"`
+}
+
+type statusJSON struct {
+	Group    string            `json:"group"`
+	Workers  int               `json:"workers"`
+	Epoch    int64             `json:"epoch"` // the plan epoch: +1 per 'dynapart scale'
+	Meta     map[string]string `json:"meta,omitempty"`
+	Finished bool              `json:"finished"`
+	Paused   bool              `json:"paused"`
+	Slots    []slotJSON        `json:"slots"`
+}
+
+// New is `dynapart status`.
+func New(g *cli.Globals) *cobra.Command {
+	var group, leaseTable string
+	var asJSON bool
+	var live pageFlags
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show a group's slots: owner, token, expiry, checkpoint, finished",
+		Long: `Shows, for each slot of --group: the owner (worker id), its fencing token, whether the lease is
+held now and until when, whether the slot's share is finished, and how far its checkpoint is.
+The group of a work command is TABLE/JOB unless --group was given (e.g. users/default).
+
+The group line says PAUSED while the group is paused (dynapart pause). Below the slots, each
+slot's progress as saved with its checkpoint: pass, items done and failed, items read in this
+pass, the rate and the ETA of the pass, and the group's sums; a slot's share is estimated as the
+table's item count (DescribeTable) / N, so the ETA is an estimate. No scan of the table.
+
+--json prints one JSON document: the slots (with their state: working, finished, released,
+expired or free, and progress), the paused flag, the group's progress and, with --table and the
+ledger flags, item counts from the ledger, dead letters and ETA. --serve ADDR serves a live page with the same data (slots with progress bars,
+throughput over time, ETA, dead letters with their errors) that refreshes itself, and the
+document at /api/status; it runs until interrupted. The page's files are in the binary.`,
+		Example: `  dynapart status --group users/default
+  dynapart status --group users/default --json | jq '.slots[] | select(.held)'
+  dynapart status --group users/default --table users --serve 127.0.0.1:8080`,
+		Args: cli.UsageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if group == "" {
+				return cli.Usagef("--group is required (the work command's --group, default TABLE/JOB)")
+			}
+			if asJSON || live.serve != "" {
+				return live.run(cmd, g, group, leaseTable)
+			}
+			ctx := cmd.Context()
+			lc, db, err := g.LeaseClientAndDB(ctx, leaseTable)
+			if err != nil {
+				return err
+			}
+			st, err := lc.GroupStatus(ctx, group)
+			if err != nil {
+				return err
+			}
+			out := statusJSON{Group: group, Workers: st.N, Epoch: st.Epoch, Meta: st.Meta, Finished: groupFinished(st), Paused: st.Paused}
+			plan := planOf(st)
+			for _, s := range st.Slots {
+				out.Slots = append(out.Slots, newSlotJSON(s, plan))
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(out)
+			}
+			if st.N == 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), "group %q has never run (no slots in %q)\n", group, leaseTable)
+				return nil
+			}
+			printText(cmd.OutOrStdout(), out)
+			printProgressText(cmd.OutOrStdout(), st.Slots, st.N, estimateItems(ctx, db, st.Meta["table"]))
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&group, "group", "", "lease group (required; work's default is TABLE/JOB)")
+	f.StringVar(&leaseTable, "lease-table", worker.DefaultLeaseTable, "lease table")
+	f.BoolVar(&asJSON, "json", false, "print JSON for scripts (the document the live page serves)")
+	live.add(f)
+	return cmd
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// printText prints the group for people: settings as sorted key=value, then a row per slot
+// with its position as passes and segments done.
+func printText(w io.Writer, st statusJSON) {
+	paused := ""
+	if st.Paused {
+		paused = ", PAUSED (dynapart resume to go on)"
+	}
+	fmt.Fprintf(w, "group %s: %d slots, plan epoch %d, finished=%v%s\n", st.Group, st.Workers, st.Epoch, st.Finished, paused)
+	if len(st.Meta) > 0 {
+		keys := make([]string, 0, len(st.Meta))
+		for k := range st.Meta {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		fmt.Fprintln(w, "settings:")
+		for _, k := range keys {
+			fmt.Fprintf(w, "  %s=%s\n", k, st.Meta[k])
+		}
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SLOT\tOWNER\tTOKEN\tHELD\tEXPIRES\tFINISHED\tUNITS\tPOSITION")
+	for _, s := range st.Slots {
+		exp := "-"
+		if !s.ExpiresAt.IsZero() {
+			exp = s.ExpiresAt.Format(time.RFC3339)
+		}
+		units := orDash(s.Segments)
+		if s.Retired {
+			units = "retired (beyond N)"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%v\t%s\t%v\t%s\t%s\n", s.Slot, orDash(s.Owner), s.Token, s.Held, exp, s.Finished, units, positionSummary(s.Checkpoint))
+	}
+	_ = tw.Flush()
+}
+
+// positionSummary says how far a slot's checkpoint got: "pass 2, 3/4 segments done".
+func positionSummary(cp string) string {
+	if cp == "" {
+		return "-"
+	}
+	p, err := worker.ParseSlotProgress(cp)
+	if err != nil {
+		return fmt.Sprintf("unreadable checkpoint (%d bytes)", len(cp))
+	}
+	unit := "segments"
+	if p.Position.Mode == scan.ModeIndex {
+		unit = "shards"
+	}
+	s := fmt.Sprintf("pass %d", p.Pass+1)
+	if done, total := p.SegmentsDone(); total > 0 {
+		s += fmt.Sprintf(", %d/%d %s done", done, total, unit)
+	} else {
+		s += ", not started"
+	}
+	if p.Dirty {
+		s += ", another pass needed"
+	}
+	return s
+}
+
+// newSlotJSON is the slot s of a lock group under its current plan.
+func newSlotJSON(s lock.SlotStatus, plan groupPlan) slotJSON {
+	return slotJSON{Slot: s.Slot, Owner: s.Owner, Token: s.Token, Version: s.Version, Held: s.Held,
+		ExpiresAt: s.ExpiresAt, Released: s.Released, Finished: s.Finished, Checkpoint: s.Checkpoint,
+		Epoch: s.Epoch, Segments: plan.units(s.Slot), Retired: s.Slot >= plan.n && plan.n > 0}
+}
+
+// groupFinished reports a group whose slots 0..N-1 are all finished under its current plan
+// (slots beyond N, left by a scale-down, do not count).
+func groupFinished(st *lock.GroupStatus) bool {
+	if st.N == 0 {
+		return false
+	}
+	seen := 0
+	for _, s := range st.Slots {
+		if s.Slot < st.N {
+			if !s.Finished {
+				return false
+			}
+			seen++
+		}
+	}
+	return seen == st.N
+}

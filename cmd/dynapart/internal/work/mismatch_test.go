@@ -1,0 +1,52 @@
+package work
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/dynapart/dynapart/cmd/dynapart/internal/cli"
+	"github.com/dynapart/dynapart/lock"
+	"github.com/dynapart/dynapart/worker"
+)
+
+// A worker refused by its group exits 2 with the flag named.
+func TestGroupMismatchNamesTheFlag(t *testing.T) {
+	for field, flag := range map[string]string{
+		"n": "--workers", "meta.attr_prefix": "--attr-prefix", "meta.ledger_table": "--ledger-table",
+		"meta.complete_only": "--complete-only", "meta.index_name": "--index-name", "meta.shard_attr": "--shard-attr",
+	} {
+		gm := &lock.GroupMismatchError{Group: "g", Field: field, Have: "a", Want: "b"}
+		err := explainMismatch(fmt.Errorf("dynapart: %w", gm))
+		var me *groupMismatchError
+		require.ErrorAs(t, err, &me)
+		require.Equal(t, flag, me.Flag)
+		require.ErrorIs(t, err, lock.ErrGroupMismatch)
+		require.True(t, cli.IsUsage(err), "exit 2")
+	}
+}
+
+// Every worker setting with a flag is a flag of `work`, and a *worker.ConfigError on it becomes a
+// usage error (exit 2) naming that flag; a group setting's mismatch names it too.
+func TestConfigErrorNamesTheFlag(t *testing.T) {
+	work := New(&cli.Globals{})
+	for _, s := range worker.Settings() {
+		if s.Flag == "" {
+			continue
+		}
+		flag := "--" + s.Flag
+		require.NotNil(t, work.Flags().Lookup(s.Flag), "%s: no flag %s", s.Field, flag)
+		err := explainSetting(fmt.Errorf("dynapart: %w", &worker.ConfigError{Field: s.Field, Reason: "bad"}))
+		var fe *configFlagError
+		require.ErrorAs(t, err, &fe)
+		require.Equal(t, flag, fe.Flag)
+		require.Contains(t, err.Error(), flag)
+		require.True(t, cli.IsUsage(err), "exit 2")
+		if s.GroupField != "" {
+			require.Equal(t, flag, flagOfMismatch(s.GroupField))
+		}
+	}
+	err := explainSetting(&worker.ConfigError{Field: "Clock", Reason: "bad"})
+	require.True(t, cli.IsUsage(err), "a field without a flag is still exit 2")
+}

@@ -1,0 +1,309 @@
+// Package work is `dynapart work`, one worker: its flags (the worker settings' from
+// worker.Settings, settings.go), the --exec handler (exec.go), progress (progress.go,
+// progress_json.go), metrics and the worker's status page (metrics.go), --record (record.go),
+// --dry-run (dryrun.go), the read bill of a continuous worker (readbill.go), signals (shutdown.go)
+// and the flag named by a refused setting (mismatch.go).
+package work
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"math"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/dynapart/dynapart/cmd/dynapart/internal/cli"
+	"github.com/dynapart/dynapart/cmd/dynapart/internal/status"
+	"github.com/dynapart/dynapart/lock"
+	"github.com/dynapart/dynapart/scan"
+	"github.com/dynapart/dynapart/worker"
+)
+
+// workFlags are the flags of `work`: the worker settings', and the CLI's own.
+type workFlags struct {
+	settingFlags
+	exec, metricsAddr, progress, record string
+	execTimeout                         time.Duration
+	dryRun                              bool
+	writeRateSet                        bool
+}
+
+// New is `dynapart work`.
+func New(g *cli.Globals) *cobra.Command {
+	var f workFlags
+	cmd := &cobra.Command{
+		Use:   "work",
+		Short: "Run one worker: take a slot, process its share, exactly once",
+		Long: `Runs one worker of a group of --workers slots. It takes a free slot (or waits as a hot standby
+until one is released or expires), reads the slot's share of --table, claims every item with a
+conditional write, runs the handler, and completes the item with a write fenced on the claim.
+Start as many processes as you like: the first N get slots, the rest stand by.
+
+--workers sets N when the group is created. Leave it out to join an existing group at its current N
+(exit 2 if the group does not exist yet); a --workers that differs from the group's N is refused
+(exit 2: a typo must not resize a fleet). 'dynapart scale --group G --workers M' changes N while the
+group runs: within one heartbeat the workers stop claiming, save their positions and go on under the
+new plan (workers beyond the new N stand by). In segment mode the group's --segments scan segments
+(fixed at creation, default at least 64) are shared out in contiguous blocks, so a resize moves
+segments with their cursors and reads nothing again; the group can grow to that many slots.
+
+The handler: with --exec CMD, CMD runs once per claimed item (through /bin/sh -c; CMD is yours,
+item data never reaches the command line). The item is on stdin as a JSON object; the
+environment has DYNAPART_KEY (the key as JSON), DYNAPART_SLOT, DYNAPART_ATTEMPT, DYNAPART_TOKEN and
+DYNAPART_IDEMPOTENCY_KEY. Exit 0 completes the item; any other exit is a failed attempt whose
+error is the tail of CMD's stderr (exit 65 dead-letters at once). Failed attempts are retried
+with backoff up to --max-attempts, then dead-lettered (see 'dynapart failed').
+Without --exec the handler does nothing but complete the item (to try things out, benchmarks).
+--complete-only skips the claim and completes each item with one conditional write.
+
+--read-rate caps this worker's scan in RCU per second, --write-rate its ledger writes (claims,
+completions, retries, dead letters, releases; not lease heartbeats or checkpoints) in WCU per
+second, both settled on the capacity DynamoDB reports; --write-rate halves the rate allowed when
+DynamoDB throttles and climbs back by a tenth a second (throttles show in progress and metrics).
+
+--once processes the share one time, then takes any other free, unfinished slot the same way, and
+exits 0 once every slot is finished or held by a live worker (so one --once process can do the
+whole table; a standby exits 0 once every slot is finished); otherwise the worker rescans every
+--poll-interval until stopped. A --once worker whose slot is finished, when no free unfinished slot
+is left, steals: it takes scan units (segments, or shards) not yet started from slots still
+working, a few at a time from the end of their share, so a skewed table ends close to a balanced one;
+--no-steal turns that off (in a group of two or more slots the worker still marks each unit it
+reads, one conditional write per unit per pass, so that other workers' stealing stays exclusive;
+a one-slot group has no thief and writes no markers).
+--dry-run reads each slot's share exactly as a run would (same plan, mode and partition function)
+and prints, per slot, how many items a run would process (those not done or failed per the
+ledger), a few sample keys, the RCU the reads consumed and the WCU processing would cost; it takes
+no lease and writes nothing.
+
+SIGTERM or SIGINT stop gracefully: no new claims, handlers in flight get --drain-timeout, the
+claims left are released, the checkpoint saved and the slot released so a standby takes over at
+once. A second signal exits at once.
+
+'dynapart pause --group G' makes the group's workers stop claiming within one heartbeat (they keep
+their slots; the progress line says PAUSED); 'dynapart resume --group G' goes on from the
+checkpoints.`,
+		Example: `  dynapart work --table users --workers 4 --once
+  dynapart work --table users --workers 4 --once --exec 'python3 send.py'
+  dynapart work --table receipts --workers 8 --mode filter --partition-attr message_id
+  dynapart work --table users --workers 4 --dry-run
+  dynapart work --table users --once      # join the running group users/default at its N
+  DYNAPART_TABLE=users DYNAPART_WORKERS=4 dynapart work --metrics-addr :9090`,
+		Args: cli.UsageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error { return runWork(cmd, g, &f) },
+	}
+	f.add(cmd.Flags())
+	return cmd
+}
+
+// add defines the flags of `work`.
+func (f *workFlags) add(fl *pflag.FlagSet) {
+	f.settingFlags.add(fl)
+	fl.StringVar(&f.exec, "exec", "", "command to run per item (item JSON on stdin, DYNAPART_* in the environment)")
+	fl.DurationVar(&f.execTimeout, "exec-timeout", 0, "kill --exec after this long (default: the claim's time)")
+	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics (/metrics) and the live status page (/, /api/status) on this address, e.g. :9090")
+	fl.StringVar(&f.progress, "progress", "auto", "progress: auto (bar on a terminal, else a log line every 5s), bar, log, json (a line every 250ms on stdout), none")
+	fl.StringVar(&f.record, "record", "", "append the key of every item this worker completes to this file (for audits and the demo)")
+	fl.BoolVar(&f.dryRun, "dry-run", false, "read each slot's share as a run would and print, per slot, the items to process, sample keys and estimated RCU/WCU; no lease, no writes")
+}
+
+// check is what only the CLI can tell about its flags; worker.New checks the settings themselves.
+func (f *workFlags) check() error {
+	switch f.progress {
+	case "auto", "bar", "log", "json", "none":
+	default:
+		return cli.Usagef("--progress %q: want auto, bar, log, json or none", f.progress)
+	}
+	if f.writeRateSet && !(f.cfg.WriteRate > 0 && !math.IsInf(f.cfg.WriteRate, 1)) {
+		return cli.Usagef("--write-rate must be a number > 0 (WCU per second; leave it out for no limit), got %v", f.cfg.WriteRate)
+	}
+	if f.cfg.NoSteal && !f.cfg.Once {
+		return cli.Usagef("--no-steal applies to --once workers only (continuous workers never steal)")
+	}
+	return f.settingFlags.check()
+}
+
+// config is the worker.Config of the flags (without Logger and Hooks).
+func (f *workFlags) config(db *dynamodb.Client) worker.Config {
+	cfg := f.cfg
+	cfg.Client = db
+	return cfg
+}
+
+// runWork checks the flags (worker.New validates the settings, before any DynamoDB call), then runs
+// the worker or, with --dry-run, the dry run.
+func runWork(cmd *cobra.Command, g *cli.Globals, f *workFlags) error {
+	f.writeRateSet = cmd.Flags().Changed("write-rate")
+	if err := f.check(); err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	db, err := g.DynamoClient(ctx)
+	if err != nil {
+		return err
+	}
+	if f.dryRun {
+		w, err := worker.New(f.config(db))
+		if err != nil {
+			return explainSetting(err)
+		}
+		plan, err := w.Plan(ctx)
+		if err != nil {
+			return explainSetting(err)
+		}
+		return runDryRun(ctx, g, f, plan, cmd.OutOrStdout())
+	}
+	log, line, err := g.Logger()
+	if err != nil {
+		return err
+	}
+	r := &workRun{g: g, f: f, db: db, log: log, line: line, stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr()}
+	if err := r.newWorker(); err != nil {
+		return err
+	}
+	defer r.rec.Close()
+	return r.run(ctx)
+}
+
+// workRun is one run of `dynapart work`: its flags, outputs, worker and what watches it.
+type workRun struct {
+	g              *cli.Globals
+	f              *workFlags
+	db             *dynamodb.Client
+	log            *slog.Logger
+	line           *cli.StatusLine
+	stdout, stderr io.Writer
+	w              *worker.Worker
+	plan           scan.Plan     // the group's plan when the worker starts (for estimates)
+	metrics        *metrics      // nil without --metrics-addr
+	json           *jsonProgress // nil unless --progress json
+	rec            *recorder     // nil without --record
+}
+
+// newWorker makes the worker with the hooks of --metrics-addr, --progress json and --record.
+func (r *workRun) newWorker() error {
+	var hooks []worker.Hooks
+	if r.f.metricsAddr != "" {
+		r.metrics = newMetrics(func() worker.Stats { return r.w.Stats() })
+		hooks = append(hooks, r.metrics.hooks())
+	}
+	if r.f.progress == "json" {
+		r.json = &jsonProgress{out: r.stdout}
+		hooks = append(hooks, r.json.hooks())
+	}
+	if r.f.record != "" {
+		r.rec = &recorder{}
+		hooks = append(hooks, r.rec.hooks())
+	}
+	cfg := r.f.config(r.db)
+	cfg.Logger, cfg.Hooks = r.log, chainHooks(hooks...)
+	w, err := worker.New(cfg)
+	if err != nil {
+		return explainSetting(err)
+	}
+	r.w = w
+	if r.json != nil {
+		r.json.w = w
+	}
+	if r.rec != nil {
+		return r.rec.open(r.f.record)
+	}
+	return nil
+}
+
+// run runs the worker until it is done or stopped by a signal, then logs its stats.
+func (r *workRun) run(parent context.Context) error {
+	ctx, stopSignals := onSignals(parent, r.log, r.stderr)
+	defer stopSignals()
+	if r.metrics != nil {
+		stopMetrics, err := r.serveMetrics(ctx)
+		if err != nil {
+			return err
+		}
+		defer stopMetrics()
+	}
+	// Without --workers the worker joins the group at its n: read it for the estimates below (and
+	// exit 2 at once when the group does not exist). During an outage of DynamoDB the worker
+	// starts without them: Run waits through it (Config.OutageTimeout).
+	r.plan.Slots = r.f.cfg.Workers
+	if r.f.cfg.Workers == 0 {
+		plan, err := r.w.Plan(ctx)
+		switch {
+		case err == nil:
+			r.plan = plan
+		case lock.Retryable(err) && ctx.Err() == nil:
+			r.log.Warn("dynapart: could not read the group; starting without its size, waiting for DynamoDB", "err", err)
+		default:
+			return explainSetting(err)
+		}
+	}
+	handler := func(context.Context, worker.Item) error { return nil }
+	if r.f.exec != "" {
+		handler = execHandler(r.f.exec, r.f.execTimeout, r.stderr)
+	}
+	if !r.f.cfg.Once {
+		warnReadBill(ctx, r.log, r.db, r.f.cfg.Table, readBill{Mode: r.w.Config().Mode, Workers: r.plan.Slots,
+			Consistent: r.f.cfg.ConsistentRead, PollInterval: r.w.Config().PollInterval})
+	}
+	show := progressView{mode: r.f.progress, w: r.w, estimate: func() int64 { return estimateShare(ctx, r.db, r.f.cfg.Table, r.plan.Slots) },
+		log: r.log, line: r.line, stderr: r.stderr, json: r.json}
+	stopProgress := show.start()
+	start := time.Now()
+	runErr := r.w.Run(ctx, handler)
+	stopProgress()
+	r.logDone(time.Since(start))
+	if r.json != nil {
+		r.json.print("exit", true)
+	}
+	switch {
+	case runErr == nil:
+		return nil
+	case errors.Is(context.Cause(ctx), errSignal):
+		r.log.Info("dynapart: stopped by signal; claims and slot released")
+		return nil
+	default:
+		return explainSetting(runErr)
+	}
+}
+
+// serveMetrics serves --metrics-addr (metrics and the status page) until the returned function.
+func (r *workRun) serveMetrics(ctx context.Context) (func(), error) {
+	page, err := status.WorkerPage(r.g, r.f.ledgerFlags(), r.w)
+	if err != nil {
+		return nil, err
+	}
+	r.metrics.mount = page.Mount
+	return r.metrics.serve(ctx, r.f.metricsAddr)
+}
+
+// logDone logs the worker's stats at the end of the run.
+func (r *workRun) logDone(took time.Duration) {
+	st := r.w.Stats()
+	r.log.Info("dynapart: worker done", "owner", r.w.Config().Owner, "completed", st.Completed, "retried", st.Retried,
+		"dead_lettered", st.DeadLettered, "skipped", st.Skipped, "released", st.Released, "takeovers", st.Takeovers,
+		"unprocessable", st.Unprocessable, "abandoned", st.Abandoned, "rcu", st.RCU, "wcu", st.WCU,
+		"write_throttles", st.WriteThrottles, "seconds", took.Seconds())
+}
+
+// estimateShare is the table's item count / N (DescribeTable's count, approximate on AWS), or 0.
+func estimateShare(ctx context.Context, db *dynamodb.Client, table string, n int) int64 {
+	if n <= 0 {
+		return 0 // the group's size is unknown (not read at start)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	t, err := cli.Describe(cctx, db, table)
+	if err != nil || t == nil || t.ItemCount == nil {
+		return 0
+	}
+	return *t.ItemCount / int64(n)
+}
+
+// ledgerFlags are the flags of the ledger the worker uses, for reading it.
+func (f *workFlags) ledgerFlags() cli.LedgerFlags {
+	return cli.LedgerFlags{Table: f.cfg.Table, Job: f.cfg.Job, Kind: string(f.cfg.Ledger), LedgerTable: f.cfg.LedgerTable, Prefix: f.cfg.AttrPrefix}
+}
