@@ -84,9 +84,11 @@
 // A claim's claim_until is the claimer's deadline (ClaimRequest.Until) plus the claimer's
 // WithMaxClockSkew, and another worker takes the claim over only once claim_until <= its own
 // now. With clocks that differ by at most the skew, that is after the holder's own clock passed
-// Until; the worker cancels its handler a margin before Until. So no two handlers of one item
-// overlap unless a handler ignores its cancelled context past the worker's grace (then it is
-// abandoned: OpAbandon keeps its claim for its full expiry).
+// Until; the worker cancels its handler's context a margin before Until. So no other worker starts
+// a handler of the item while the holder's handler context is live. A handler that goes on after
+// its context is cancelled may still be running then: the worker waits Config.HandlerGrace for it,
+// then abandons it (OpAbandon keeps its claim for its full expiry, so at least the slot's next
+// holder does not take it over at once); side effects are at-least-once for this reason too.
 //
 // # Costs
 //

@@ -25,7 +25,7 @@ import (
 // and general, completions single and batched, retries, dead letters, releases, abandons,
 // complete-only writes and failures, redrives) by several workers of two groups, with stale lease
 // tokens and clocks skewed within the ledger's MaxClockSkew, mixed with another client's resets,
-// rewrites and deletes and with lost answers (ddbfault), run against each ledger on DynamoDB Local
+// rewrites and deletes and with lost and delayed answers (ddbfault), run against each ledger on DynamoDB Local
 // and moto. After every step each outcome and every item's stored state must equal the reference
 // model's (model_test.go), and three properties must hold: callers are told an item is done at most
 // once per generation (and exactly once when no write of unknown outcome could have done it), a
@@ -60,7 +60,7 @@ type modelEnv struct {
 
 func newModelEnv(t *testing.T, kind string, mutate func(*core)) *modelEnv {
 	db, source, names := lcSourceTable(t)
-	e := &modelEnv{kind: kind, raw: db, fc: ddbfault.New(db), source: source, mutate: mutate}
+	e := &modelEnv{kind: kind, raw: db, fc: ddbfault.New(db, ddbfault.WithTimeout(20*time.Millisecond)), source: source, mutate: mutate}
 	var err error
 	switch kind {
 	case "inline":
@@ -153,7 +153,7 @@ func (m *modelRun) request(t *rapid.T, a mcActor, i int, fresh bool) (ClaimReque
 
 // mcFaults are the faults a single write may meet, most often none.
 var mcFaults = []ddbfault.Kind{"", "", "", "", ddbfault.LostAnswer, ddbfault.LostAnswerRetried,
-	ddbfault.LostAnswerRetriedNoOld, ddbfault.ErrorBeforeSend, ddbfault.Throttle}
+	ddbfault.LostAnswerRetriedNoOld, ddbfault.ErrorBeforeSend, ddbfault.Throttle, ddbfault.DelayedAnswer}
 
 // arm draws a fault for the next single write and arms it on the ledger's client.
 func (m *modelRun) arm(t *rapid.T) ddbfault.Kind {
@@ -165,8 +165,9 @@ func (m *modelRun) arm(t *rapid.T) ddbfault.Kind {
 	return k
 }
 
-// sendLost reports a fault after which the caller learns nothing of its write.
-func sendLost(k ddbfault.Kind) bool { return k == ddbfault.LostAnswer }
+// sendLost reports a fault after which the caller learns nothing of its write (a delayed answer
+// comes after the client's timeout).
+func sendLost(k ddbfault.Kind) bool { return k == ddbfault.LostAnswer || k == ddbfault.DelayedAnswer }
 
 // notSent reports a fault that keeps the write from landing.
 func notSent(k ddbfault.Kind) bool { return k == ddbfault.ErrorBeforeSend || k == ddbfault.Throttle }

@@ -11,10 +11,15 @@ import (
 // WithGroupMetaDefaults gives the value a meta key has when a meta item (or the caller's meta)
 // lacks it: a group set up before a setting was recorded is taken to have used its default, so
 // its workers keep running, while a worker that sets the key to anything else is refused with a
-// *GroupMismatchError. Keys without a default compare as "" when missing.
+// *GroupMismatchError. A default of AnyValue accepts every value from a group that lacks the key.
+// Keys without a default compare as "" when missing.
 func WithGroupMetaDefaults(defaults map[string]string) AcquireOption {
 	return func(o *acquireOpts) { o.metaDefaults = defaults }
 }
+
+// AnyValue, as a meta key's default (WithGroupMetaDefaults), lets a group whose meta item lacks
+// the key (set up before the key was recorded) take workers of any value for it.
+const AnyValue = "\x00any"
 
 // checkMeta compares the group's recorded n (unless the caller joins at the current n) and meta
 // with the caller's. Meta is compared only when
@@ -41,7 +46,7 @@ func checkMeta(t target, have metaItem) error {
 		for _, k := range sorted {
 			_, inHave := have.meta[k]
 			_, inWant := t.meta[k]
-			if (inHave && inWant) != shared {
+			if (inHave && inWant) != shared || !inHave && t.defs[k] == AnyValue {
 				continue
 			}
 			if h, w := value(have.meta, k), value(t.meta, k); h != w {

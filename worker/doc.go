@@ -38,13 +38,17 @@
 //	ShardAttr      meta.shard_attr      index mode
 //	Shards         meta.shards          index mode
 //	CompleteOnly   meta.complete_only   always
+//	Once           meta.once            always
 //	Job            meta.job             always
 //	Ledger         meta.ledger          always
 //	LedgerTable    meta.ledger_table    table ledger
 //	AttrPrefix     meta.attr_prefix     inline ledger
 //
 // A group set up by an older version, whose meta item lacks a setting, is taken to have used that
-// setting's default.
+// setting's default; one that lacks meta.once takes once- and continuous workers alike, as before.
+// Once is a group setting because it decides how a slot's share is read: a once-worker's pass
+// marks the units thieves may steal, and a continuous worker that took its slot over would ignore
+// the markers.
 //
 // # Elastic groups
 //

@@ -1,5 +1,7 @@
 package worker
 
+import "github.com/dynapart/dynapart/lock"
+
 // groupMeta is what the group's meta item records (see lock.WithGroupMeta): every setting of the
 // table (Settings) with a "meta.<key>" GroupField, where its Scope covers c, segments as the
 // group's segment count. These decide where item state lives or which items a slot reads; a worker
@@ -23,7 +25,11 @@ func groupMetaDefaults() map[string]string {
 	d := (&Config{}).withDefaults()
 	defaults := map[string]string{}
 	for _, s := range settings {
-		if key, ok := s.metaKey(); ok && s.AddedLater {
+		key, ok := s.metaKey()
+		switch {
+		case ok && s.AnyIfMissing:
+			defaults[key] = lock.AnyValue
+		case ok && s.AddedLater:
 			defaults[key] = s.metaValue(d)
 		}
 	}

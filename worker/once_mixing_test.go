@@ -49,7 +49,6 @@ func (s *writeSpy) TransactWriteItems(ctx context.Context, in *dynamodb.Transact
 // *lock.GroupMismatchError on "meta.once", before it writes anything. Here the group's first
 // worker holds slot 0 mid-pass and slot 1 is free for the second.
 func TestOnceAndContinuousWorkersOfOneGroupRefused(t *testing.T) {
-	t.Skip("hole 4: fix pending")
 	for _, groupOnce := range []bool{true, false} {
 		t.Run(fmt.Sprintf("group once=%t", groupOnce), func(t *testing.T) {
 			f := newFixture(t, 20)

@@ -29,6 +29,9 @@ type Setting struct {
 	// AddedLater marks a meta key recorded since after the first release: a group whose meta item
 	// lacks it (set up by an older version) is taken to have used the default.
 	AddedLater bool
+	// AnyIfMissing, with AddedLater, makes a group whose meta item lacks the key take workers of
+	// any value for it, as it did before the key was recorded (lock.AnyValue).
+	AnyIfMissing bool
 	// Default is the value an unset (zero) field takes, of the field's type; nil when the default
 	// is the zero value or is computed from other fields (Help says how).
 	Default any
@@ -128,7 +131,8 @@ var settings = []Setting{
 		Help: "delay before the second attempt (doubles per attempt, max 5m)"},
 	{Field: "MaxRetryBackoff", Default: 5 * time.Minute},
 
-	{Field: "Once", Flag: "once", Help: "process the share once and exit (default: continuous)"},
+	{Field: "Once", Flag: "once", GroupField: "meta.once", AddedLater: true, AnyIfMissing: true,
+		Help: "process the share once and exit (default: continuous)"},
 	{Field: "NoSteal", Flag: "no-steal",
 		Help: "with --once: do not take units from slots still working once this worker's slot is finished"},
 	{Field: "PollInterval", Flag: "poll-interval", Help: "pause between passes (default 30s continuous, 5s once)"},

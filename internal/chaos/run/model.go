@@ -45,7 +45,8 @@ func runModel(md *bytes.Buffer, endpoint, dir string, seed uint64, checks, steps
 		"(claims single and batched, fresh and general; completions single and batched; retries, dead letters, releases, "+
 		"abandons; complete-only writes and failures; redrives; another client's resets, rewrites, deletes and recreates) "+
 		"by four workers of two groups with stale lease tokens and clocks skewed within the ledger's MaxClockSkew, with lost "+
-		"answers (ddbfault: lost, lost and resent, lost and resent without the old image, not sent, throttled), on three "+
+		"answers (ddbfault: lost, lost and resent, lost and resent without the old image, delayed past the timeout, not sent, "+
+		"throttled), on three "+
 		"items per sequence; after every step each outcome and each item's stored state is compared with the plain-Go "+
 		"model, callers must have been told of each completion once, and no claim may be taken over by expiry before its "+
 		"holder's deadline. A violation fails the run and prints the shrunk sequence. Replay: "+
