@@ -90,6 +90,16 @@
 // then abandons it (OpAbandon keeps its claim for its full expiry, so at least the slot's next
 // holder does not take it over at once); side effects are at-least-once for this reason too.
 //
+// # Effects
+//
+// CompleteWith and CompleteOnlyWith commit a handler's Effects with the completion: the inline
+// ledger merges an update of the item alone into the completion's UpdateItem (one write); any
+// other effect goes in one TransactWriteItems whose first item is the completion, with a
+// ClientRequestToken derived from the claim's id. The completion's condition is the guard: it
+// admits one completion per claim, so the effects of a handler that ran twice, or of a commit sent
+// twice, land once. A failed condition of the caller's own write cancels the whole commit (an
+// *EffectError naming it); conflicts and throttling are retried.
+//
 // # Costs
 //
 // Each transition is one write of the state row (1 WCU for an item under 1 KB; 2 per item in a

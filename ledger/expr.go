@@ -304,6 +304,13 @@ type addTo struct {
 
 func set(a attr, v val) setTo { return setTo{a: a, v: v} }
 
+func (s setTo) render() string {
+	if s.from != "" {
+		return "#" + string(s.a) + " = if_not_exists(#" + string(s.from) + ", :" + string(s.v) + ")"
+	}
+	return "#" + string(s.a) + " = :" + string(s.v)
+}
+
 func (u update) render(b *strings.Builder) {
 	if len(u.set) > 0 {
 		b.WriteString("SET ")
@@ -311,11 +318,7 @@ func (u update) render(b *strings.Builder) {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			if s.from != "" {
-				b.WriteString("#" + string(s.a) + " = if_not_exists(#" + string(s.from) + ", :" + string(s.v) + ")")
-				continue
-			}
-			b.WriteString("#" + string(s.a) + " = :" + string(s.v))
+			b.WriteString(s.render())
 		}
 	}
 	if len(u.remove) > 0 {
