@@ -171,6 +171,8 @@ func (l *core) commitTx(ctx context.Context, cm commit, itemKey Key) (applied bo
 		}
 		retry, applied, found, cerr := l.commitAnswer(cm, len(items), err)
 		switch {
+		case errors.Is(cerr, errNoImage):
+			return l.settleRefused(ctx, cm)
 		case cerr != nil:
 			return false, found, cerr
 		case !retry:
@@ -226,6 +228,11 @@ func (l *core) sourceUpdate(c *clauses, key Key) types.TransactWriteItem {
 // permanent error (an *EffectError naming the write).
 func (l *core) commitAnswer(cm commit, n int, err error) (retry, applied bool, found ItemState, _ error) {
 	var tce *types.TransactionCanceledException
+	var ipm *types.IdempotentParameterMismatchException
+	if errors.As(err, &ipm) {
+		return false, false, ItemState{}, l.wrapErr("commit", l.row.table,
+			fmt.Errorf("the commit of this claim was sent before with other effects or another time (a claim commits once; a repeat must be the same request): %w", err))
+	}
 	if !errors.As(err, &tce) {
 		if refused(err) {
 			return false, false, ItemState{}, &EffectError{Write: -1, Reason: "the commit was refused by DynamoDB, nothing of it applied", Err: err}
@@ -245,6 +252,11 @@ func (l *core) commitAnswer(cm commit, n int, err error) (retry, applied bool, f
 			continue
 		}
 		switch {
+		case i == 0 && code == "ConditionalCheckFailed" && len(r.Item) == 0:
+			// No image of the row (a backend that leaves it out, a repeat sent without asking):
+			// the caller reads it (settleRefused).
+			l.condFailures.Add(1)
+			return false, false, ItemState{}, errNoImage
 		case i == 0 && code == "ConditionalCheckFailed":
 			l.condFailures.Add(1)
 			return false, l.applied(cm.op, r.Item, cm.vals), l.decodeState(r.Item), nil
@@ -292,6 +304,21 @@ func (l *core) settleCommit(ctx context.Context, cm commit, err error) (bool, It
 		return true, ItemState{}, nil
 	}
 	return false, ItemState{}, err
+}
+
+// errNoImage: the completion's condition failed and the answer carried no image of the row.
+var errNoImage = errors.New("refused without the row's image")
+
+// settleRefused decides a commit whose completion was refused without an image of the row, by a
+// consistent read: applied when the row shows this commit (an earlier attempt of it landed).
+func (l *core) settleRefused(ctx context.Context, cm commit) (bool, ItemState, error) {
+	rctx, cancel := settleContext(ctx)
+	defer cancel()
+	row, err := l.readRow(rctx, "commit", cm.rowKey)
+	if err != nil {
+		return false, ItemState{}, err
+	}
+	return l.applied(cm.op, row, cm.vals), l.decodeState(row), nil
 }
 
 func (l *core) where() string { return fmt.Sprintf("%s %q", l.name, l.row.table) }

@@ -193,7 +193,9 @@ type Ledger interface {
 	Complete(ctx context.Context, c Claim, now time.Time) error
 	// CompleteWith completes a claimed item and applies eff in the same atomic write (see
 	// Effects): exactly once, with the completion, or not at all. An *EffectError when an effect
-	// is refused (nothing written); a *ClaimLostError as Complete.
+	// is refused (nothing written); a *ClaimLostError as Complete. A claim commits once: a repeat
+	// (after a lost answer) must carry the same effects and time, and returns nil without applying
+	// anything again.
 	CompleteWith(ctx context.Context, c Claim, now time.Time, eff *Effects) error
 	// CompleteOnlyWith is CompleteOnly with effects, committed as CompleteWith commits them.
 	CompleteOnlyWith(ctx context.Context, req ClaimRequest, eff *Effects) (Result, error)
