@@ -311,41 +311,8 @@ func (s setTo) render() string {
 	return "#" + string(s.a) + " = :" + string(s.v)
 }
 
-func (u update) render(b *strings.Builder) {
-	if len(u.set) > 0 {
-		b.WriteString("SET ")
-		for i, s := range u.set {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteString(s.render())
-		}
-	}
-	if len(u.remove) > 0 {
-		if b.Len() > 0 {
-			b.WriteString(" ")
-		}
-		b.WriteString("REMOVE ")
-		for i, a := range u.remove {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteString("#" + string(a))
-		}
-	}
-	if len(u.add) > 0 {
-		if b.Len() > 0 {
-			b.WriteString(" ")
-		}
-		b.WriteString("ADD ")
-		for i, a := range u.add {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteString("#" + string(a.a) + " :" + string(a.v))
-		}
-	}
-}
+// render writes u as an update expression (see clauses.renderInto, which also merges effects).
+func (u update) render(b *strings.Builder) { (*clauses)(nil).renderInto(b, &u) }
 
 func (u update) uses(us *usage) {
 	for _, s := range u.set {
