@@ -2,6 +2,7 @@ package exampleutil
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync/atomic"
 
@@ -129,6 +130,26 @@ func crashAt[T any](c *CrashClient, ctx context.Context, w Write, send func(cont
 	Say("held %s", w.Op)
 	Hear("release")
 	out, err := send(context.WithoutCancel(ctx))
-	Say("released %s, error %v", w.Op, err)
+	Say("released %s: %s", w.Op, outcome(err))
 	return out, err
+}
+
+// outcome says briefly how a write ended: "landed", the codes of a cancelled transaction's items,
+// or the error.
+func outcome(err error) string {
+	var tce *types.TransactionCanceledException
+	var ccf *types.ConditionalCheckFailedException
+	switch {
+	case err == nil:
+		return "landed"
+	case errors.As(err, &tce):
+		var codes []string
+		for _, r := range tce.CancellationReasons {
+			codes = append(codes, aws.ToString(r.Code))
+		}
+		return "cancelled " + strings.Join(codes, ", ")
+	case errors.As(err, &ccf):
+		return "condition failed"
+	}
+	return err.Error()
 }
