@@ -6,6 +6,12 @@
 // transaction with the row (the missing unique constraint), and an advisory lock.Mutex per
 // interview. It prints the duplicates each left and the time per update each costs.
 //
+// Then it parks calendar updates, each delivered twice, for dynapart workers (child processes of
+// this program) whose handler returns the interviewer's row as a put-if-absent effect, committed
+// with the delivery's completion: a stale worker's late write (frozen with SIGSTOP past its lease)
+// duplicates the row with the naive handler and is refused with the effects; SIGKILLed workers
+// leave one row per interview.
+//
 //	dynapart local &
 //	go run ./examples/interviewers --endpoint http://127.0.0.1:8000
 package main
