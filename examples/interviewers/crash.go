@@ -3,16 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"syscall"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/dynapart/dynapart/examples/internal/exampleutil"
 	"github.com/dynapart/dynapart/ledger"
-	"github.com/dynapart/dynapart/scan"
 	"github.com/dynapart/dynapart/worker"
 )
 
@@ -37,23 +33,17 @@ type ChildSpec struct {
 // the same slot (filter mode by interview_id), one update at a time, short leases so that a dead
 // or frozen worker's slot is taken over in about 2 s.
 func WorkerConfig(db worker.DynamoDBClient, t Tables, workers int, owner string) worker.Config {
-	return worker.Config{
-		Client: db, Table: t.Updates, LeaseTable: t.Leases, Workers: workers, Once: true,
-		Mode: scan.ModeFilter, PartitionAttr: attrInterview, Concurrency: 1,
-		NoSteal:  true, // a finished worker does not read another slot's updates
-		LeaseTTL: 2 * time.Second, MaxClockSkew: 250 * time.Millisecond, StandbyPoll: 100 * time.Millisecond,
-		CheckpointInterval: 200 * time.Millisecond, Owner: owner,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	}
+	return exampleutil.QuickTakeover(exampleutil.OneAtATimePer(attrInterview, worker.Config{
+		Client: db, Table: t.Updates, LeaseTable: t.Leases, Workers: workers, Once: true, Owner: owner,
+	}))
 }
 
 // RunChild runs one worker until the job is finished (or its parent kills it).
 func RunChild(ctx context.Context, spec ChildSpec) error {
-	db, err := exampleutil.NewClient(ctx, spec.Endpoint)
+	cc, err := exampleutil.NewCrashClient(ctx, spec.Endpoint, spec.Crash, insertWrite(spec.Mode, spec.Interviews))
 	if err != nil {
 		return err
 	}
-	cc := &exampleutil.CrashClient{Client: db, Point: spec.Crash, Match: insertWrite(spec.Mode, spec.Interviews)}
 	h, err := (&Store{DB: cc, Table: spec.Interviews}).Handler(spec.Mode, nil)
 	if err != nil {
 		return err

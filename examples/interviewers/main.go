@@ -32,16 +32,7 @@ import (
 )
 
 func main() {
-	var spec ChildSpec
-	if child, err := exampleutil.ChildSpec(&spec); child {
-		if err == nil {
-			err = RunChild(context.Background(), spec)
-		}
-		if err != nil {
-			log.Fatal(err)
-		}
-		return
-	}
+	exampleutil.RunIfChild(RunChild) // a worker started by this program: run it and exit
 	workerUpdates := flag.Int("worker-updates", 30, "calendar updates (each delivered twice) per dynapart worker run")
 	updates := flag.Int("updates", 100, "calendar updates raced by the web request and the poller, per approach")
 	single := flag.Int("single", 200, "uncontended updates timed per approach")

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -19,17 +17,7 @@ import (
 
 func TestMain(m *testing.M) {
 	// The worker runs' workers are this test binary started again as children.
-	var spec ChildSpec
-	if child, err := exampleutil.ChildSpec(&spec); child {
-		if err == nil {
-			err = RunChild(context.Background(), spec)
-		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
+	exampleutil.RunIfChild(RunChild)
 	ddbtest.Main(m)
 }
 

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -12,7 +10,6 @@ import (
 	"github.com/dynapart/dynapart/examples/internal/exampleutil"
 	"github.com/dynapart/dynapart/ledger"
 	"github.com/dynapart/dynapart/lock"
-	"github.com/dynapart/dynapart/scan"
 	"github.com/dynapart/dynapart/worker"
 )
 
@@ -38,38 +35,28 @@ type ChildSpec struct {
 	Crash exampleutil.CrashPoint `json:"crash"`
 }
 
-// leaseTTL is short so that a killed worker's slot (and, for the pessimistic version, the
-// message lock it held) is taken over about 2 s after its death.
-const leaseTTL = 2 * time.Second
-
 // workerConfig is every crash-run worker's configuration.
 func workerConfig(db worker.DynamoDBClient, t Tables, owner string) worker.Config {
-	return worker.Config{
-		Client: db, Table: t.Inbox, LeaseTable: t.Leases, Workers: 2, Once: true,
-		// Every receipt of a message goes to the same slot, and a slot handles one receipt at a
-		// time: a receipt's read of the message is not overtaken by another receipt's write.
-		Mode: scan.ModeFilter, PartitionAttr: attrMessage, Concurrency: 1,
-		NoSteal:  true, // a finished worker does not read another slot's receipts
-		LeaseTTL: leaseTTL, MaxClockSkew: 250 * time.Millisecond, StandbyPoll: 100 * time.Millisecond,
-		CheckpointInterval: 200 * time.Millisecond, Owner: owner,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	}
+	// Every receipt of a message goes to the same slot, and a slot handles one receipt at a time:
+	// a receipt's read of the message is not overtaken by another receipt's write.
+	return exampleutil.QuickTakeover(exampleutil.OneAtATimePer(attrMessage, worker.Config{
+		Client: db, Table: t.Inbox, LeaseTable: t.Leases, Workers: 2, Once: true, Owner: owner,
+	}))
 }
 
 // RunChild runs one worker of a crash run until the job is finished (or the parent kills it at
 // its crash point: the plain and pessimistic versions' status write that landed, or the effects'
 // commit).
 func RunChild(ctx context.Context, spec ChildSpec) error {
-	db, err := exampleutil.NewClient(ctx, spec.Endpoint)
-	if err != nil {
-		return err
-	}
 	match := statusWrite(spec.State)
 	if spec.Mode == Effects {
 		match = commitWrite(spec.State)
 	}
-	cc := &exampleutil.CrashClient{Client: db, Point: spec.Crash, Match: match}
-	locks, err := lock.New(cc, spec.Leases, lock.WithPollInterval(10*time.Millisecond), lock.WithLeaseTTL(leaseTTL),
+	cc, err := exampleutil.NewCrashClient(ctx, spec.Endpoint, spec.Crash, match)
+	if err != nil {
+		return err
+	}
+	locks, err := lock.New(cc, spec.Leases, lock.WithPollInterval(10*time.Millisecond), lock.WithLeaseTTL(exampleutil.TakeoverTTL),
 		lock.WithOwner(spec.Owner))
 	if err != nil {
 		return err

@@ -30,16 +30,7 @@ import (
 )
 
 func main() {
-	var spec ChildSpec
-	if child, err := exampleutil.ChildSpec(&spec); child {
-		if err == nil {
-			err = RunChild(context.Background(), spec)
-		}
-		if err != nil {
-			log.Fatal(err)
-		}
-		return
-	}
+	exampleutil.RunIfChild(RunChild) // a worker started by this program: run it and exit
 	load := Load{Campaigns: 5, Seed: 1}
 	crashBatches := flag.Int("crash-batches", 4, "crash runs: batches of 60 receipts")
 	flag.IntVar(&load.Batches, "batches", 20, "batches of receipts (the published test: 1000)")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -20,17 +19,7 @@ import (
 
 func TestMain(m *testing.M) {
 	// A crash run's workers are this test binary started again as children.
-	var spec ChildSpec
-	if child, err := exampleutil.ChildSpec(&spec); child {
-		if err == nil {
-			err = RunChild(context.Background(), spec)
-		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
+	exampleutil.RunIfChild(RunChild)
 	ddbtest.Main(m)
 }
 

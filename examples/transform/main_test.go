@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -37,33 +36,21 @@ type childSpec struct {
 
 func TestMain(m *testing.M) {
 	// The killed migration's workers are this test binary started again as children.
-	var spec childSpec
-	if child, err := exampleutil.ChildSpec(&spec); child {
-		if err == nil {
-			err = runChild(context.Background(), spec)
-		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
+	exampleutil.RunIfChild(runChild)
 	ddbtest.Main(m)
 }
 
 // runChild runs one migration worker with short leases, stopped at its crash point (the n-th
 // UpdateItem of the people table: a completion with the item's change merged in).
 func runChild(ctx context.Context, spec childSpec) error {
-	db, err := exampleutil.NewClient(ctx, spec.Endpoint)
+	cc, err := exampleutil.NewCrashClient(ctx, spec.Endpoint, spec.Crash, func(w exampleutil.Write) bool {
+		return w.Op == "UpdateItem" && w.Touches(spec.Job.Table, attrID, "")
+	})
 	if err != nil {
 		return err
 	}
-	cc := &exampleutil.CrashClient{Client: db, Point: spec.Crash, Match: func(w exampleutil.Write) bool {
-		return w.Op == "UpdateItem" && w.Touches(spec.Job.Table, attrID, "")
-	}}
-	cfg := Config(cc, spec.Job)
-	cfg.Owner, cfg.LeaseTTL, cfg.MaxClockSkew, cfg.StandbyPoll = spec.Owner, 2*time.Second, 250*time.Millisecond, 100*time.Millisecond
-	cfg.CheckpointInterval = 200 * time.Millisecond
+	cfg := exampleutil.QuickTakeover(Config(cc, spec.Job))
+	cfg.Owner = spec.Owner
 	w, err := worker.New(cfg)
 	if err != nil {
 		return err

@@ -17,12 +17,12 @@ import (
 
 // ChildEnv names the environment variable that makes a program run as a worker child: its value
 // is the JSON spec of what the child runs. An example's main and its test binary both check it
-// first (ChildSpec), so that a parent (the example, or its test) can start workers as real
+// first (RunIfChild), so that a parent (the example, or its test) can start workers as real
 // processes of the same binary and SIGKILL, SIGSTOP or SIGCONT them.
 const ChildEnv = "DYNAPART_EXAMPLE_CHILD"
 
-// ChildSpec decodes this process's child spec into v and reports whether the process is a child.
-func ChildSpec(v any) (bool, error) {
+// childSpec decodes this process's child spec into v and reports whether the process is a child.
+func childSpec(v any) (bool, error) {
 	raw, ok := os.LookupEnv(ChildEnv)
 	if !ok {
 		return false, nil
@@ -31,6 +31,25 @@ func ChildSpec(v any) (bool, error) {
 		return true, fmt.Errorf("%s: %w", ChildEnv, err)
 	}
 	return true, nil
+}
+
+// RunIfChild runs the child and exits when this process is a child (ChildEnv set): it decodes
+// the spec into an S and calls run; the exit status is 0 when run returns nil, else 1 with the
+// error on stderr. In any other process it returns at once.
+func RunIfChild[S any](run func(context.Context, S) error) {
+	var spec S
+	child, err := childSpec(&spec)
+	if !child {
+		return
+	}
+	if err == nil {
+		err = run(context.Background(), spec)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(0)
 }
 
 // The child's side of the conversation: lines on stdout to the parent, lines on stdin from it.
@@ -77,7 +96,7 @@ type Proc struct {
 	Name   string
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
-	stderr syncBuffer
+	stderr bytes.Buffer // written by exec while the child runs: read only once it has exited
 
 	mu      sync.Mutex
 	lines   []string
@@ -143,7 +162,7 @@ func (p *Proc) Await(ctx context.Context, prefix string) (string, error) {
 		changed, exited := p.changed, p.exitedLocked()
 		p.mu.Unlock()
 		if exited {
-			return "", fmt.Errorf("%s exited (%v) before saying %q: %s", p.Name, p.err, prefix, p.stderr.Tail())
+			return "", fmt.Errorf("%s exited (%v) before saying %q: %s", p.Name, p.err, prefix, tail(p.stderr.String()))
 		}
 		select {
 		case <-changed:
@@ -188,28 +207,13 @@ func (p *Proc) Wait(ctx context.Context) error {
 	}
 	_ = p.stdin.Close()
 	if p.err != nil {
-		return fmt.Errorf("%s: %w: %s", p.Name, p.err, p.stderr.Tail())
+		return fmt.Errorf("%s: %w: %s", p.Name, p.err, tail(p.stderr.String()))
 	}
 	return nil
 }
 
-// syncBuffer is the child's stderr, written by exec's copying goroutine.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// Tail is the last 2 KB of what the child wrote to stderr.
-func (b *syncBuffer) Tail() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	s := b.buf.String()
+// tail is the last 2 KB of s.
+func tail(s string) string {
 	if len(s) > 2048 {
 		s = "..." + s[len(s)-2048:]
 	}

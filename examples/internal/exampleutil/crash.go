@@ -153,3 +153,12 @@ func outcome(err error) string {
 	}
 	return err.Error()
 }
+
+// NewCrashClient returns a CrashClient for endpoint (see NewClient) that stops at point.
+func NewCrashClient(ctx context.Context, endpoint string, point CrashPoint, match func(Write) bool) (*CrashClient, error) {
+	db, err := NewClient(ctx, endpoint)
+	if err != nil {
+		return nil, err
+	}
+	return &CrashClient{Client: db, Point: point, Match: match}, nil
+}
