@@ -134,6 +134,13 @@ func (e *Effects) Update(table string, key Key, changes ...Change) *Effects {
 	return e
 }
 
+// UpdateIf changes the item key of table only if cond holds when the commit lands; else the whole
+// commit is cancelled and the attempt fails permanently.
+func (e *Effects) UpdateIf(table string, key Key, cond expression.ConditionBuilder, changes ...Change) *Effects {
+	e.writes = append(e.writes, Write{Kind: WriteUpdate, Table: table, Key: key, Changes: changes, Condition: &cond})
+	return e
+}
+
 // Delete deletes the item key of table.
 func (e *Effects) Delete(table string, key Key) *Effects {
 	e.writes = append(e.writes, Write{Kind: WriteDelete, Table: table, Key: key})

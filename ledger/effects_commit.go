@@ -87,7 +87,9 @@ func (l *core) completeOnlyWith(ctx context.Context, r ClaimRequest, eff *Effect
 		res.Applied = applied
 	}
 	if err == nil && !res.Applied && r.Fresh && !res.Found.Status.Finished() && res.Found.Status != StatusPending {
-		r.Fresh = false // the item has gained a state since the scan: the general condition decides
+		// The item has gained a state since the scan: the general condition decides, in a new
+		// request (a new id, so a new transaction token: the refused one was another request).
+		r.Fresh, r.ID = false, newID()
 		return l.completeOnlyWith(ctx, r, eff)
 	}
 	if res.Applied {
