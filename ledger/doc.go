@@ -76,7 +76,7 @@
 // looks at any other again: a live claim at its expiry, a retry at its time, a pending item at
 // once. A claim whose holder dies expires (or is taken over at once by the slot's next holder);
 // a claim whose answer was lost is settled by a read or undone (OpRelease on its id), so it uses
-// up no attempt. An attempt that ends without an outcome still counts (the claim added it), so a
+// up no attempt (unless it lands after the settling read: then it expires, and counts). An attempt that ends without an outcome still counts (the claim added it), so a
 // poison item reaches MaxAttempts and is dead-lettered instead of looping for ever.
 //
 // # Claim expiry and clocks

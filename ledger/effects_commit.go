@@ -88,8 +88,8 @@ func (l *core) completeOnlyWith(ctx context.Context, r ClaimRequest, eff *Effect
 	}
 	if err == nil && !res.Applied && r.Fresh && !res.Found.Status.Finished() && res.Found.Status != StatusPending {
 		// The item has gained a state since the scan: the general condition decides, in a new
-		// request (a new id, so a new transaction token: the refused one was another request).
-		r.Fresh, r.ID = false, newID()
+		// request (its own id, so its own transaction token: the refused one was another request).
+		r.Fresh, r.ID = false, r.ID+"-g"
 		return l.completeOnlyWith(ctx, r, eff)
 	}
 	if res.Applied {
@@ -137,6 +137,9 @@ func (l *core) fencedMerged(ctx context.Context, cm commit) error {
 	if err == nil {
 		return nil
 	}
+	if IsValidation(err) {
+		return &EffectError{Write: -1, Reason: "the item's update was refused by DynamoDB, nothing of the commit applied", Err: err}
+	}
 	f := fencedWrite{op: cm.op, c: cm.claim, rowKey: cm.rowKey, vals: cm.vals}
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
@@ -150,6 +153,9 @@ func (l *core) unclaimedMerged(ctx context.Context, cm commit) (Result, error) {
 	_, err := l.update(ctx, l.mergedInput(cm))
 	if err == nil {
 		return Result{Applied: true}, nil
+	}
+	if IsValidation(err) {
+		return Result{}, &EffectError{Write: -1, Reason: "the item's update was refused by DynamoDB, nothing of the commit applied", Err: err}
 	}
 	return l.settleUnclaimed(ctx, cm.op, cm.rowKey, cm.vals, err)
 }

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -104,10 +105,12 @@ func (l *core) isKeyAttr(name string) bool {
 	return false
 }
 
-// isLedgerAttr: an attribute the ledger writes, or one under the inline ledger's prefix.
+// isLedgerAttr: an attribute of an item's state the ledger writes, or one under the inline
+// ledger's prefix (not the key, which the names map too, nor the attributes removed when an item
+// is finished, which a write may set, e.g. to put another item into the pending index).
 func (l *core) isLedgerAttr(name string) bool {
-	for _, n := range l.names {
-		if n == name {
+	for _, a := range append(slices.Clone(stateAttrs), aLastError, aRedriven) {
+		if l.names[a] == name {
 			return true
 		}
 	}

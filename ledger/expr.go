@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"bytes"
 	"cmp"
 	"math/big"
 	"strconv"
@@ -237,7 +238,8 @@ func join(b *strings.Builder, cs []cond, sep string) {
 	}
 }
 
-// compare orders two scalar values as DynamoDB does: numbers by value, strings by their bytes.
+// compare orders two scalar values as DynamoDB does: numbers by value, strings and binaries by
+// their bytes.
 // ok is false when either is missing or their types differ (a comparison DynamoDB calls false).
 func compare(a, b types.AttributeValue) (int, bool) {
 	switch x := a.(type) {
@@ -253,6 +255,12 @@ func compare(a, b types.AttributeValue) (int, bool) {
 			return 0, false
 		}
 		return compareNumbers(x.Value, y.Value)
+	case *types.AttributeValueMemberB:
+		y, ok := b.(*types.AttributeValueMemberB)
+		if !ok {
+			return 0, false
+		}
+		return bytes.Compare(x.Value, y.Value), true
 	case *types.AttributeValueMemberBOOL:
 		y, ok := b.(*types.AttributeValueMemberBOOL)
 		if !ok || x.Value != y.Value {

@@ -84,6 +84,9 @@ func (p *pass) completeOnly(wctx context.Context, t task, now time.Time) {
 	case errors.Is(err, ledger.ErrEffectRefused):
 		c.Logger.Warn("dynapart: the handler's effects were refused (complete-only); the item is dead-lettered", "slot", slot, "err", err)
 		p.completeOnlyFailed(wctx, t, Permanent(err), took)
+	case ledger.IsValidation(err):
+		p.unprocessable(t, err) // e.g. too large for the inline ledger's attributes: no retry can help
+		return
 	case err != nil:
 		c.Logger.Error("dynapart: complete", "slot", slot, "err", err)
 		p.again(now.Add(c.RetryBackoff))
