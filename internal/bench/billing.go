@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/dynapart/dynapart/ddbfault"
 	"github.com/dynapart/dynapart/internal/capacity"
 )
 
@@ -75,20 +76,12 @@ func (b Bill) Total() Units {
 	return t
 }
 
-// billedClient is what billingDB wraps and offers: every data-plane call the library and the
-// hand loops make, and the batch, transaction and PartiQL calls a ledger may look for.
+// billedClient is what billingDB wraps and offers: the calls the fault client wraps (every
+// data-plane call the library and the hand loops make), and the transaction reads and PartiQL
+// calls a ledger may look for.
 type billedClient interface {
-	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
-	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
-	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
-	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
-	Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
-	Scan(ctx context.Context, in *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
-	DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
-	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+	ddbfault.Next
 	TransactGetItems(ctx context.Context, in *dynamodb.TransactGetItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactGetItemsOutput, error)
-	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
-	BatchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error)
 	ExecuteStatement(ctx context.Context, in *dynamodb.ExecuteStatementInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ExecuteStatementOutput, error)
 	BatchExecuteStatement(ctx context.Context, in *dynamodb.BatchExecuteStatementInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchExecuteStatementOutput, error)
 }
@@ -150,20 +143,23 @@ func (c charges) add(table string, tb TableBill) {
 	c[table] = t
 }
 
-// record counts a request of op and, when err leaves it billed, its charges.
-func (b *billingDB) record(op string, err error, c charges) {
+// settle counts a request of op that answered out and err and, when err leaves it billed, the
+// charges charge makes (out may be nil); it returns out and err.
+func settle[Out any](b *billingDB, op string, out Out, err error, charge func(c charges)) (Out, error) {
+	c := charges{}
+	if billed(err) && charge != nil {
+		charge(c)
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.bill.Requests++
 	b.bill.ByOp[op]++
-	if !billed(err) {
-		return
-	}
 	for t, tb := range c {
 		cur := b.bill.Tables[t]
 		cur.add(tb)
 		b.bill.Tables[t] = cur
 	}
+	return out, err
 }
 
 // billed reports whether a request that ended with err is billed: it succeeded, or DynamoDB
@@ -192,12 +188,26 @@ func (b *billingDB) storedSize(table string, key map[string]types.AttributeValue
 	return max(b.stored[table], capacity.ItemSize(key))
 }
 
+// putSize is a put's item size: the item put, or the stored item if larger (the item before).
+func (b *billingDB) putSize(table *string, item map[string]types.AttributeValue) int {
+	return max(capacity.ItemSize(item), b.stored[aws.ToString(table)])
+}
+
 // updateSize is an update's (or a condition check's) item size: the stored item and what the
 // request carries.
 func (b *billingDB) updateSize(table *string, key, values map[string]types.AttributeValue, names map[string]string) int {
 	n := b.storedSize(aws.ToString(table), key) + capacity.ItemSize(values)
 	for _, name := range names {
 		n += len(name)
+	}
+	return n
+}
+
+// statementSize is a PartiQL write's item size: the stored item and the statement's parameters.
+func (b *billingDB) statementSize(table string, params []types.AttributeValue) int {
+	n := b.stored[table]
+	for _, p := range params {
+		n += capacity.ItemSize(map[string]types.AttributeValue{"": p})
 	}
 	return n
 }
