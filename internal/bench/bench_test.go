@@ -70,6 +70,8 @@ func TestSampleAndRatio(t *testing.T) {
 	require.Equal(t, "2.00x (1.00–3.00)", s.X())
 	require.Equal(t, Sample{2, 0.5}, Ratio(Sample{4, 1}, Sample{2, 2}))
 	require.Equal(t, "12,345.7/s", Sample{12345.67}.Fmt(1, "/s"))
+	require.Equal(t, "1.008", Sample{1.008, 1.0081}.Counted(3))
+	require.Equal(t, "0.404 (0.392–0.410)", Sample{0.392, 0.404, 0.41}.Counted(3))
 }
 
 // A ratio against a goal shows a ✗ on a missed median, and more decimals where two would round

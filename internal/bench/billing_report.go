@@ -53,10 +53,10 @@ func (r *Results) billingSection(w writer) {
 		base := b.Cell(baselineOf(c.Variant), c.Concurrency)
 		x := "–"
 		if base != nil && base != c {
-			x = Ratio(c.Cost.WCU, base.Cost.WCU).X()
+			x = Ratio(c.Cost.WCU, base.Cost.WCU).Counted(2) + "x"
 		}
-		w("| %s | %s | %s | %s | %s | %s | %s |\n", c.Variant, c.Cost.Requests.Fmt(3, ""), c.Cost.WCU.Fmt(3, ""), c.Cost.TableWCU.Fmt(3, ""),
-			x, c.Cost.RCU.Fmt(3, ""), floors[c.Variant])
+		w("| %s | %s | %s | %s | %s | %s | %s |\n", c.Variant, c.Cost.Requests.Counted(3), c.Cost.WCU.Counted(3), c.Cost.TableWCU.Counted(3),
+			x, c.Cost.RCU.Counted(3), floors[c.Variant])
 		ops = append(ops, fmt.Sprintf("%s: %s", c.Variant, c.Cost.ByOp))
 		maxW, maxOther, maxR = max(maxW, c.Cost.MaxWrite), max(maxOther, c.Cost.MaxOtherWrite), max(maxR, c.Cost.MaxRead)
 	}
@@ -88,8 +88,8 @@ func (r *Results) transformSection(w writer) {
 		}
 		w("| %d | %s | %s<br>%s | %s / %s (%s) | %s / %s | %s / %s |\n", c, loop.ItemsPerSec.Fmt(0, ""),
 			Ratio(run.ItemsPerSec, loop.ItemsPerSec).X(), run.ItemsPerSec.Fmt(0, "/s"),
-			loop.Cost.WCU.Fmt(3, ""), run.Cost.WCU.Fmt(3, ""), run.Cost.TableWCU.Fmt(3, ""),
-			loop.Cost.Requests.Fmt(3, ""), run.Cost.Requests.Fmt(3, ""), loop.Cost.RCU.Fmt(3, ""), run.Cost.RCU.Fmt(3, ""))
+			loop.Cost.WCU.Counted(3), run.Cost.WCU.Counted(3), run.Cost.TableWCU.Counted(3),
+			loop.Cost.Requests.Counted(3), run.Cost.Requests.Counted(3), loop.Cost.RCU.Counted(3), run.Cost.RCU.Counted(3))
 	}
 	w("\nWCU, requests and RCU per item by DynamoDB's billing rules (see the next section for how they are counted): Run's include its lease, plan and checkpoint requests, "+
 		"a fixed cost per pass that weighs more on the small tables of low concurrency. Requests of Run by operation (last repetition, c = %d): %s.\n\n",
@@ -136,7 +136,8 @@ func (r *Results) transformGoals() []Goal {
 		if !ok {
 			mark = " ✗"
 		}
-		parts = append(parts, fmt.Sprintf("c=%d: %s (loop %s)%s", c, run.Cost.WCU.Fmt(3, ""), loop.Cost.WCU.Fmt(3, ""), mark))
+		parts = append(parts, fmt.Sprintf("c=%d: Run %s (%s on the job's table), loop %s%s", c, run.Cost.WCU.Counted(3), run.Cost.TableWCU.Counted(3),
+			loop.Cost.WCU.Counted(3), mark))
 	}
 	return []Goal{
 		{VariantTransform + " vs " + VariantMigrationLoop + ", items/s", ">= 0.9x at every concurrency", cell, verdict(all)},
@@ -164,7 +165,7 @@ func (r *Results) billingGoals() []Goal {
 		}
 		ok := c.Cost.WCU.Median() <= g.maxWCU && (g.maxReqs == 0 || c.Cost.Requests.Median() <= g.maxReqs)
 		gs = append(gs, Goal{g.variant + ": WCU per item by DynamoDB's billing rules", g.target,
-			fmt.Sprintf("%s WCU in %s requests per item", c.Cost.WCU.Fmt(3, ""), c.Cost.Requests.Fmt(3, "")), verdict(ok)})
+			fmt.Sprintf("%s WCU in %s requests per item", c.Cost.WCU.Counted(3), c.Cost.Requests.Counted(3)), verdict(ok)})
 	}
 	return gs
 }
