@@ -169,12 +169,17 @@ func (m *modelRun) request(t *rapid.T, a mcActor, i int, fresh bool) (ClaimReque
 var mcFaults = []ddbfault.Kind{"", "", "", "", ddbfault.LostAnswer, ddbfault.LostAnswerRetried,
 	ddbfault.LostAnswerRetriedNoOld, ddbfault.ErrorBeforeSend, ddbfault.Throttle, ddbfault.DelayedAnswer}
 
-// arm draws a fault for the next single write and arms it on the ledger's client.
+// arm draws a fault for the next single write and arms it on the ledger's client. It returns the
+// fault as the outcome sees it: throttling is retried by the ledger until the write goes through,
+// so its outcome is the fault-free one ("").
 func (m *modelRun) arm(t *rapid.T) ddbfault.Kind {
 	k := rapid.SampledFrom(mcFaults).Draw(t, "fault")
 	m.e.fc.Disarm()
 	if k != "" {
 		m.e.fc.Inject(ddbfault.Fault{Kind: k, At: 1, Ops: []string{ddbfault.OpUpdateItem}})
+	}
+	if k == ddbfault.Throttle {
+		return ""
 	}
 	return k
 }
@@ -183,8 +188,8 @@ func (m *modelRun) arm(t *rapid.T) ddbfault.Kind {
 // comes after the client's timeout).
 func sendLost(k ddbfault.Kind) bool { return k == ddbfault.LostAnswer || k == ddbfault.DelayedAnswer }
 
-// notSent reports a fault that keeps the write from landing.
-func notSent(k ddbfault.Kind) bool { return k == ddbfault.ErrorBeforeSend || k == ddbfault.Throttle }
+// notSent reports a fault that keeps the write from landing (and is not retried).
+func notSent(k ddbfault.Kind) bool { return k == ddbfault.ErrorBeforeSend }
 
 func ctxT() context.Context { return context.Background() }
 
@@ -197,6 +202,10 @@ func mcFlags(checks, steps int) {
 	}
 	if !set["rapid.steps"] {
 		_ = flag.Set("rapid.steps", strconv.Itoa(steps))
+	}
+	if !set["rapid.nofailfile"] {
+		// The seed a failure prints replays it; a fail file would be written into the source tree.
+		_ = flag.Set("rapid.nofailfile", "true")
 	}
 }
 

@@ -138,7 +138,7 @@ func (e *Env) Run(ctx context.Context, opts Options) *Results {
 		case ScenarioBilling:
 			n := 3000
 			if o.Quick {
-				n = 500
+				n = min(500, max(o.Items, 100)) // a quick run (and the tests) as small as asked
 			}
 			r.Billing, err = e.MeasureBilling(ctx, n, BillingConcurrency, reps)
 		case ScenarioWriteCost:
