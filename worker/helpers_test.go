@@ -203,3 +203,22 @@ func newTestClock() *clock.Fake { return clock.NewFake(time.Now()) }
 func testGroupMeta(c Config) map[string]string {
 	return groupMeta(c, scan.DefaultTotal(c.Workers, c.SubSegments))
 }
+
+// handlerCalls counts handler calls per item and remembers the attempts the handler was told.
+type handlerCalls struct {
+	mu       sync.Mutex
+	calls    map[string]int
+	attempts map[string][]int
+}
+
+func newHandlerCalls() *handlerCalls {
+	return &handlerCalls{calls: map[string]int{}, attempts: map[string][]int{}}
+}
+
+func (h *handlerCalls) record(it Item) {
+	id := it.Key["id"].(*types.AttributeValueMemberS).Value
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.calls[id]++
+	h.attempts[id] = append(h.attempts[id], it.Attempt)
+}
