@@ -7,6 +7,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/dynapart/dynapart/ddbfault"
 	"github.com/stretchr/testify/require"
 )
 
@@ -24,19 +25,20 @@ func TestClaimRefusedWithoutOldImageSettled(t *testing.T) {
 			const n = 3
 			f := newFixture(t, n)
 			var lose onceFlag
-			fc := &faulty{DynamoDBClient: f.db}
-			fc.onUpdate = func(_ context.Context, in *dynamodb.UpdateItemInput, next func() (*dynamodb.UpdateItemOutput, error)) (*dynamodb.UpdateItemOutput, error) {
+			fc := ddbfault.New(f.db)
+			fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+				in := call.In.(*dynamodb.UpdateItemInput)
 				if !isTransition(in, ":until") || !lose.first() {
-					return next()
+					return send(ctx, in)
 				}
-				if _, err := next(); err != nil { // lands
+				if _, err := send(ctx, in); err != nil { // lands
 					return nil, err
 				}
 				in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureNone
-				return next() // the repeat meets the landed claim and brings no old item
-			}
+				return send(ctx, in) // the repeat meets the landed claim and brings no old item
+			}, ddbfault.OpUpdateItem)
 			c := f.config(kind)
-			c.Client, c.Workers, c.Once, c.Concurrency, c.MaxAttempts = fc, 1, true, 1, 1
+			c.Client, c.Workers, c.Once, c.Concurrency, c.MaxAttempts = workerClient(fc), 1, true, 1, 1
 			c.ClaimTTL, c.PollInterval = 2*time.Second, 50*time.Millisecond
 			requireEachHandledOnce(t, f, c, n, &lose)
 		})
@@ -51,22 +53,23 @@ func TestBatchClaimRefusedWithoutOldImageSettled(t *testing.T) {
 			const n = 8
 			f := newFixture(t, n)
 			var lose onceFlag
-			fc := &faulty{DynamoDBClient: f.db}
-			fc.onTx = func(_ context.Context, in *dynamodb.TransactWriteItemsInput, next func() (*dynamodb.TransactWriteItemsOutput, error)) (*dynamodb.TransactWriteItemsOutput, error) {
+			fc := ddbfault.New(f.db)
+			fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+				in := call.In.(*dynamodb.TransactWriteItemsInput)
 				if in.TransactItems[0].Update == nil || !isTransition(&dynamodb.UpdateItemInput{UpdateExpression: in.TransactItems[0].Update.UpdateExpression}, ":until") || !lose.first() {
-					return next()
+					return send(ctx, in)
 				}
-				if _, err := next(); err != nil { // lands
+				if _, err := send(ctx, in); err != nil { // lands
 					return nil, err
 				}
 				for _, it := range in.TransactItems {
 					it.Update.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureNone
 				}
 				in.ClientRequestToken = nil
-				return next() // a new transaction: cancelled, no old items
-			}
+				return send(ctx, in) // a new transaction: cancelled, no old items
+			}, ddbfault.OpTransactWriteItems)
 			c := f.config(kind)
-			c.Client, c.Workers, c.Once, c.Concurrency, c.MaxAttempts, c.BatchClaims = fc, 1, true, 4, 1, true
+			c.Client, c.Workers, c.Once, c.Concurrency, c.MaxAttempts, c.BatchClaims = workerClient(fc), 1, true, 4, 1, true
 			c.ClaimTTL, c.PollInterval = 5*time.Second, 50*time.Millisecond
 			c.Segments = 1 // the items in one page: one batch
 			requireEachHandledOnce(t, f, c, n, &lose)

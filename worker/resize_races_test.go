@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/require"
 
+	"github.com/dynapart/dynapart/ddbfault"
 	"github.com/dynapart/dynapart/lock"
 	"github.com/dynapart/dynapart/scan"
 )
@@ -25,24 +26,6 @@ import (
 // Resizes that meet other events of a running job: a standby that read the group before it
 // existed, a slot being marked finished, faults in the re-plan's writes, pending retries, and a
 // take whose round read the plan that has just ended.
-
-// gatedTake holds a client's PutItems (its takes of slots) until open is closed; asked is closed
-// at the first one.
-type gatedTake struct {
-	DynamoDBClient
-	asked, open chan struct{}
-	once        sync.Once
-}
-
-func (g *gatedTake) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	g.once.Do(func() { close(g.asked) })
-	select {
-	case <-g.open:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	return g.DynamoDBClient.PutItem(ctx, in, o...)
-}
 
 // TestStandbyFromBeforeTheGroupFollowsAResize: three workers started with Workers 2 on a group
 // that does not exist yet (the third stands by, having read the group before the first two
@@ -76,10 +59,22 @@ func TestStandbyFromBeforeTheGroupFollowsAResize(t *testing.T) {
 	}
 	// The standby reads the group (none yet) and goes to take a slot before the others create it.
 	sc := config("standby")
-	gate := &gatedTake{DynamoDBClient: sc.Client, asked: make(chan struct{}), open: make(chan struct{})}
-	sc.Client = gate
+	// Its takes of slots (PutItems) are held until open is closed; asked is closed at the first.
+	asked, open := make(chan struct{}), make(chan struct{})
+	var askedOnce sync.Once
+	gate := ddbfault.New(f.db)
+	gate.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+		askedOnce.Do(func() { close(asked) })
+		select {
+		case <-open:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return send(ctx, call.In)
+	}, ddbfault.OpPutItem)
+	sc.Client = workerClient(gate)
 	standby := start(sc)
-	<-gate.asked
+	<-asked
 	a, b := start(config("a")), start(config("b"))
 	for range 2 {
 		select {
@@ -88,7 +83,7 @@ func TestStandbyFromBeforeTheGroupFollowsAResize(t *testing.T) {
 			t.Fatal("the first two workers did not take the group's slots")
 		}
 	}
-	close(gate.open)
+	close(open)
 	locks, err := lock.New(f.db, f.leaseTable)
 	require.NoError(t, err)
 	_, err = Resize(context.Background(), locks, f.table+"/default", 3)
@@ -111,19 +106,20 @@ func TestStandbyFromBeforeTheGroupFollowsAResize(t *testing.T) {
 	}
 }
 
-// resizeBeforeFinish resizes the group right before the first MarkFinished of its client reaches
-// the table, so the slot is marked finished under a plan that has just ended.
-type resizeBeforeFinish struct {
-	DynamoDBClient
-	once   sync.Once
-	resize func()
-}
-
-func (r *resizeBeforeFinish) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	if strings.Contains(aws.ToString(in.UpdateExpression), "#fin = :true") { // the write that marks a slot finished
-		r.once.Do(r.resize)
-	}
-	return r.DynamoDBClient.UpdateItem(ctx, in, o...)
+// resizeBeforeFinish is a worker's client over db that calls resize right before the first
+// MarkFinished it sends reaches the table, so the slot is marked finished under a plan that has
+// just ended.
+func resizeBeforeFinish(db ddbfault.Next, resize func()) DynamoDBClient {
+	fc := ddbfault.New(db)
+	var once sync.Once
+	fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+		in := call.In.(*dynamodb.UpdateItemInput)
+		if strings.Contains(aws.ToString(in.UpdateExpression), "#fin = :true") { // the write that marks a slot finished
+			once.Do(resize)
+		}
+		return send(ctx, in)
+	}, ddbfault.OpUpdateItem)
+	return workerClient(fc)
 }
 
 // TestResizeRacingMarkFinished: the group is scaled 2 -> 3 just before the first worker to finish
@@ -145,10 +141,10 @@ func TestResizeRacingMarkFinished(t *testing.T) {
 	for i := range 2 {
 		c := fastTimings(f.config(LedgerInline))
 		c.Workers, c.Once, c.Owner, c.PageSize = 2, true, fmt.Sprintf("w%d", i), 10
-		c.Client = &resizeBeforeFinish{DynamoDBClient: f.db, resize: func() {
+		c.Client = resizeBeforeFinish(f.db, func() {
 			_, err := Resize(context.Background(), locks, c.Group, 3)
 			require.NoError(t, err)
-		}}
+		})
 		if c.Group == "" {
 			c.Group = f.table + "/default"
 		}
@@ -172,9 +168,9 @@ func TestResizeRacingMarkFinished(t *testing.T) {
 	}
 }
 
-// replanFaults injects faults into the calls a re-plan makes: the first planStart Put lands but
-// its answer is lost, and the first checkpoint save of epoch 2 (the one right after adopting the
-// new plan's position) fails before it is sent.
+// replanFaults is a worker's client that injects faults into the calls a re-plan makes: the
+// first planStart Put lands but its answer is lost, and the first checkpoint save of epoch 2 (the
+// one right after adopting the new plan's position) fails before it is sent.
 type replanFaults struct {
 	DynamoDBClient
 	putLost, saveFailed onceFlag
@@ -182,21 +178,27 @@ type replanFaults struct {
 
 var errInjected = errors.New("test: injected transport failure")
 
-func (r *replanFaults) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	if pk, ok := in.Item["pk"].(*types.AttributeValueMemberS); ok && strings.HasPrefix(pk.Value, "plan#") && r.putLost.first() {
-		if _, err := r.DynamoDBClient.PutItem(ctx, in, o...); err != nil {
-			return nil, err
+func newReplanFaults(db ddbfault.Next) *replanFaults {
+	fc := ddbfault.New(db)
+	r := &replanFaults{DynamoDBClient: workerClient(fc)}
+	fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+		in := call.In.(*dynamodb.PutItemInput)
+		if pk, ok := in.Item["pk"].(*types.AttributeValueMemberS); ok && strings.HasPrefix(pk.Value, "plan#") && r.putLost.first() {
+			if _, err := send(ctx, in); err != nil {
+				return nil, err
+			}
+			return nil, errInjected
 		}
-		return nil, errInjected
-	}
-	return r.DynamoDBClient.PutItem(ctx, in, o...)
-}
-
-func (r *replanFaults) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	if cp, ok := in.ExpressionAttributeValues[":cp"].(*types.AttributeValueMemberS); ok && strings.HasPrefix(cp.Value, "dp3|2.") && r.saveFailed.first() {
-		return nil, errInjected
-	}
-	return r.DynamoDBClient.UpdateItem(ctx, in, o...)
+		return send(ctx, in)
+	}, ddbfault.OpPutItem)
+	fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+		in := call.In.(*dynamodb.UpdateItemInput)
+		if cp, ok := in.ExpressionAttributeValues[":cp"].(*types.AttributeValueMemberS); ok && strings.HasPrefix(cp.Value, "dp3|2.") && r.saveFailed.first() {
+			return nil, errInjected
+		}
+		return send(ctx, in)
+	}, ddbfault.OpUpdateItem)
+	return r
 }
 
 // TestResizeTwiceInQuickSuccessionWithFaults: a once job on 2 slots is scaled to 4 and at once to
@@ -226,7 +228,7 @@ func TestResizeTwiceInQuickSuccessionWithFaults(t *testing.T) {
 		}
 		return nil
 	}
-	faults := &replanFaults{DynamoDBClient: f.db}
+	faults := newReplanFaults(f.db)
 	var wg sync.WaitGroup
 	var scanned atomic.Int64
 	for i := range 4 {
@@ -347,24 +349,29 @@ func TestResizeWithRetriesPending(t *testing.T) {
 	}
 }
 
-// staleTake resizes the group between its client's first acquisition round's read and its take
-// (the take's write is held until the resize has landed), so the slot is taken under the plan
-// that has just ended; it counts the checkpoint saves it forwards made under epoch 0.
+// staleTake is a worker's client that resizes the group between its first acquisition round's
+// read and its take (the take's write is held until the resize has landed), so the slot is taken
+// under the plan that has just ended; it counts the checkpoint saves it forwards made under epoch 0.
 type staleTake struct {
 	DynamoDBClient
-	once     sync.Once
-	resize   func()
 	oldSaves atomic.Int64
 }
 
-func (s *staleTake) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	if _, take := in.ExpressionAttributeValues[":nonce"]; take {
-		s.once.Do(s.resize)
-	}
-	if cp, ok := in.ExpressionAttributeValues[":cp"].(*types.AttributeValueMemberS); ok && strings.HasPrefix(cp.Value, "dp3|0.") {
-		s.oldSaves.Add(1)
-	}
-	return s.DynamoDBClient.UpdateItem(ctx, in, o...)
+func newStaleTake(db ddbfault.Next, resize func()) *staleTake {
+	fc := ddbfault.New(db)
+	s := &staleTake{DynamoDBClient: workerClient(fc)}
+	var once sync.Once
+	fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+		in := call.In.(*dynamodb.UpdateItemInput)
+		if _, take := in.ExpressionAttributeValues[":nonce"]; take {
+			once.Do(resize)
+		}
+		if cp, ok := in.ExpressionAttributeValues[":cp"].(*types.AttributeValueMemberS); ok && strings.HasPrefix(cp.Value, "dp3|0.") {
+			s.oldSaves.Add(1)
+		}
+		return send(ctx, in)
+	}, ddbfault.OpUpdateItem)
+	return s
 }
 
 // TestStaleEpochTakeWritesNothing: a worker joining a running group takes the free slot with a
@@ -424,10 +431,10 @@ func TestStaleEpochTakeWritesNothing(t *testing.T) {
 	}
 
 	cx := config("x", 0)
-	stale := &staleTake{DynamoDBClient: f.db, resize: func() {
+	stale := newStaleTake(f.db, func() {
 		_, err := Resize(context.Background(), locks, group, 3)
 		require.NoError(t, err)
-	}}
+	})
 	cx.Client = stale
 	x, err := New(cx)
 	require.NoError(t, err)
