@@ -193,12 +193,18 @@ func newReplanFaults(db ddbfault.Next) *replanFaults {
 	}, ddbfault.OpPutItem)
 	fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
 		in := call.In.(*dynamodb.UpdateItemInput)
-		if cp, ok := in.ExpressionAttributeValues[":cp"].(*types.AttributeValueMemberS); ok && strings.HasPrefix(cp.Value, "dp3|2.") && r.saveFailed.first() {
+		if savesCheckpointOf(in, 2) && r.saveFailed.first() {
 			return nil, errInjected
 		}
 		return send(ctx, in)
 	}, ddbfault.OpUpdateItem)
 	return r
+}
+
+// savesCheckpointOf reports whether in saves a slot checkpoint made under plan epoch epoch.
+func savesCheckpointOf(in *dynamodb.UpdateItemInput, epoch int) bool {
+	cp, ok := in.ExpressionAttributeValues[":cp"].(*types.AttributeValueMemberS)
+	return ok && strings.HasPrefix(cp.Value, fmt.Sprintf("dp3|%d.", epoch))
 }
 
 // TestResizeTwiceInQuickSuccessionWithFaults: a once job on 2 slots is scaled to 4 and at once to
@@ -366,7 +372,7 @@ func newStaleTake(db ddbfault.Next, resize func()) *staleTake {
 		if _, take := in.ExpressionAttributeValues[":nonce"]; take {
 			once.Do(resize)
 		}
-		if cp, ok := in.ExpressionAttributeValues[":cp"].(*types.AttributeValueMemberS); ok && strings.HasPrefix(cp.Value, "dp3|0.") {
+		if savesCheckpointOf(in, 0) {
 			s.oldSaves.Add(1)
 		}
 		return send(ctx, in)
