@@ -1,5 +1,6 @@
 // Package examples_test checks what the examples ship besides Go code: every JSON and YAML file
-// under examples/ is well-formed, and every example has a README.md.
+// under examples/ is well-formed, every example has a README.md, and every example with a Go
+// program has a test.
 package examples_test
 
 import (
@@ -51,4 +52,22 @@ func TestEveryExampleHasAReadme(t *testing.T) {
 		_, err := os.Stat(filepath.Join(e.Name(), "README.md"))
 		require.NoError(t, err, "examples/%s has no README.md", e.Name())
 	}
+}
+
+func TestEveryProgramHasATest(t *testing.T) {
+	entries, err := os.ReadDir(".")
+	require.NoError(t, err)
+	programs := 0
+	for _, e := range entries {
+		if !e.IsDir() || e.Name() == "internal" {
+			continue
+		}
+		code, _ := filepath.Glob(filepath.Join(e.Name(), "*.go"))
+		tests, _ := filepath.Glob(filepath.Join(e.Name(), "*_test.go"))
+		if len(code) > len(tests) {
+			programs++
+			require.NotEmpty(t, tests, "examples/%s has Go code and no test", e.Name())
+		}
+	}
+	require.GreaterOrEqual(t, programs, 6, "push, files, interviewers, receipts, transform, lambda at least")
 }

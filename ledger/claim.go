@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/dynapart/dynapart/internal/capacity"
+
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
@@ -99,14 +101,17 @@ func claimed(r ClaimRequest, attempt int) ClaimOutcome {
 }
 
 // update runs one conditional UpdateItem; nothing is sent once ctx's fence (the lease the write is
-// made for) has ended. It counts condition failures (updateItem counts capacity), and tries
-// again (a few times, with backoff) when the item was locked by a transaction in flight: the
-// outcome of such a write is known (nothing was written), so trying again is safe.
+// made for) has ended. It counts condition failures (updateItem counts capacity), and sends the
+// write again, after a backoff, when the item was locked by a transaction in flight (a few times)
+// or DynamoDB throttled it past the SDK's own retries (until ctx ends): nothing was written then.
+// (An earlier attempt of the SDK's may have landed with its answer lost; the repeat then fails its
+// condition, and every caller settles a failed condition by the row's image.)
 func (l *core) update(ctx context.Context, in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
-	if fenceEnded(ctx) {
-		return nil, fmt.Errorf("update: %w (%w)", errFenceEnded, context.Cause(fenceOf(ctx)))
-	}
-	for conflicts := 0; ; conflicts++ {
+	conflicts := 0
+	for round := 1; ; round++ {
+		if fenceEnded(ctx) {
+			return nil, fmt.Errorf("update: %w (%w)", errFenceEnded, context.Cause(fenceOf(ctx)))
+		}
 		out, err := l.updateItem(ctx, in)
 		if err == nil {
 			return out, nil
@@ -117,10 +122,13 @@ func (l *core) update(ctx context.Context, in *dynamodb.UpdateItemInput) (*dynam
 			return nil, err
 		}
 		var tc *types.TransactionConflictException
-		if !errors.As(err, &tc) || conflicts >= claimConflictRounds {
+		switch {
+		case errors.As(err, &tc) && conflicts < claimConflictRounds:
+			conflicts++
+		case !capacity.IsThrottle(err):
 			return nil, err
 		}
-		if err := backoff(ctx, conflicts+1); err != nil {
+		if berr := backoff(ctx, min(round, 6)); berr != nil {
 			return nil, err
 		}
 	}

@@ -79,12 +79,14 @@ func (b *completion) chunk(ctx context.Context, lo, hi int) {
 			}
 			return
 		}
-		pending = b.reasons(pending, writes, reasons)
+		pending = b.reasons(ctx, pending, writes, reasons)
 	}
 }
 
 // reasons reads a cancelled completion transaction's reasons; it returns the items to try again.
-func (b *completion) reasons(pending []int, writes []fencedWrite, reasons []types.CancellationReason) []int {
+// An item refused without an image of its row (a backend that leaves it out, a repeat sent without
+// asking) is settled by reading the row, as Complete does.
+func (b *completion) reasons(ctx context.Context, pending []int, writes []fencedWrite, reasons []types.CancellationReason) []int {
 	l := b.l
 	var again []int
 	for j, reason := range reasons {
@@ -93,10 +95,14 @@ func (b *completion) reasons(pending []int, writes []fencedWrite, reasons []type
 			again = append(again, i)
 			continue
 		}
+		l.condFailures.Add(1)
+		if len(reason.Item) == 0 {
+			b.errs[i] = l.settleFenced(ctx, writes[i], nil)
+			continue
+		}
 		if l.applied(OpComplete, reason.Item, writes[i].vals) {
 			continue // done by this claim already (a retried request whose answer was lost)
 		}
-		l.condFailures.Add(1)
 		b.errs[i] = &ClaimLostError{Op: OpComplete, Claim: b.claims[i], Found: l.decodeState(reason.Item),
 			where: fmt.Sprintf("%s %q", l.name, l.row.table)}
 	}

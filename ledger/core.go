@@ -124,6 +124,8 @@ type core struct {
 	row      rowSpec
 	ops      map[Op]*compiled
 	skew     time.Duration // added to claim_until: see WithMaxClockSkew
+	prefix   string        // the inline ledger's attribute prefix ("" for the table ledger)
+	source   string        // the table ledger's source table ("" for the inline ledger: row.table)
 
 	meter        capacityMeter // single writes
 	txMeter      capacityMeter // transactions
@@ -139,6 +141,8 @@ type coreSpec struct {
 	row      rowSpec
 	shape    shape
 	opts     options
+	prefix   string // inline
+	source   string // table
 }
 
 func newCore(db Client, s coreSpec) (*core, error) {
@@ -163,7 +167,7 @@ func newCore(db Client, s coreSpec) (*core, error) {
 	}
 	s.shape.audit = s.opts.audit
 	l := &core{db: db, name: s.name, keyAttrs: append([]string(nil), s.keyAttrs...), names: s.names, row: s.row,
-		skew: s.opts.skew, gate: s.opts.gate, ops: map[Op]*compiled{}}
+		skew: s.opts.skew, gate: s.opts.gate, ops: map[Op]*compiled{}, prefix: s.prefix, source: s.source}
 	for op, t := range machine(s.shape) {
 		l.ops[op] = compile(t, s.names)
 	}

@@ -76,7 +76,7 @@
 // looks at any other again: a live claim at its expiry, a retry at its time, a pending item at
 // once. A claim whose holder dies expires (or is taken over at once by the slot's next holder);
 // a claim whose answer was lost is settled by a read or undone (OpRelease on its id), so it uses
-// up no attempt. An attempt that ends without an outcome still counts (the claim added it), so a
+// up no attempt (unless it lands after the settling read: then it expires, and counts). An attempt that ends without an outcome still counts (the claim added it), so a
 // poison item reaches MaxAttempts and is dead-lettered instead of looping for ever.
 //
 // # Claim expiry and clocks
@@ -89,6 +89,16 @@
 // its context is cancelled may still be running then: the worker waits Config.HandlerGrace for it,
 // then abandons it (OpAbandon keeps its claim for its full expiry, so at least the slot's next
 // holder does not take it over at once); side effects are at-least-once for this reason too.
+//
+// # Effects
+//
+// CompleteWith and CompleteOnlyWith commit a handler's Effects with the completion: the inline
+// ledger merges an update of the item alone into the completion's UpdateItem (one write); any
+// other effect goes in one TransactWriteItems whose first item is the completion, with a
+// ClientRequestToken derived from the claim's id. The completion's condition is the guard: it
+// admits one completion per claim, so the effects of a handler that ran twice, or of a commit sent
+// twice, land once. A failed condition of the caller's own write cancels the whole commit (an
+// *EffectError naming it); conflicts and throttling are retried.
 //
 // # Costs
 //

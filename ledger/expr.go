@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"bytes"
 	"cmp"
 	"math/big"
 	"strconv"
@@ -237,7 +238,8 @@ func join(b *strings.Builder, cs []cond, sep string) {
 	}
 }
 
-// compare orders two scalar values as DynamoDB does: numbers by value, strings by their bytes.
+// compare orders two scalar values as DynamoDB does: numbers by value, strings and binaries by
+// their bytes.
 // ok is false when either is missing or their types differ (a comparison DynamoDB calls false).
 func compare(a, b types.AttributeValue) (int, bool) {
 	switch x := a.(type) {
@@ -253,6 +255,12 @@ func compare(a, b types.AttributeValue) (int, bool) {
 			return 0, false
 		}
 		return compareNumbers(x.Value, y.Value)
+	case *types.AttributeValueMemberB:
+		y, ok := b.(*types.AttributeValueMemberB)
+		if !ok {
+			return 0, false
+		}
+		return bytes.Compare(x.Value, y.Value), true
 	case *types.AttributeValueMemberBOOL:
 		y, ok := b.(*types.AttributeValueMemberBOOL)
 		if !ok || x.Value != y.Value {
@@ -304,45 +312,15 @@ type addTo struct {
 
 func set(a attr, v val) setTo { return setTo{a: a, v: v} }
 
-func (u update) render(b *strings.Builder) {
-	if len(u.set) > 0 {
-		b.WriteString("SET ")
-		for i, s := range u.set {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			if s.from != "" {
-				b.WriteString("#" + string(s.a) + " = if_not_exists(#" + string(s.from) + ", :" + string(s.v) + ")")
-				continue
-			}
-			b.WriteString("#" + string(s.a) + " = :" + string(s.v))
-		}
+func (s setTo) render() string {
+	if s.from != "" {
+		return "#" + string(s.a) + " = if_not_exists(#" + string(s.from) + ", :" + string(s.v) + ")"
 	}
-	if len(u.remove) > 0 {
-		if b.Len() > 0 {
-			b.WriteString(" ")
-		}
-		b.WriteString("REMOVE ")
-		for i, a := range u.remove {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteString("#" + string(a))
-		}
-	}
-	if len(u.add) > 0 {
-		if b.Len() > 0 {
-			b.WriteString(" ")
-		}
-		b.WriteString("ADD ")
-		for i, a := range u.add {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteString("#" + string(a.a) + " :" + string(a.v))
-		}
-	}
+	return "#" + string(s.a) + " = :" + string(s.v)
 }
+
+// render writes u as an update expression (see clauses.renderInto, which also merges effects).
+func (u update) render(b *strings.Builder) { (*clauses)(nil).renderInto(b, &u) }
 
 func (u update) uses(us *usage) {
 	for _, s := range u.set {

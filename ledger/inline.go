@@ -57,7 +57,7 @@ func NewInline(db Client, table string, keyAttrs []string, opts ...Option) (*Inl
 		names[aExists] = keyAttrs[0]
 	}
 	l := &Inline{}
-	core, err := newCore(db, coreSpec{name: "inline ledger", keyAttrs: keyAttrs, names: names, shape: sh, opts: o,
+	core, err := newCore(db, coreSpec{name: "inline ledger", keyAttrs: keyAttrs, names: names, shape: sh, opts: o, prefix: o.prefix,
 		row: rowSpec{table: table, keyAttrs: keyAttrs, key: func(k Key) (Key, error) { return l.core.itemKeyOf(k) }}})
 	if err != nil {
 		return nil, err

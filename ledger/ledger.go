@@ -191,6 +191,14 @@ type Ledger interface {
 	// Completing again with the same claim returns nil (a retried request whose first answer was
 	// lost).
 	Complete(ctx context.Context, c Claim, now time.Time) error
+	// CompleteWith completes a claimed item and applies eff in the same atomic write (see
+	// Effects): exactly once, with the completion, or not at all. An *EffectError when an effect
+	// is refused (nothing written); a *ClaimLostError as Complete. A claim commits once: a repeat
+	// (after a lost answer) must carry the same effects and time, and returns nil without applying
+	// anything again.
+	CompleteWith(ctx context.Context, c Claim, now time.Time, eff *Effects) error
+	// CompleteOnlyWith is CompleteOnly with effects, committed as CompleteWith commits them.
+	CompleteOnlyWith(ctx context.Context, req ClaimRequest, eff *Effects) (Result, error)
 	// CompleteBatch completes each claim (up to BatchSize per request, each fenced on its claim)
 	// and returns one error per claim, as Complete.
 	CompleteBatch(ctx context.Context, claims []Claim, now time.Time) []error

@@ -24,6 +24,8 @@ func (m *modelRun) actions() map[string]func(*rapid.T) {
 		"fenced":        m.fencedOp,
 		"completeBatch": m.completeBatch,
 		"completeOnly":  m.completeOnlyOp,
+		"completeWith":  m.completeWith,
+		"onlyWith":      m.completeOnlyWith,
 		"failOnly":      m.failOnlyOp,
 		"redrive":       m.redriveOp,
 		"external":      m.external,
@@ -306,8 +308,14 @@ func (m *modelRun) external(t *rapid.T) {
 		m.items[i].reset()
 	case "wipe":
 		changed = m.wipe(t, i)
+		if changed {
+			m.effectsOnWipe(i)
+		}
 	case "delete":
 		changed = m.remove(t, i)
+		if changed {
+			m.effectsOnWipe(i)
+		}
 	case "recreate":
 		changed = m.e.kind == "inline" && !m.items[i].exists
 		if changed {

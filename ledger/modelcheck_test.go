@@ -52,6 +52,8 @@ type modelEnv struct {
 	core        *core
 	source      string
 	ledgerTable string
+	other       string       // the effects' other table (key pk S)
+	nonce       string       // in every claim id: ids are unique across test runs (DynamoDB keeps commit tokens 10 minutes)
 	seq         atomic.Int64 // sequences run: each works on its own keys
 	steps       atomic.Int64
 	// mutate changes the ledger's machine before the sequences run (a hole put back).
@@ -60,7 +62,8 @@ type modelEnv struct {
 
 func newModelEnv(t *testing.T, kind string, mutate func(*core)) *modelEnv {
 	db, source, names := lcSourceTable(t)
-	e := &modelEnv{kind: kind, raw: db, fc: ddbfault.New(db, ddbfault.WithTimeout(20*time.Millisecond)), source: source, mutate: mutate}
+	e := &modelEnv{kind: kind, raw: db, fc: ddbfault.New(db, ddbfault.WithTimeout(20*time.Millisecond)), source: source, mutate: mutate,
+		other: ddbtest.CreateTable(t, db, ddbtest.Key{Name: "pk", Type: "S"}), nonce: newID()[:8]}
 	var err error
 	switch kind {
 	case "inline":
@@ -99,11 +102,22 @@ type mcHeld struct {
 	c      Claim
 	item   int
 	offset time.Duration
+	// commit is the claim's first commit with effects: a repeat sends the same (a claim commits
+	// once; a repeat must be the same request).
+	commit *mcCommit
+}
+
+type mcCommit struct {
+	x      mcEffects
+	now    time.Time
+	landed bool // it applied once: a repeat applies nothing and is told so, or that its claim is lost
 }
 
 // modelRun is one sequence: the model's items, the global clock, the workers and the claims held.
 type modelRun struct {
 	e       *modelEnv
+	run     int64 // the sequence's number: its keys and rows are its own
+	fx      effectsState
 	keys    []Key
 	items   []mItem
 	now     time.Time
@@ -120,7 +134,7 @@ type modelRun struct {
 
 func (e *modelEnv) newRun(t *rapid.T) *modelRun {
 	n := e.seq.Add(1)
-	m := &modelRun{e: e, now: mcT0, tokens: map[string]int64{}, items: make([]mItem, mcItems), told: make([]int, mcItems),
+	m := &modelRun{e: e, run: n, fx: effectsState{n: make([]int, mcItems), rows: make([]bool, mcItems)}, now: mcT0, tokens: map[string]int64{}, items: make([]mItem, mcItems), told: make([]int, mcItems),
 		unknown: make([]bool, mcItems), deadlineOf: make([]time.Time, mcItems)}
 	for i := range mcItems {
 		m.keys = append(m.keys, Key{"id": &types.AttributeValueMemberS{Value: fmt.Sprintf("s%d-k%d", n, i)}})
@@ -145,7 +159,7 @@ func (m *modelRun) request(t *rapid.T, a mcActor, i int, fresh bool) (ClaimReque
 	token := rapid.Int64Range(max(1, latest-1), latest).Draw(t, "token")
 	m.ids++
 	now := m.now.Add(a.offset)
-	r := ClaimRequest{Key: m.keys[i], ID: fmt.Sprintf("id-%d", m.ids), Owner: a.owner, Slot: a.slot, Token: token,
+	r := ClaimRequest{Key: m.keys[i], ID: fmt.Sprintf("%s-s%d-id-%d", m.e.nonce, m.run, m.ids), Owner: a.owner, Slot: a.slot, Token: token,
 		Scope: a.scope, Now: now, Until: now.Add(mcTTL), Fresh: fresh}
 	return r, mReq{id: r.ID, owner: a.owner, slot: a.slot, token: token, scope: a.scope, now: now.UnixMilli(),
 		until: r.Until.Add(mcSkew).UnixMilli(), fresh: fresh}
@@ -228,6 +242,7 @@ func (m *modelRun) check(t *rapid.T) {
 			t.Fatalf("item %d is done, but no caller was told it completed it", i)
 		}
 	}
+	m.checkEffects(t)
 }
 
 // stateDiff says how a stored state differs from the model's, "" when it does not.
@@ -320,3 +335,6 @@ func (e *modelEnv) report(t *testing.T, backend string) {
 	defer f.Close()
 	_, _ = f.Write(append(line, '\n'))
 }
+
+// errorsIsRefused reports an *EffectError.
+func errorsIsRefused(err error) bool { return errors.Is(err, ErrEffectRefused) }

@@ -23,6 +23,16 @@ func (l ops) Complete(ctx context.Context, c Claim, now time.Time) error {
 	return l.core.complete(ctx, c, now)
 }
 
+// CompleteWith implements Ledger.
+func (l ops) CompleteWith(ctx context.Context, c Claim, now time.Time, eff *Effects) error {
+	return l.core.completeWith(ctx, c, now, eff)
+}
+
+// CompleteOnlyWith implements Ledger.
+func (l ops) CompleteOnlyWith(ctx context.Context, req ClaimRequest, eff *Effects) (Result, error) {
+	return l.core.completeOnlyWith(ctx, req, eff)
+}
+
 // CompleteBatch implements Ledger.
 func (l ops) CompleteBatch(ctx context.Context, claims []Claim, now time.Time) []error {
 	return l.core.completeBatch(ctx, claims, now)

@@ -45,11 +45,13 @@ func (l *core) settleFenced(ctx context.Context, f fencedWrite, old map[string]t
 	return &ClaimLostError{Op: f.op, Claim: f.c, Found: l.decodeState(old), where: fmt.Sprintf("%s %q", l.name, l.row.table)}
 }
 
-// settleCut settles by a read a fenced write that failed with err (outcome unknown) because ctx's
-// fence (the lease) ended while it was in flight: nil when the row shows the write applied, else
-// err. It writes nothing; a write the fence kept from being sent is not read for.
+// settleCut settles by a read a fenced write that failed with err (outcome unknown: an answer
+// lost, or the write cut short when ctx's fence, the lease, ended while it was in flight): nil
+// when the row shows the write applied, else err. It writes nothing; a write the fence kept from
+// being sent, or that DynamoDB refused as invalid, is not read for. (A write still in flight may
+// land after the read: the caller then reports an unknown outcome, as it would without it.)
 func (l *core) settleCut(ctx context.Context, f fencedWrite, err error) error {
-	if !fenceEnded(ctx) || errors.Is(err, errFenceEnded) || refused(err) {
+	if errors.Is(err, errFenceEnded) || refused(err) {
 		return err
 	}
 	rctx, cancel := settleContext(ctx)

@@ -72,7 +72,7 @@ func NewTable(db Client, ledgerTable, job, sourceTable string, keyAttrs []string
 	names := attrNames("")
 	names[aJob], names[aSource], names[aItemKey] = ledgerJobAttr, ledgerSrcAttr, ledgerKeyAttr
 	sh := shape{ident: []setTo{{a: aJob, v: vJob, quiet: true}, {a: aSource, v: vSource, quiet: true}, {a: aItemKey, v: vItemKey, quiet: true}}}
-	core, err := newCore(db, coreSpec{name: "table ledger", keyAttrs: keyAttrs, names: names, shape: sh, opts: collect(opts),
+	core, err := newCore(db, coreSpec{name: "table ledger", keyAttrs: keyAttrs, names: names, shape: sh, opts: collect(opts), source: sourceTable,
 		row: rowSpec{table: ledgerTable, keyAttrs: []string{ledgerPK}, key: l.rowKey, identVals: l.identVals}})
 	if err != nil {
 		return nil, err

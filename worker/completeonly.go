@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -59,7 +60,7 @@ func (p *pass) completeOnly(wctx context.Context, t task, now time.Time) {
 	p.w.pause.leave() // a complete-only item in flight is its handler: only its start waits
 	slot := p.lease.Slot()
 	item := Item{Key: t.key, Attrs: t.item.Attrs, Attempt: max(t.attempt, 1), Slot: slot, Token: p.lease.Token(),
-		IdempotencyKey: idempotencyKey(c.Job, c.Table, t.key)}
+		IdempotencyKey: idempotencyKey(c.Job, c.Table, t.key), effects: &effectSlot{}}
 	start := time.Now()
 	herr, gaveUp := p.w.runWithGrace(p.workCtx, p.h, item)
 	took := time.Since(start)
@@ -78,8 +79,14 @@ func (p *pass) completeOnly(wctx context.Context, t task, now time.Time) {
 	}
 	req := p.claimRequest(t.key, now, now)
 	req.Fresh = t.fresh
-	res, err := p.e.ledger.CompleteOnly(wctx, req)
+	res, err := p.e.ledger.CompleteOnlyWith(wctx, req, item.effects.get())
 	switch {
+	case errors.Is(err, ledger.ErrEffectRefused):
+		c.Logger.Warn("dynapart: the handler's effects were refused (complete-only); the item is dead-lettered", "slot", slot, "err", err)
+		p.completeOnlyFailed(wctx, t, Permanent(err), took)
+	case ledger.IsValidation(err):
+		p.unprocessable(t, err) // e.g. too large for the inline ledger's attributes: no retry can help
+		return
 	case err != nil:
 		c.Logger.Error("dynapart: complete", "slot", slot, "err", err)
 		p.again(now.Add(c.RetryBackoff))

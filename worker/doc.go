@@ -19,6 +19,8 @@
 //     idempotent.
 //   - Partitioning is for speed, conditional writes are for correctness: a wrong N, a stale worker or
 //     an overlap costs throughput, never a double completion.
+//   - An effect returned with the completion is applied exactly once: with the item's completion, in
+//     one atomic write, or not at all ([WithEffects], [Effects]).
 //
 // # Groups
 //
@@ -119,6 +121,15 @@
 // starts during an outage retries its start reads (the tables' descriptions, the group) the same
 // way and for as long; what no wait cures (lock.Retryable: a missing table, a wrong setting,
 // refused credentials) is returned at once.
+//
+// # Effects
+//
+// A handler wrapped with [WithEffects] returns, with its result, writes to commit with the item's
+// completion: an update of the item itself and writes to other items (ledger.Effects). The ledger
+// commits them in the completion's own write (an update of an inline ledger's item alone) or in
+// one transaction with it, so a handler that runs twice (a crash, a lost lease) commits one run's
+// effects. Effects the ledger refuses (a key or ledger attribute, a failed condition of the
+// handler's own write) dead-letter the item with the error naming the effect; nothing is applied.
 //
 // # Handler errors
 //

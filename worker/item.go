@@ -25,14 +25,19 @@ type Item struct {
 	Attempt int
 	// Slot is the slot the item was claimed under.
 	Slot int
-	// Token is the fencing token of the slot lease the claim was made under. Together with
-	// Attempt it identifies this claim: a side effect store may refuse writes from older claims.
+	// Token is the fencing token of the slot lease the claim was made under: a side effect store
+	// may refuse writes from older tokens.
 	Token int64
 	// IdempotencyKey is stable for the item within a job and source table (the same on every
 	// attempt): use it to make side effects idempotent (an e-mail provider's idempotency key, a
 	// conditional put). It hashes the job, the source table and the item's key, so items of two
 	// tables with the same key value get different keys, under the default job too.
 	IdempotencyKey string
+	// Claim is the id of the claim (unique to it; empty in complete-only mode): with Token it
+	// identifies this attempt, also after a release gave an attempt number back.
+	Claim string
+
+	effects *effectSlot // where WithEffects leaves the call's effects
 }
 
 // Unmarshal decodes the item's attributes into v (attributevalue.UnmarshalMap).

@@ -93,7 +93,7 @@ func (p *pass) claimOne(wctx context.Context, t task, now time.Time) *Claim {
 func (p *pass) handle(wctx context.Context, t task, claim Claim) {
 	c := p.w.cfg
 	item := Item{Key: t.key, Attrs: t.item.Attrs, Attempt: claim.Attempt, Slot: claim.Slot, Token: claim.Token,
-		IdempotencyKey: idempotencyKey(c.Job, c.Table, t.key)}
+		IdempotencyKey: idempotencyKey(c.Job, c.Table, t.key), Claim: claim.ID, effects: &effectSlot{}}
 	hctx, hcancel := p.w.claimContext(p.workCtx, claimDeadline(c.ClaimTTL, claim.Until))
 	start, startClock := time.Now(), c.Clock.Now()
 	herr, gaveUp := p.w.runWithGrace(hctx, p.h, item)
@@ -109,12 +109,13 @@ func (p *pass) handle(wctx context.Context, t task, claim Claim) {
 		return
 	}
 
+	eff := item.effects.get()
 	switch {
-	case herr == nil && p.completions != nil:
+	case herr == nil && p.completions != nil && eff.Empty():
 		p.completions <- completion{t: t, claim: claim, took: took}
 		return // the completer acknowledges it
 	case herr == nil:
-		p.completed(wctx, t, claim, p.e.ledger.Complete(wctx, claim, c.Clock.Now()), took)
+		p.completed(wctx, t, claim, p.e.ledger.CompleteWith(wctx, claim, c.Clock.Now(), eff), took)
 	case p.workCtx.Err() != nil && !expiring:
 		p.interrupted(wctx, t, claim, took)
 		return
@@ -161,6 +162,10 @@ func (p *pass) completed(ctx context.Context, t task, claim Claim, err error, to
 	case errors.Is(err, ErrClaimLost):
 		p.claimLost(claim, err, took)
 		c.Logger.Warn("dynapart: claim lost before completion", "slot", claim.Slot, "attempt", claim.Attempt, "err", err)
+	case errors.Is(err, ledger.ErrEffectRefused):
+		// The handler's effects cannot be committed (nothing was written): a permanent failure.
+		c.Logger.Warn("dynapart: the handler's effects were refused; the item is dead-lettered", "slot", claim.Slot, "err", err)
+		p.deadLetter(ctx, claim, err.Error(), took)
 	default:
 		// Unknown outcome: the claim expires and the item is handled again.
 		c.Logger.Error("dynapart: complete", "slot", claim.Slot, "err", err)

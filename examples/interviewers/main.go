@@ -6,6 +6,12 @@
 // transaction with the row (the missing unique constraint), and an advisory lock.Mutex per
 // interview. It prints the duplicates each left and the time per update each costs.
 //
+// Then it parks calendar updates, each delivered twice, for dynapart workers (child processes of
+// this program) whose handler returns the interviewer's row as a put-if-absent effect, committed
+// with the delivery's completion: a stale worker's late write (frozen with SIGSTOP past its lease)
+// duplicates the row with the naive handler and is refused with the effects; SIGKILLed workers
+// leave one row per interview.
+//
 //	dynapart local &
 //	go run ./examples/interviewers --endpoint http://127.0.0.1:8000
 package main
@@ -26,6 +32,8 @@ import (
 )
 
 func main() {
+	exampleutil.RunIfChild(RunChild) // a worker started by this program: run it and exit
+	workerUpdates := flag.Int("worker-updates", 30, "calendar updates (each delivered twice) per dynapart worker run")
 	updates := flag.Int("updates", 100, "calendar updates raced by the web request and the poller, per approach")
 	single := flag.Int("single", 200, "uncontended updates timed per approach")
 
@@ -40,15 +48,16 @@ func main() {
 	if err := lock.CreateTable(ctx, db, leases); err != nil {
 		log.Fatal(err)
 	}
-	if !keep {
-		defer exampleutil.DeleteTables(db, table, leases)
+	err := run(ctx, db, table, leases, *updates, *single)
+	var created []string
+	if err == nil {
+		created, err = workerRuns(ctx, db, suffix, leases, *workerUpdates)
 	}
-	if err := run(ctx, db, table, leases, *updates, *single); err != nil {
-		log.Print(err)
-		if !keep {
-			exampleutil.DeleteTables(db, table, leases)
-		}
-		os.Exit(1)
+	if !keep {
+		exampleutil.DeleteTables(db, append(created, table, leases)...)
+	}
+	if err != nil {
+		log.Fatal(err)
 	}
 }
 
@@ -105,4 +114,44 @@ func Approaches(s *Store, db lock.DynamoDBClient, leaseTable string) ([]Approach
 		{"unique", "(uniqueness item in a transaction)", s.AddUnique},
 		{"mutex", "(lock.Mutex \"interview#<id>\")", locked},
 	}, nil
+}
+
+// workerRuns parks calendar updates, each delivered twice, and runs dynapart workers (child
+// processes of this program) on them: a stale worker with the naive handler and with the effects,
+// then SIGKILLed workers with the effects. It returns the tables it created.
+func workerRuns(ctx context.Context, db *dynamodb.Client, suffix, leases string, n int) ([]string, error) {
+	fmt.Printf("\n%d calendar updates, each delivered twice (web request and poller), parked for dynapart workers\n\n", n)
+	var created []string
+	runs := []struct {
+		name string
+		mode Mode
+		run  func(context.Context, *dynamodb.Client, string, Tables, Mode, int) (RunOutcome, error)
+	}{
+		{"stale worker", Naive, StaleRun}, {"stale worker", Effects, StaleRun}, {"2 workers SIGKILLed", Effects, KillRun},
+	}
+	for i, r := range runs {
+		t := Tables{
+			Updates: fmt.Sprintf("interviews-updates-%d-%s", i, suffix), Interviews: fmt.Sprintf("interviews-rows-%d-%s", i, suffix),
+			Leases: leases,
+		}
+		created = append(created, t.Updates, t.Interviews)
+		err := exampleutil.CreateTable(ctx, db, t.Updates, exampleutil.Key{Name: attrID, Type: types.ScalarAttributeTypeS})
+		if err == nil {
+			err = exampleutil.CreateTable(ctx, db, t.Interviews, exampleutil.Key{Name: attrInterview, Type: types.ScalarAttributeTypeS},
+				exampleutil.Key{Name: attrSK, Type: types.ScalarAttributeTypeS})
+		}
+		if err != nil {
+			return created, err
+		}
+		out, err := r.run(ctx, db, exampleutil.Endpoint(), t, r.mode, n)
+		if err != nil {
+			return created, fmt.Errorf("%s, %s: %w", r.name, r.mode, err)
+		}
+		fmt.Printf("%-19s %-7s %d of %d interviews with a duplicate interviewer (%d rows); %d deliveries done, %d failed\n",
+			r.name, r.mode, out.Duplicates, out.Updates, out.Rows, out.Ledger.Done, out.Ledger.Failed)
+		for _, said := range out.Said {
+			fmt.Printf("%28s %s\n", "", said)
+		}
+	}
+	return created, nil
 }

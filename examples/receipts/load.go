@@ -159,25 +159,10 @@ send:
 // number of messages whose status is not their highest (WrongStatus) and of funnel counters that
 // differ (WrongCounters).
 func Check(st State, batches [][]Event) (wrongStatus, wrongCounters int) {
-	want := map[string]Status{}
-	campaignOf := map[string]string{}
-	for _, b := range batches {
-		for _, ev := range b {
-			want[ev.MessageID] = max(want[ev.MessageID], ev.Status)
-			campaignOf[ev.MessageID] = ev.Campaign
-		}
-	}
-	reached := map[string]map[Status]int{}
+	want, reached := expected(batches)
 	for id, w := range want {
 		if st.Messages[id] != w {
 			wrongStatus++
-		}
-		c := campaignOf[id]
-		if reached[c] == nil {
-			reached[c] = map[Status]int{}
-		}
-		for s := InGateway; s <= w; s++ {
-			reached[c][s]++
 		}
 	}
 	for c, r := range reached {
@@ -188,4 +173,43 @@ func Check(st State, batches [][]Event) (wrongStatus, wrongCounters int) {
 		}
 	}
 	return wrongStatus, wrongCounters
+}
+
+// Miscount sums the funnel's errors: missing, the counts its counters lack (a message that
+// reached a stage and was not counted there), and extra, the counts they have too many (a
+// message counted twice).
+func Miscount(st State, batches [][]Event) (missing, extra int) {
+	_, reached := expected(batches)
+	for c, r := range reached {
+		for _, s := range Statuses {
+			d := r[s] - st.Funnels[c].Reached[s]
+			missing += max(d, 0)
+			extra += max(-d, 0)
+		}
+	}
+	return missing, extra
+}
+
+// expected is what the receipts imply: each message's highest status, and per campaign the number
+// of messages that reached each stage.
+func expected(batches [][]Event) (want map[string]Status, reached map[string]map[Status]int) {
+	want = map[string]Status{}
+	campaignOf := map[string]string{}
+	for _, b := range batches {
+		for _, ev := range b {
+			want[ev.MessageID] = max(want[ev.MessageID], ev.Status)
+			campaignOf[ev.MessageID] = ev.Campaign
+		}
+	}
+	reached = map[string]map[Status]int{}
+	for id, w := range want {
+		c := campaignOf[id]
+		if reached[c] == nil {
+			reached[c] = map[Status]int{}
+		}
+		for s := InGateway; s <= w; s++ {
+			reached[c][s]++
+		}
+	}
+	return want, reached
 }

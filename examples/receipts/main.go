@@ -6,6 +6,11 @@
 // optimistic conditional update (no lock), and the pessimistic baseline (a lock.Mutex per message
 // around read-modify-write), and prints correctness, events/s and mean batch latency.
 //
+// Then it parks receipts in an inbox table and consumes them with dynapart workers, child
+// processes of this program, SIGKILLing two of them in the middle of a receipt: with the plain
+// optimistic handler and the pessimistic one the funnel drifts; with the handler's writes returned
+// as effects (committed with the receipt's completion) every status and counter is exact.
+//
 //	dynapart local &
 //	go run ./examples/receipts --endpoint http://127.0.0.1:8000
 package main
@@ -25,7 +30,9 @@ import (
 )
 
 func main() {
+	exampleutil.RunIfChild(RunChild) // a worker started by this program: run it and exit
 	load := Load{Campaigns: 5, Seed: 1}
+	crashBatches := flag.Int("crash-batches", 4, "crash runs: batches of 60 receipts")
 	flag.IntVar(&load.Batches, "batches", 20, "batches of receipts (the published test: 1000)")
 	flag.IntVar(&load.BatchSize, "batch-size", 1000, "receipts per batch")
 	flag.IntVar(&load.Consumers, "consumers", 10, "consumers taking batches in parallel")
@@ -65,6 +72,39 @@ func main() {
 	o, p := results[Optimistic], results[Pessimistic]
 	fmt.Printf("\noptimistic / pessimistic: %.1fx the throughput, final statuses identical: %v\n",
 		o.EventsPerSec/p.EventsPerSec, SameStatuses(o.State, p.State))
+
+	crashLoad := Load{Batches: *crashBatches, BatchSize: 60, Consumers: 2, InFlight: 1, Campaigns: 5, Seed: 1}
+	crashed, err := crashRuns(ctx, db, suffix, crashLoad.Generate())
+	tables = append(tables, crashed...)
+	if err != nil {
+		log.Print(err)
+	}
+}
+
+// crashRuns runs the crash run in every worker mode and prints what each left. It returns the
+// tables it created.
+func crashRuns(ctx context.Context, db *dynamodb.Client, suffix string, batches [][]Event) ([]string, error) {
+	fmt.Printf("\nthe receipts parked in an inbox, dynapart workers (2 slots) as child processes, 2 of them SIGKILLed mid-receipt:\n")
+	var created []string
+	for _, mode := range []Mode{Optimistic, Pessimistic, Effects} {
+		t := Tables{
+			Inbox: fmt.Sprintf("receipts-inbox-%s-%s", mode, suffix), State: fmt.Sprintf("receipts-crash-%s-%s", mode, suffix),
+			Leases: "receipts-leases-" + suffix,
+		}
+		for _, name := range []string{t.Inbox, t.State} {
+			if err := CreateStateTable(ctx, db, name); err != nil {
+				return created, err
+			}
+			created = append(created, name)
+		}
+		out, err := CrashRun(ctx, db, exampleutil.Endpoint(), t, mode, batches)
+		if err != nil {
+			return created, fmt.Errorf("%s: %w", mode, err)
+		}
+		fmt.Printf("%-11s %d receipts, %d done, %d failed; messages below their highest receipt: %d  funnel counters wrong: %d (%d counts missing, %d extra)\n",
+			mode, out.Receipts, out.Ledger.Done, out.Ledger.Failed, out.WrongStatus, out.WrongCounters, out.Missing, out.Extra)
+	}
+	return created, nil
 }
 
 // Mode is a way of applying receipts.

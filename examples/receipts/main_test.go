@@ -17,7 +17,11 @@ import (
 	"github.com/dynapart/dynapart/lock"
 )
 
-func TestMain(m *testing.M) { ddbtest.Main(m) }
+func TestMain(m *testing.M) {
+	// A crash run's workers are this test binary started again as children.
+	exampleutil.RunIfChild(RunChild)
+	ddbtest.Main(m)
+}
 
 func newTables(t testing.TB, db *dynamodb.Client) (state func() string, leases string) {
 	t.Helper()
@@ -112,6 +116,44 @@ func TestOptimisticAndPessimisticAgree(t *testing.T) {
 		t.Logf("%s: %.0f events/s, mean batch %.0f ms", mode, out.EventsPerSec, exampleutil.Ms(out.MeanBatch))
 	}
 	require.True(t, SameStatuses(outs[Optimistic].State, outs[Pessimistic].State))
+}
+
+// TestCrashedWorkersDriftButEffectsStayExact parks the same out-of-order receipts in an inbox
+// three times and consumes them with dynapart workers (child processes of this test), two of which
+// are SIGKILLed in the middle of a receipt while two fresh workers take over and finish. With the
+// plain optimistic handler and the pessimistic one (a lock per message), each kill lands a
+// message's status write and never sends its funnel write: the statuses are right, the funnel
+// misses counts. With the effects, status and counters commit with the receipt's completion:
+// every status and every counter exact, every receipt done once.
+func TestCrashedWorkersDriftButEffectsStayExact(t *testing.T) {
+	db := ddbtest.Client(t)
+	endpoint := ddbtest.Endpoint(t)
+	load := Load{Batches: 2, BatchSize: 60, Consumers: 2, InFlight: 1, Campaigns: 2, Seed: 11}
+	batches := load.Generate()
+	for _, mode := range []Mode{Optimistic, Pessimistic, Effects} {
+		t.Run(string(mode), func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			newState, leases := newTables(t, db)
+			tables := Tables{Inbox: ddbtest.CreateTable(t, db, ddbtest.Key{Name: attrID, Type: "S"}), State: newState(), Leases: leases}
+			out, err := CrashRun(ctx, db, endpoint, tables, mode, batches)
+			require.NoError(t, err)
+			t.Logf("%s: kills %q; %d receipts: %d done, %d failed; messages wrong %d; counters wrong %d (missing %d, extra %d)",
+				mode, out.Kills, out.Receipts, out.Ledger.Done, out.Ledger.Failed, out.WrongStatus, out.WrongCounters, out.Missing, out.Extra)
+			require.Len(t, out.Kills, 2)
+			require.Equal(t, int64(out.Receipts), out.Ledger.Done, "every receipt is done")
+			require.Zero(t, out.Ledger.Failed)
+			require.Zero(t, out.WrongStatus, "every message at its highest receipt")
+			require.Zero(t, out.Extra, "no message counted twice")
+			if mode == Effects {
+				require.Zero(t, out.WrongCounters, "every funnel counter exact")
+				require.Zero(t, out.Missing)
+				return
+			}
+			require.GreaterOrEqual(t, out.Missing, 2, "each kill loses the funnel write of a status that moved")
+		})
+	}
 }
 
 var (

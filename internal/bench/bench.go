@@ -107,9 +107,22 @@ func keyOf(i int) map[string]types.AttributeValue {
 
 var payload = strings.Repeat("x", 100)
 
-// seed writes items 0..n-1 (id, n, a 100-byte payload, like `dynapart seed`) with BatchWriteItem,
-// 8 requests in flight.
+// seedItem is item i as the benchmarks seed it, like `dynapart seed`: id, n and a 100-byte payload.
+func seedItem(i int) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{
+		"id":      &types.AttributeValueMemberS{Value: itemKey(i)},
+		"n":       &types.AttributeValueMemberN{Value: strconv.Itoa(i)},
+		"payload": &types.AttributeValueMemberS{Value: payload},
+	}
+}
+
+// seed writes items 0..n-1 (seedItem) with BatchWriteItem, 8 requests in flight.
 func (e *Env) seed(ctx context.Context, table string, n int) error {
+	return e.seedWith(ctx, table, n, seedItem)
+}
+
+// seedWith writes item(0)..item(n-1) with BatchWriteItem, 8 requests in flight.
+func (e *Env) seedWith(ctx context.Context, table string, n int, item func(int) map[string]types.AttributeValue) error {
 	batches := make(chan []types.WriteRequest)
 	errs := make(chan error, 8)
 	var wg sync.WaitGroup
@@ -134,11 +147,7 @@ func (e *Env) seed(ctx context.Context, table string, n int) error {
 	for lo := 0; lo < n; lo += 25 {
 		var reqs []types.WriteRequest
 		for i := lo; i < min(lo+25, n); i++ {
-			reqs = append(reqs, types.WriteRequest{PutRequest: &types.PutRequest{Item: map[string]types.AttributeValue{
-				"id":      &types.AttributeValueMemberS{Value: itemKey(i)},
-				"n":       &types.AttributeValueMemberN{Value: strconv.Itoa(i)},
-				"payload": &types.AttributeValueMemberS{Value: payload},
-			}}})
+			reqs = append(reqs, types.WriteRequest{PutRequest: &types.PutRequest{Item: item(i)}})
 		}
 		batches <- reqs
 	}
@@ -152,13 +161,18 @@ func (e *Env) seed(ctx context.Context, table string, n int) error {
 	}
 }
 
-// freshTable creates a table of n seeded items; drop it with e.dropTable.
+// freshTable creates a table of n seeded items (seedItem); drop it with e.dropTable.
 func (e *Env) freshTable(ctx context.Context, prefix string, n int) (string, error) {
+	return e.freshTableOf(ctx, prefix, n, seedItem)
+}
+
+// freshTableOf creates a table of the n items item(0)..item(n-1); drop it with e.dropTable.
+func (e *Env) freshTableOf(ctx context.Context, prefix string, n int, item func(int) map[string]types.AttributeValue) (string, error) {
 	t, err := e.createTable(ctx, prefix)
 	if err != nil {
 		return "", err
 	}
-	if err := e.seed(ctx, t, n); err != nil {
+	if err := e.seedWith(ctx, t, n, item); err != nil {
 		e.dropTable(t)
 		return "", err
 	}

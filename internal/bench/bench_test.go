@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/require"
 
 	"github.com/dynapart/dynapart/internal/ddbtest"
@@ -69,6 +70,8 @@ func TestSampleAndRatio(t *testing.T) {
 	require.Equal(t, "2.00x (1.00–3.00)", s.X())
 	require.Equal(t, Sample{2, 0.5}, Ratio(Sample{4, 1}, Sample{2, 2}))
 	require.Equal(t, "12,345.7/s", Sample{12345.67}.Fmt(1, "/s"))
+	require.Equal(t, "1.008", Sample{1.008, 1.0081}.Counted(3))
+	require.Equal(t, "0.404 (0.392–0.410)", Sample{0.392, 0.404, 0.41}.Counted(3))
 }
 
 // A ratio against a goal shows a ✗ on a missed median, and more decimals where two would round
@@ -152,4 +155,66 @@ func TestWriteCost(t *testing.T) {
 		"| item write, µs (mean) |", "beyond the hand loop's"} {
 		require.Contains(t, md, want)
 	}
+}
+
+// TestTransform runs a tiny transform and billing scenario on DynamoDB Local: both variants
+// migrate every item, each mode's write units per item are at their floor on the job's table by
+// DynamoDB's billing rules, and the report shows the sections and goals.
+func TestTransform(t *testing.T) {
+	_, res := quickRun(t, Options{Reps: 2, Items: 200, Quick: true, Only: []string{ScenarioTransform, ScenarioBilling}, Concurrencies: []int{4}})
+	require.Empty(t, res.Errors)
+	for _, v := range []string{VariantMigrationLoop, VariantTransform} {
+		c := res.Transform.Cell(v, 4)
+		require.NotNil(t, c, v)
+		require.Len(t, c.ItemsPerSec, 2, v)
+		require.Positive(t, c.ItemsPerSec.Min(), v)
+		require.Equal(t, Sample{1, 1}, c.Cost.TableWCU, v) // one write per item
+		require.GreaterOrEqual(t, c.Cost.Requests.Min(), 1.0, v)
+	}
+	require.Equal(t, Sample{1, 1}, res.Transform.Cell(VariantMigrationLoop, 4).Cost.WCU)
+
+	for v, floor := range map[string]float64{VariantPlain: 1, VariantCompleteOnly: 1, VariantClaim: 2, VariantMigrationLoop: 1, VariantTransform: 1} {
+		c := res.Billing.Cell(v, BillingConcurrency)
+		require.NotNil(t, c, v)
+		require.Equal(t, Sample{floor, floor}, c.Cost.TableWCU, v)
+		require.Positive(t, c.Cost.RCU.Min(), v)
+	}
+	batched := res.Billing.Cell(VariantBatched, BillingConcurrency).Cost
+	require.GreaterOrEqual(t, batched.TableWCU.Min(), 2.0) // claims and completions, 1 to 2 WCU each
+	require.Less(t, batched.Requests.Max(), 1.0)
+
+	md := res.Markdown(Plots{})
+	for _, want := range []string{
+		"## A transform job versus the hand-written migration loop", "## What a job costs by DynamoDB's billing rules",
+		"| Run, transform vs hand migration loop, items/s | >= 0.9x at every concurrency | c=4: ",
+		"| Run, transform: WCU per item by DynamoDB's billing rules | 1.0, the loop's own",
+		"| Run, batched claims: WCU per item by DynamoDB's billing rules | <= 2.2 WCU per item in <= 0.15 requests per item",
+		"| Run, claim+complete | ", "| hand migration loop | 1.0", "2 WCU, in requests of up to 25",
+	} {
+		require.Contains(t, md, want)
+	}
+}
+
+// The hand migration loop is safe to rerun: a second pass finds nothing to migrate and writes
+// nothing, and a write from a stale scan of a migrated item fails its condition.
+func TestMigrationLoopRerun(t *testing.T) {
+	env := &Env{DB: ddbtest.Client(t), Endpoint: ddbtest.Endpoint(t)}
+	ctx := context.Background()
+	table, err := env.freshTableOf(ctx, "rerun", 60, personItem)
+	require.NoError(t, err)
+	defer env.dropTable(table)
+	db := newBillingDB(env.DB, nil)
+	n, err := migrationLoop(ctx, db, table, 4)
+	require.NoError(t, err)
+	require.Equal(t, int64(60), n)
+	require.NoError(t, env.checkMigrated(ctx, table, 60))
+	n, err = migrationLoop(ctx, db, table, 4)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	require.Equal(t, int64(60), db.Bill().ByOp["UpdateItem"]) // the rerun's scan filtered every item out
+
+	_, err = db.UpdateItem(ctx, migrationWrite(table, personItem(7)))
+	var ccf *types.ConditionalCheckFailedException
+	require.ErrorAs(t, err, &ccf)
+	require.Equal(t, 61.0, db.Bill().Tables[table].WCU) // a failed condition is billed too
 }

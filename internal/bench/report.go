@@ -70,6 +70,8 @@ func (r *Results) Markdown(plots Plots) string {
 
 	r.ceilingSection(w)
 	r.throughputSection(w, plots)
+	r.transformSection(w)
+	r.billingSection(w)
 	r.writeCostSection(w)
 	r.cpuSection(w)
 	r.modesSection(w, plots)
@@ -195,6 +197,8 @@ func (r *Results) goals() []Goal {
 		gs = append(gs, Goal{fmt.Sprintf("peak RSS of one worker, %s vs %s items", num(float64(m.Sizes[0]), 0), num(float64(m.Sizes[1]), 0)),
 			"flat: < 1.25x for 10x the items", fmt.Sprintf("%s vs %s (%.2fx)", m.PeakMB[0].Fmt(1, " MiB"), m.PeakMB[1].Fmt(1, " MiB"), g), verdict(g < 1.25)})
 	}
+	gs = append(gs, r.transformGoals()...)
+	gs = append(gs, r.billingGoals()...)
 	gs = append(gs, r.cpuGoals()...)
 	gs = append(gs, r.latencyGoals()...)
 	gs = append(gs, r.coldStartGoals()...)
@@ -261,7 +265,9 @@ func (r *Results) throughputSection(w writer, plots Plots) {
 		}
 		w("| %s |\n", strings.Join(row, " | "))
 	}
-	w("\nWrite capacity per item, estimated from the writes that asked DynamoDB Local for it (1 in 16; what real DynamoDB would bill): %s.\n\n", r.wcuSummary(" WCU"))
+	w("\nWrite capacity per item as Run's Stats report it, estimated from the writes that asked DynamoDB Local for it (1 in 16): %s. "+
+		"DynamoDB Local reports 2 WCU for a whole transaction where DynamoDB bills 2 per item, so the batched figure is not what DynamoDB would bill: "+
+		"see *What a job costs by DynamoDB's billing rules* for the units counted from the requests sent.\n\n", r.wcuSummary(" WCU"))
 	w("%s\n\n", whereTheTimeGoes)
 	if p := plots[PlotThroughput]; p != "" {
 		w("![items/s versus concurrency](%s)\n\n", p)

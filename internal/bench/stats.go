@@ -63,6 +63,15 @@ func (s Sample) Fmt(prec int, unit string) string {
 	return fmt.Sprintf("%s (%s–%s)", m, num(s.Min(), prec), num(s.Max(), prec))
 }
 
+// Counted formats a counted figure (requests, units): the median, and the spread only where the
+// repetitions differ at prec decimals ("1.008", "0.404 (0.392–0.410)").
+func (s Sample) Counted(prec int) string {
+	if len(s) > 0 && num(s.Min(), prec) == num(s.Max(), prec) {
+		return num(s.Median(), prec)
+	}
+	return s.Fmt(prec, "")
+}
+
 // X formats a ratio: "0.93x (0.90–0.97)".
 func (s Sample) X() string { return s.Fmt(2, "x") }
 

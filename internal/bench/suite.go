@@ -18,6 +18,8 @@ import (
 const (
 	ScenarioCeiling    = "ceiling"
 	ScenarioThroughput = "throughput"
+	ScenarioTransform  = "transform"
+	ScenarioBilling    = "billing"
 	ScenarioWriteCost  = "writecost"
 	ScenarioCPU        = "cpu"
 	ScenarioModes      = "modes"
@@ -35,8 +37,11 @@ const (
 )
 
 // Scenarios lists every scenario.
-var Scenarios = []string{ScenarioPartition, ScenarioHotPaths, ScenarioCeiling, ScenarioThroughput, ScenarioWriteCost, ScenarioCPU, ScenarioModes,
+var Scenarios = []string{ScenarioPartition, ScenarioHotPaths, ScenarioCeiling, ScenarioThroughput, ScenarioTransform, ScenarioBilling, ScenarioWriteCost, ScenarioCPU, ScenarioModes,
 	ScenarioLatency, ScenarioColdStart, ScenarioTakeover, ScenarioResize, ScenarioAcquire, ScenarioLockScale, ScenarioSteal, ScenarioReceipts, ScenarioMemory}
+
+// BillingConcurrency is the concurrency of the billing scenario's passes.
+const BillingConcurrency = 16
 
 // Options size a run.
 type Options struct {
@@ -78,6 +83,8 @@ type Results struct {
 
 	Ceiling    *Ceiling
 	Throughput *Throughput
+	Transform  *Billed // issue 33's transform job against the hand migration loop
+	Billing    *Billed // every mode's cost by DynamoDB's billing rules
 	WriteCost  *WriteCost
 	CPU        *CPUShare
 	Modes      *Modes
@@ -126,6 +133,14 @@ func (e *Env) Run(ctx context.Context, opts Options) *Results {
 			r.Ceiling, err = e.MeasureCeiling(ctx, o.Items, 32, reps)
 		case ScenarioThroughput:
 			r.Throughput, err = e.MeasureThroughput(ctx, o.Items, o.Concurrencies, reps)
+		case ScenarioTransform:
+			r.Transform, err = e.MeasureTransform(ctx, o.Items, o.Concurrencies, reps)
+		case ScenarioBilling:
+			n := 3000
+			if o.Quick {
+				n = 500
+			}
+			r.Billing, err = e.MeasureBilling(ctx, n, BillingConcurrency, reps)
 		case ScenarioWriteCost:
 			n, tl := 500, ItemsAt(o.Items, 1)
 			if o.Quick {

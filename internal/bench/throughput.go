@@ -233,26 +233,44 @@ func (e *Env) throughputOnce(ctx context.Context, leases, variant string, n, con
 
 // runVariant processes the n items of table with variant at conc and times it.
 func (e *Env) runVariant(ctx context.Context, table, leases, variant string, n, conc int) (rate, wcuPerItem float64, err error) {
+	return e.runPass(ctx, pass{db: e.DB, table: table, leases: leases, variant: variant, items: n, conc: conc})
+}
+
+// pass is one variant's run over a table.
+type pass struct {
+	db                     worker.DynamoDBClient // what the library variants and hand loops send their requests through
+	table, leases, variant string
+	items, conc            int
+}
+
+// runPass processes the items of p.table with p.variant at p.conc and times it. The library
+// variants and the hand loops send their requests through p.db; the CLI processes, to e.Endpoint.
+func (e *Env) runPass(ctx context.Context, p pass) (rate, wcuPerItem float64, err error) {
 	start := time.Now()
 	var done int64
-	switch variant {
+	switch p.variant {
 	case VariantPlain:
-		done, err = plainLoop(ctx, e.DB, table, conc)
+		done, err = plainLoop(ctx, p.db, p.table, p.conc)
+	case VariantMigrationLoop:
+		done, err = migrationLoop(ctx, p.db, p.table, p.conc)
 	case VariantCLIComplete, VariantCLIClaim:
-		done, err = e.cliOnce(table, leases, conc, variant == VariantCLIComplete)
+		done, err = e.cliOnce(p.table, p.leases, p.conc, p.variant == VariantCLIComplete)
 	default:
-		cfg := worker.Config{Client: e.DB, Table: table, LeaseTable: leases, Workers: 1, Once: true,
-			Concurrency: conc, Logger: quietLogger}
-		switch variant {
+		cfg := worker.Config{Client: p.db, Table: p.table, LeaseTable: p.leases, Workers: 1, Once: true,
+			Concurrency: p.conc, Logger: quietLogger}
+		handler := func(context.Context, worker.Item) error { return nil }
+		switch p.variant {
 		case VariantCompleteOnly:
 			cfg.CompleteOnly = true
 		case VariantBatched:
 			cfg.BatchClaims = true
+		case VariantTransform:
+			cfg.CompleteOnly, handler = true, worker.WithEffects(transformEffects)
 		}
 		var w *worker.Worker
 		w, err = worker.New(cfg)
 		if err == nil {
-			err = w.Run(ctx, func(context.Context, worker.Item) error { return nil })
+			err = w.Run(ctx, handler)
 			st := w.Stats()
 			done, wcuPerItem = st.Completed, st.WCU/float64(max(st.Completed, 1))
 		}
@@ -261,10 +279,10 @@ func (e *Env) runVariant(ctx context.Context, table, leases, variant string, n, 
 	if err != nil {
 		return 0, 0, err
 	}
-	if done != int64(n) {
-		return 0, 0, fmt.Errorf("completed %d of %d items", done, n)
+	if done != int64(p.items) {
+		return 0, 0, fmt.Errorf("completed %d of %d items", done, p.items)
 	}
-	return float64(n) / elapsed.Seconds(), wcuPerItem, nil
+	return float64(p.items) / elapsed.Seconds(), wcuPerItem, nil
 }
 
 // plainClient is what the plain loop calls.
@@ -279,6 +297,19 @@ type plainClient interface {
 // a copy of Run's write: the ratio includes whatever Run writes beyond it.
 func plainLoop(ctx context.Context, db plainClient, table string, conc int) (int64, error) {
 	now := time.Now()
+	return handLoop(ctx, db, dynamodb.ScanInput{TableName: aws.String(table), ProjectionExpression: aws.String("id")}, conc,
+		func(ctx context.Context, k map[string]types.AttributeValue) (bool, error) {
+			_, err := db.UpdateItem(ctx, handWrite(table, k, now))
+			return err == nil, err
+		})
+}
+
+// handLoop is how the hand-written loops go over a table: a parallel scan of 4 segments (scan,
+// with each page's segment and start key set) feeding conc goroutines that call write for each
+// item scanned. write reports whether it wrote the item (counted); its error stops the loop, which
+// returns the first.
+func handLoop(ctx context.Context, db plainClient, scan dynamodb.ScanInput, conc int,
+	write func(ctx context.Context, item map[string]types.AttributeValue) (bool, error)) (int64, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	keys := make(chan map[string]types.AttributeValue, conc*2)
@@ -289,11 +320,14 @@ func plainLoop(ctx context.Context, db plainClient, table string, conc int) (int
 		go func() {
 			defer wg.Done()
 			for k := range keys {
-				if _, err := db.UpdateItem(ctx, handWrite(table, k, now)); err != nil {
+				wrote, err := write(ctx, k)
+				if err != nil {
 					cancel(err)
 					continue
 				}
-				done.Add(1)
+				if wrote {
+					done.Add(1)
+				}
 			}
 		}()
 	}
@@ -303,10 +337,11 @@ func plainLoop(ctx context.Context, db plainClient, table string, conc int) (int
 		sg.Add(1)
 		go func() {
 			defer sg.Done()
-			var start map[string]types.AttributeValue
+			page := scan
+			page.Segment, page.TotalSegments = aws.Int32(int32(seg)), aws.Int32(segs)
 			for {
-				out, err := db.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(table), Segment: aws.Int32(int32(seg)),
-					TotalSegments: aws.Int32(segs), ExclusiveStartKey: start, ProjectionExpression: aws.String("id")})
+				in := page // a request of its own, as the SDK's callers send
+				out, err := db.Scan(ctx, &in)
 				if err != nil {
 					cancel(err)
 					return
@@ -321,7 +356,7 @@ func plainLoop(ctx context.Context, db plainClient, table string, conc int) (int
 				if out.LastEvaluatedKey == nil {
 					return
 				}
-				start = out.LastEvaluatedKey
+				page.ExclusiveStartKey = out.LastEvaluatedKey
 			}
 		}()
 	}

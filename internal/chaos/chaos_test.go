@@ -93,6 +93,19 @@ func TestChaosSIGKILL(t *testing.T) {
 	check(t, Kill(context.Background(), testEnv(t), Params{Seed: seed(t), Items: 2000, Kills: 3, Transient: 0.1, Permanent: 0.02}))
 }
 
+// TestChaosEffects: SIGKILLed slot holders and a proxy that loses, resets and delays answers,
+// while every completion commits effects (an item's own counter, a shared counter): every done
+// item's own counter ends at 1 and every shared counter equals its items.
+func TestChaosEffects(t *testing.T) {
+	t.Parallel()
+	t.Run("sigkill", func(t *testing.T) {
+		check(t, Kill(context.Background(), testEnv(t), Params{Seed: seed(t), Items: 1000, Kills: 2, Effects: true}))
+	})
+	t.Run("faults", func(t *testing.T) {
+		check(t, Faults(context.Background(), testEnv(t), Params{Seed: seed(t), Items: 600, Effects: true}))
+	})
+}
+
 func TestChaosSIGSTOP(t *testing.T) {
 	t.Parallel()
 	check(t, Freeze(context.Background(), testEnv(t), Params{Seed: seed(t), Items: 1000}))

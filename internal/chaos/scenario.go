@@ -78,6 +78,8 @@ type Params struct {
 	// Mode is the workers' --mode (segment, filter or index); "" leaves the work default (segment).
 	// Index mode creates the pending index and puts every item in it.
 	Mode string
+	// Effects makes the handler commit effects with each completion (see effects.go).
+	Effects bool
 }
 
 func (p *Params) defaults() {
@@ -209,6 +211,11 @@ func newFixture(ctx context.Context, env Env, name string, p Params, direct stri
 			return nil, err
 		}
 	}
+	if p.Effects {
+		if err := f.cli(ctx, "init", "--table", f.counters(), "--key", "pk:S", "--lease-table", f.leases); err != nil {
+			return nil, err
+		}
+	}
 	return f, nil
 }
 
@@ -251,6 +258,9 @@ func (f *fixture) workArgs(extra ...string) []string {
 		"--standby-poll", "200ms", "--max-clock-skew", "250ms", "--page-size", "100",
 		"--concurrency", fmt.Sprint(f.p.Concurrency), "--claim-ttl", "10s", "--poll-interval", "1s",
 		"--retry-backoff", "200ms", "--log-level", "info", "--exec", f.handler()}
+	if f.p.Effects {
+		args = append(args, "--exec-effects")
+	}
 	if f.p.Mode != "" {
 		args = append(args, "--mode", f.p.Mode)
 	}
@@ -261,6 +271,9 @@ func (f *fixture) workArgs(extra ...string) []string {
 // failures when the scenario has them.
 func (f *fixture) handler() string {
 	effect := fmt.Sprintf(`printf '%%s\n' "$DYNAPART_KEY" >> '%s'`, f.effects)
+	if f.p.Effects {
+		effect += f.effectsScript()
+	}
 	if f.flaky == nil {
 		return effect
 	}
@@ -430,6 +443,9 @@ func (f *fixture) finish(ctx context.Context, start time.Time) *Result {
 	a.apply(r)
 	for _, check := range f.audits {
 		check(r, a)
+	}
+	if f.p.Effects {
+		f.auditEffects(actx, r)
 	}
 	if f.flaky != nil {
 		r.event("dead-lettered %d items (%d fail permanently); %d handler runs failed transiently and were retried",

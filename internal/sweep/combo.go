@@ -31,6 +31,7 @@ const (
 	OutcomePermanent Outcome = "fail-permanently"  // items 0 and 6: worker.Permanent on every attempt
 	OutcomePanic     Outcome = "panic"             // item 5: a panic on the first attempt
 	OutcomeExceed    Outcome = "exceed-claim"      // runs past its claim's end, ignoring ctx for a while, then succeeds
+	OutcomeEffects   Outcome = "effects"           // succeeds with effects: the item's fx + 1 and the run's counter + 1
 )
 
 // Combo is one combination of settings.
@@ -66,7 +67,7 @@ func Combos() []Combo {
 		for _, l := range []worker.LedgerKind{worker.LedgerInline, worker.LedgerTable} {
 			for _, cl := range []Claims{ClaimSingle, ClaimBatch, CompleteOnly} {
 				for _, m := range []scan.Mode{scan.ModeSegment, scan.ModeFilter, scan.ModeIndex} {
-					for _, o := range []Outcome{OutcomeSucceed, OutcomeFailOnce, OutcomePermanent, OutcomePanic, OutcomeExceed} {
+					for _, o := range []Outcome{OutcomeSucceed, OutcomeFailOnce, OutcomePermanent, OutcomePanic, OutcomeExceed, OutcomeEffects} {
 						out = append(out, Combo{Ledger: l, Claims: cl, Mode: m, Outcome: o, Workers: w})
 					}
 				}

@@ -32,6 +32,7 @@ type Fixture struct {
 	prefix      string
 	leaseTable  string
 	ledgerTable string
+	counters    string // the effects outcome's counters (key pk S)
 
 	mu      sync.Mutex
 	sources map[scan.Mode]string
@@ -43,11 +44,14 @@ func NewFixture(ctx context.Context, db *dynamodb.Client) (*Fixture, error) {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	f := &Fixture{db: db, prefix: "sweep_" + hex.EncodeToString(b[:]), sources: map[scan.Mode]string{}}
-	f.leaseTable, f.ledgerTable = f.prefix+"_lease", f.prefix+"_ledger"
+	f.leaseTable, f.ledgerTable, f.counters = f.prefix+"_lease", f.prefix+"_ledger", f.prefix+"_counters"
 	if err := lock.CreateTable(ctx, db, f.leaseTable); err != nil {
 		return nil, err
 	}
 	if err := worker.CreateLedgerTable(ctx, db, f.ledgerTable); err != nil {
+		return nil, errors.Join(err, f.Close(ctx))
+	}
+	if err := worker.CreateLedgerTable(ctx, db, f.counters); err != nil { // a table keyed by pk (S)
 		return nil, errors.Join(err, f.Close(ctx))
 	}
 	return f, nil
@@ -55,7 +59,7 @@ func NewFixture(ctx context.Context, db *dynamodb.Client) (*Fixture, error) {
 
 // Close deletes every table the fixture made.
 func (f *Fixture) Close(ctx context.Context) error {
-	names := []string{f.leaseTable, f.ledgerTable}
+	names := []string{f.leaseTable, f.ledgerTable, f.counters}
 	for _, s := range f.sources {
 		names = append(names, s)
 	}

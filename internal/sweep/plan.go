@@ -52,6 +52,7 @@ func SmallCombos() []Combo {
 	return []Combo{
 		{Ledger: "inline", Claims: ClaimSingle, Mode: "segment", Outcome: OutcomeFailOnce, Workers: 1},
 		{Ledger: "table", Claims: ClaimBatch, Mode: "filter", Outcome: OutcomePermanent, Workers: 1},
+		{Ledger: "inline", Claims: CompleteOnly, Mode: "segment", Outcome: OutcomeEffects, Workers: 1},
 	}
 }
 

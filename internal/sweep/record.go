@@ -27,6 +27,7 @@ type recorder struct {
 	inFlight map[string]bool // at the fault: open items and the items the faulted call named
 	fired    bool
 	acquired map[string][]acquisition // slot (pk/sk) -> acquisitions in landing order
+	tokens   map[string]bool          // ClientRequestTokens of transactions that landed
 }
 
 type acquisition struct {
@@ -36,7 +37,7 @@ type acquisition struct {
 
 func newRecorder(leaseTable string) *recorder {
 	return &recorder{leaseTable: leaseTable, calls: map[string]int{}, effects: map[string]int{}, open: map[string]bool{},
-		settled: map[string]int{}, inFlight: map[string]bool{}, acquired: map[string][]acquisition{}}
+		settled: map[string]int{}, inFlight: map[string]bool{}, acquired: map[string][]acquisition{}, tokens: map[string]bool{}}
 }
 
 var (
@@ -123,8 +124,8 @@ func (r *recorder) onSent(s ddbfault.Sent) {
 			r.acquire(slotName(in.Item), sVal(in.Item["owner"]), nVal(in.Item["token"]))
 		}
 	case *dynamodb.TransactWriteItemsInput:
-		if s.Retry && in.ClientRequestToken != nil {
-			return // the replay of a transaction that was applied: DynamoDB does not apply it again
+		if s.Retry && in.ClientRequestToken != nil || r.landedBefore(in.ClientRequestToken) {
+			return // the repeat of a transaction that was applied: DynamoDB does not apply it again
 		}
 		for _, it := range in.TransactItems {
 			if it.Update != nil && settles(it.Update.UpdateExpression) {
@@ -132,6 +133,19 @@ func (r *recorder) onSent(s ddbfault.Sent) {
 			}
 		}
 	}
+}
+
+// landedBefore reports (and notes) a transaction token that landed before: DynamoDB answers its
+// repeats, within ten minutes, without applying them again.
+func (r *recorder) landedBefore(token *string) bool {
+	if token == nil {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	seen := r.tokens[*token]
+	r.tokens[*token] = true
+	return seen
 }
 
 func (r *recorder) settle(items []string) {

@@ -7,12 +7,16 @@ import (
 	"io"
 	"log/slog"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/dynapart/dynapart/ddbfault"
+	"github.com/dynapart/dynapart/ledger"
 	"github.com/dynapart/dynapart/worker"
 )
 
@@ -105,6 +109,9 @@ func (f *Fixture) runWorkers(ctx context.Context, c Case, cfg worker.Config, rec
 	ctx, cancel := context.WithTimeout(ctx, RunTimeout)
 	defer cancel()
 	h := handler(c.Outcome, rec)
+	if c.Outcome == OutcomeEffects {
+		h = f.effectsHandler(cfg.Job, rec)
+	}
 	errs := make([]error, c.Workers)
 	var wg sync.WaitGroup
 	for i := range c.Workers {
@@ -161,6 +168,64 @@ func outcome(ctx context.Context, o Outcome, id string, attempt int) error {
 	return nil
 }
 
+// effectsHandler succeeds with effects: the item's fx attribute + 1 and the run's counter + 1,
+// committed with the completion.
+func (f *Fixture) effectsHandler(run string, rec *recorder) worker.Handler {
+	return worker.WithEffects(func(ctx context.Context, it worker.Item) (*worker.Effects, error) {
+		id := it.Key["id"].(*types.AttributeValueMemberS).Value
+		rec.handlerStart(id)
+		rec.handlerEnd(id, nil)
+		e := &worker.Effects{}
+		return e.Item(ledger.Add("fx", 1)).Update(f.counters, f.counterKey(run), ledger.Add("n", 1)), nil
+	})
+}
+
+func (f *Fixture) counterKey(run string) worker.Key {
+	return worker.Key{"pk": &types.AttributeValueMemberS{Value: "counter#" + run}}
+}
+
+// checkEffects: every done item's effect applied once, none of another's, and the counter equals
+// the done items.
+func (f *Fixture) checkEffects(ctx context.Context, cfg worker.Config, done map[string]bool) []string {
+	var v []string
+	total := 0
+	for i := range Items {
+		id := itemID(i)
+		n, err := f.number(ctx, cfg.Table, worker.Key{"id": &types.AttributeValueMemberS{Value: id}}, "fx")
+		if err != nil {
+			return []string{"effects: " + err.Error()}
+		}
+		want := 0
+		if done[id] {
+			want, total = 1, total+1
+		}
+		if n != want {
+			v = append(v, fmt.Sprintf("%s: its effect applied %d times (done %v)", id, n, done[id]))
+		}
+	}
+	n, err := f.number(ctx, f.counters, f.counterKey(cfg.Job), "n")
+	if err != nil {
+		return append(v, "effects: "+err.Error())
+	}
+	if n != total {
+		v = append(v, fmt.Sprintf("the run's counter is %d, %d items done", n, total))
+	}
+	return v
+}
+
+// number reads attribute attr of key in table as an int (0 when missing).
+func (f *Fixture) number(ctx context.Context, table string, key worker.Key, attr string) (int, error) {
+	out, err := f.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: key, ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return 0, err
+	}
+	nv, ok := out.Item[attr].(*types.AttributeValueMemberN)
+	if !ok {
+		return 0, nil
+	}
+	return strconv.Atoi(nv.Value)
+}
+
 // check runs the checks of a finished run.
 func (f *Fixture) check(ctx context.Context, c Case, cfg worker.Config, rec *recorder, runErr error) []string {
 	var v []string
@@ -170,6 +235,7 @@ func (f *Fixture) check(ctx context.Context, c Case, cfg worker.Config, rec *rec
 	}
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
+	done := map[string]bool{}
 	for i := range Items {
 		id := itemID(i)
 		st, err := ledger.State(ctx, worker.Key{"id": &types.AttributeValueMemberS{Value: id}})
@@ -177,6 +243,7 @@ func (f *Fixture) check(ctx context.Context, c Case, cfg worker.Config, rec *rec
 			v = append(v, fmt.Sprintf("%s: state: %v", id, err))
 			continue
 		}
+		done[id] = st.Status == worker.StatusDone
 		permanent := c.Outcome == OutcomePermanent && permanentlyFailing(id)
 		if runErr == nil && st.Status != worker.StatusDone && st.Status != worker.StatusFailed {
 			v = append(v, fmt.Sprintf("%s: Run returned nil, item is %q (attempts %d, handler calls %d)", id, st.Status, st.Attempts, rec.calls[id]))
@@ -194,6 +261,9 @@ func (f *Fixture) check(ctx context.Context, c Case, cfg worker.Config, rec *rec
 		if rec.effects[id] > 1 && !allowed {
 			v = append(v, fmt.Sprintf("%s: side effect repeated (%d successful handler calls), not in flight at the fault", id, rec.effects[id]))
 		}
+	}
+	if c.Outcome == OutcomeEffects {
+		v = append(v, f.checkEffects(ctx, cfg, done)...)
 	}
 	sort.Strings(v)
 	return v

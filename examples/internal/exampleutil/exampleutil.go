@@ -26,16 +26,21 @@ import (
 // for -endpoint, the suffix of this run's table names (e.g. "20060102-150405") and -keep. When
 // the client cannot be made it exits through log.Fatal.
 func Setup(ctx context.Context) (db *dynamodb.Client, suffix string, keep bool) {
-	endpoint := flag.String("endpoint", os.Getenv("DYNAPART_ENDPOINT"), "DynamoDB endpoint, e.g. http://127.0.0.1:8000 (default $DYNAPART_ENDPOINT; empty: the AWS SDK chain)")
+	flag.StringVar(&endpoint, "endpoint", os.Getenv("DYNAPART_ENDPOINT"), "DynamoDB endpoint, e.g. http://127.0.0.1:8000 (default $DYNAPART_ENDPOINT; empty: the AWS SDK chain)")
 	flag.BoolVar(&keep, "keep", false, "keep the tables this run creates")
 	flag.Parse()
 
-	db, err := NewClient(ctx, *endpoint)
+	db, err := NewClient(ctx, endpoint)
 	if err != nil {
 		log.Fatal(err)
 	}
 	return db, time.Now().Format("20060102-150405"), keep
 }
+
+var endpoint string
+
+// Endpoint is the -endpoint Setup parsed, for the children an example starts.
+func Endpoint() string { return endpoint }
 
 // NewClient returns a DynamoDB client for endpoint with static dummy credentials (DynamoDB Local
 // accepts any), or, when endpoint is empty, one from the AWS SDK's default configuration chain.

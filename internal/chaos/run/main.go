@@ -99,6 +99,12 @@ func run(out string, seed uint64, reps, items int, fuzztime time.Duration, endpo
 			chaos.Resize, chaos.Params{Items: items * 3 / 5, Mode: "filter", Timeout: big}},
 		{"resize-index", "Resize mid-job with a SIGKILL during the re-plan (index mode)", resizeWhat("index", "16 shards; each shard's cursor moves to its new owner"),
 			chaos.Resize, chaos.Params{Items: items * 3 / 5, Mode: "index", Timeout: big}},
+		{"effects-sigkill", "Effects under SIGKILL", effectsWhat + " 3 slots + 2 standbys; 5 slot holders are killed with SIGKILL at random moments (seeded).",
+			chaos.Kill, chaos.Params{Items: items, Slots: 3, Standbys: 2, Kills: 5, Timeout: big, Effects: true}},
+		{"effects-faults", "Effects through the fault-injecting proxy", effectsWhat + " Every request goes through the proxy of the faults scenario (throttles, 500s, connection resets, lost and held responses).",
+			chaos.Faults, chaos.Params{Items: items / 2, Timeout: big, Effects: true}},
+		{"effects-partition", "Effects with a slot holder cut off past its lease", effectsWhat + " One slot holder is cut off DynamoDB past its lease and reconnected, as in the partition scenario: its commits after the reconnect must be refused with everything they carry.",
+			chaos.Partition, chaos.Params{Items: items / 2, Timeout: big, Effects: true}},
 		{"skew", "Clock skew within MaxClockSkew", "In-process workers whose clocks are offset by up to ±250ms (MaxClockSkew 500ms); 3 random slot holders are crashed (every DynamoDB call fails from then on) and standbys take over by their own clocks.",
 			chaos.Skew, chaos.Params{Items: items, Kills: 3, Timeout: big}},
 	}
@@ -201,6 +207,11 @@ DynamoDB stream (new and old images), so no state is missed however briefly it l
 	}
 	return nil
 }
+
+// effectsWhat describes the effects scenarios.
+const effectsWhat = "`dynapart work --once --exec ... --exec-effects`: every completion commits effects, an update of the item (its own counter + 1, the name of one of nine shared counters, by the first digit of the key's cksum) " +
+	"and that shared counter + 1 on another table. From the tables alone: every done item's own counter must be exactly 1 and every other's missing, " +
+	"and every shared counter must equal the done items that name it, whatever repeated."
 
 // resizeWhat describes the resize scenario in mode.
 func resizeWhat(mode, cost string) string {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
+	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
@@ -66,4 +68,42 @@ func PlainJSON(m map[string]types.AttributeValue) ([]byte, error) {
 		return nil, err
 	}
 	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
+// FromPlain is plain JSON data (decoded with UseNumber) as an attribute value: a string is S, a
+// number N, true/false BOOL, null NULL, an array L, an object M.
+func FromPlain(v any) (types.AttributeValue, error) {
+	switch v := v.(type) {
+	case string:
+		return &types.AttributeValueMemberS{Value: v}, nil
+	case json.Number:
+		return &types.AttributeValueMemberN{Value: v.String()}, nil
+	case float64:
+		return &types.AttributeValueMemberN{Value: strconv.FormatFloat(v, 'f', -1, 64)}, nil
+	case bool:
+		return &types.AttributeValueMemberBOOL{Value: v}, nil
+	case nil:
+		return &types.AttributeValueMemberNULL{Value: true}, nil
+	case []any:
+		l := make([]types.AttributeValue, len(v))
+		for i, e := range v {
+			av, err := FromPlain(e)
+			if err != nil {
+				return nil, fmt.Errorf("[%d]: %w", i, err)
+			}
+			l[i] = av
+		}
+		return &types.AttributeValueMemberL{Value: l}, nil
+	case map[string]any:
+		m := make(map[string]types.AttributeValue, len(v))
+		for k, e := range v {
+			av, err := FromPlain(e)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", k, err)
+			}
+			m[k] = av
+		}
+		return &types.AttributeValueMemberM{Value: m}, nil
+	}
+	return nil, fmt.Errorf("a %T is not a JSON value", v)
 }

@@ -24,54 +24,101 @@ import (
 // must be safe for concurrent writes (an *os.File is).
 func execHandler(command string, timeout time.Duration, out io.Writer) worker.Handler {
 	return func(ctx context.Context, it worker.Item) error {
-		body, err := cli.PlainJSON(it.Attrs)
-		if err != nil {
-			return worker.Permanent(fmt.Errorf("encode item as JSON: %w", err))
+		return execRun(ctx, execCall{command: command, timeout: timeout, stdout: out}, it)
+	}
+}
+
+// execEffectsHandler is execHandler whose command's stdout is the effects to commit with the
+// item's completion (--exec-effects; see parseEffects). Output that is not such an object fails
+// the attempt with an error that says what is wrong and where.
+func execEffectsHandler(command string, timeout time.Duration) worker.Handler {
+	return worker.WithEffects(func(ctx context.Context, it worker.Item) (*worker.Effects, error) {
+		var stdout limitedBuffer
+		if err := execRun(ctx, execCall{command: command, timeout: timeout, stdout: &stdout}, it); err != nil {
+			return nil, err
 		}
-		key, err := cli.PlainJSON(it.Key)
-		if err != nil {
-			return worker.Permanent(fmt.Errorf("encode key as JSON: %w", err))
+		if stdout.over {
+			return nil, fmt.Errorf("--exec-effects: the command's output is over %d bytes", maxEffectsOutput)
 		}
-		if timeout > 0 {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, timeout)
-			defer cancel()
-		}
-		// The command line is the operator's, fixed at start; item data goes only to stdin and env.
-		cmd := exec.CommandContext(ctx, "/bin/sh", "-c", command)
-		cmd.Stdin = bytes.NewReader(body)
-		cmd.Env = append(os.Environ(),
-			"DYNAPART_KEY="+string(key),
-			"DYNAPART_SLOT="+strconv.Itoa(it.Slot),
-			"DYNAPART_ATTEMPT="+strconv.Itoa(it.Attempt),
-			"DYNAPART_TOKEN="+strconv.FormatInt(it.Token, 10),
-			"DYNAPART_IDEMPOTENCY_KEY="+it.IdempotencyKey,
-		)
-		var stderr tailBuffer
-		cmd.Stdout = out
-		cmd.Stderr = &stderr
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-		cmd.WaitDelay = 5 * time.Second
-		err = cmd.Run()
-		if err == nil {
-			return nil
-		}
-		msg := stderr.String()
-		var exitErr *exec.ExitError
-		if errors.As(err, &exitErr) {
-			if msg == "" {
-				msg = exitErr.Error()
-			} else {
-				msg = exitErr.Error() + ": " + msg
-			}
-			if exitErr.ExitCode() == 65 {
-				return worker.Permanent(errors.New(msg))
-			}
-			return errors.New(msg)
-		}
+		return parseEffects(stdout.b.Bytes())
+	})
+}
+
+// execCall is one run of the --exec command.
+type execCall struct {
+	command string
+	timeout time.Duration
+	stdout  io.Writer
+}
+
+func execRun(ctx context.Context, c execCall, it worker.Item) error {
+	body, err := cli.PlainJSON(it.Attrs)
+	if err != nil {
+		return worker.Permanent(fmt.Errorf("encode item as JSON: %w", err))
+	}
+	key, err := cli.PlainJSON(it.Key)
+	if err != nil {
+		return worker.Permanent(fmt.Errorf("encode key as JSON: %w", err))
+	}
+	if c.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
+	// The command line is the operator's, fixed at start; item data goes only to stdin and env.
+	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", c.command)
+	cmd.Stdin = bytes.NewReader(body)
+	cmd.Env = append(os.Environ(),
+		"DYNAPART_KEY="+string(key),
+		"DYNAPART_SLOT="+strconv.Itoa(it.Slot),
+		"DYNAPART_ATTEMPT="+strconv.Itoa(it.Attempt),
+		"DYNAPART_TOKEN="+strconv.FormatInt(it.Token, 10),
+		"DYNAPART_IDEMPOTENCY_KEY="+it.IdempotencyKey,
+	)
+	var stderr tailBuffer
+	cmd.Stdout = c.stdout
+	cmd.Stderr = &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Run(); err != nil {
+		return execError(err, stderr.String())
+	}
+	return nil
+}
+
+// execError is a failed run's error: the exit status and the tail of stderr; exit 65 is permanent.
+func execError(err error, msg string) error {
+	var exitErr *exec.ExitError
+	if !errors.As(err, &exitErr) {
 		return fmt.Errorf("exec: %w", err)
 	}
+	if msg == "" {
+		msg = exitErr.Error()
+	} else {
+		msg = exitErr.Error() + ": " + msg
+	}
+	if exitErr.ExitCode() == 65 {
+		return worker.Permanent(errors.New(msg))
+	}
+	return errors.New(msg)
+}
+
+// maxEffectsOutput bounds the --exec-effects output read (DynamoDB commits at most 4 MB).
+const maxEffectsOutput = 4 << 20
+
+// limitedBuffer keeps up to maxEffectsOutput bytes and notes more.
+type limitedBuffer struct {
+	b    bytes.Buffer
+	over bool
+}
+
+func (l *limitedBuffer) Write(p []byte) (int, error) {
+	if l.b.Len()+len(p) > maxEffectsOutput {
+		l.over = true
+		return len(p), nil
+	}
+	return l.b.Write(p)
 }
 
 // tailBuffer keeps the last 1 KiB written to it.

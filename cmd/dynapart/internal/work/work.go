@@ -29,7 +29,7 @@ type workFlags struct {
 	settingFlags
 	exec, metricsAddr, progress, record string
 	execTimeout                         time.Duration
-	dryRun                              bool
+	dryRun, execEffects                 bool
 	writeRateSet                        bool
 }
 
@@ -58,6 +58,17 @@ environment has DYNAPART_KEY (the key as JSON), DYNAPART_SLOT, DYNAPART_ATTEMPT,
 DYNAPART_IDEMPOTENCY_KEY. Exit 0 completes the item; any other exit is a failed attempt whose
 error is the tail of CMD's stderr (exit 65 dead-letters at once). Failed attempts are retried
 with backoff up to --max-attempts, then dead-lettered (see 'dynapart failed').
+With --exec-effects, CMD's stdout is read as one JSON object of effects, committed with the item's
+completion in one atomic write: exactly once, or not at all (empty output or {}: none):
+  {"set": {"attr": VALUE, ...}, "add": {"attr": NUMBER, ...}, "remove": ["attr", ...],
+   "writes": [{"put":    {"table": "T", "item": {...}, "if_absent": true}},
+              {"update": {"table": "T", "key": {...}, "set": {...}, "add": {...}, "remove": [...]}},
+              {"delete": {"table": "T", "key": {...}}}]}
+Values are plain JSON as on stdin (string S, number N, true/false BOOL, null NULL, array L, object
+M). set/add/remove change the item itself (with the inline ledger in the completion's own write).
+Output that is not such an object fails the attempt, saying what is wrong and where; an effect on
+a key or ledger attribute, or a put if_absent of a row that exists, fails it permanently, and
+nothing of the effects or the completion is applied.
 Without --exec the handler does nothing but complete the item (to try things out, benchmarks).
 --complete-only skips the claim and completes each item with one conditional write.
 
@@ -105,6 +116,7 @@ func (f *workFlags) add(fl *pflag.FlagSet) {
 	f.settingFlags.add(fl)
 	fl.StringVar(&f.exec, "exec", "", "command to run per item (item JSON on stdin, DYNAPART_* in the environment)")
 	fl.DurationVar(&f.execTimeout, "exec-timeout", 0, "kill --exec after this long (default: the claim's time)")
+	fl.BoolVar(&f.execEffects, "exec-effects", false, "read --exec's stdout as a JSON object of effects committed with the item's completion (see above)")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics (/metrics) and the live status page (/, /api/status) on this address, e.g. :9090")
 	fl.StringVar(&f.progress, "progress", "auto", "progress: auto (bar on a terminal, else a log line every 5s), bar, log, json (a line every 250ms on stdout), none")
 	fl.StringVar(&f.record, "record", "", "append the key of every item this worker completes to this file (for audits and the demo)")
@@ -120,6 +132,9 @@ func (f *workFlags) check() error {
 	}
 	if f.writeRateSet && !(f.cfg.WriteRate > 0 && !math.IsInf(f.cfg.WriteRate, 1)) {
 		return cli.Usagef("--write-rate must be a number > 0 (WCU per second; leave it out for no limit), got %v", f.cfg.WriteRate)
+	}
+	if f.execEffects && f.exec == "" {
+		return cli.Usagef("--exec-effects reads the output of --exec: give --exec CMD")
 	}
 	if f.cfg.NoSteal && !f.cfg.Once {
 		return cli.Usagef("--no-steal applies to --once workers only (continuous workers never steal)")
@@ -242,7 +257,10 @@ func (r *workRun) run(parent context.Context) error {
 		}
 	}
 	handler := func(context.Context, worker.Item) error { return nil }
-	if r.f.exec != "" {
+	switch {
+	case r.f.exec != "" && r.f.execEffects:
+		handler = execEffectsHandler(r.f.exec, r.f.execTimeout)
+	case r.f.exec != "":
 		handler = execHandler(r.f.exec, r.f.execTimeout, r.stderr)
 	}
 	if !r.f.cfg.Once {

@@ -160,3 +160,31 @@ type typesAV = types.AttributeValue
 func sAV(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 
 func bAV(v []byte) types.AttributeValue { return &types.AttributeValueMemberB{Value: v} }
+
+// TestExecEffects: with --exec-effects the command's stdout commits with each completion: the item
+// is transformed and a counter on another table counts every item once, with two workers.
+func TestExecEffects(t *testing.T) {
+	c := clitest.New(t)
+	table, leases := c.SeededTables(t, 200)
+	db := ddbtest.Client(t)
+	counters := ddbtest.CreateTable(t, db, ddbtest.Key{Name: "pk", Type: "S"})
+	script := fmt.Sprintf(`cat >/dev/null; printf '{"set": {"migrated": true}, "writes": [{"update": {"table": "%s", "key": {"pk": "total"}, "add": {"n": 1}}}]}'`, counters)
+	c.WorkOnce(table, leases, 2, "--exec", script, "--exec-effects")
+	out, err := db.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(counters),
+		Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "total"}}, ConsistentRead: aws.Bool(true)})
+	require.NoError(t, err)
+	require.Equal(t, "200", out.Item["n"].(*types.AttributeValueMemberN).Value)
+	scan, err := db.Scan(context.Background(), &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)})
+	require.NoError(t, err)
+	require.Len(t, scan.Items, 200)
+	for _, it := range scan.Items {
+		require.Equal(t, &types.AttributeValueMemberBOOL{Value: true}, it["migrated"])
+		require.Equal(t, &types.AttributeValueMemberS{Value: "done"}, it["dp_status"])
+	}
+	stdout := c.MustRun("verify", "--table", table, "--json")
+	require.Contains(t, stdout, `"done":200`)
+
+	_, stderr, code := c.Run("work", "--table", table, "--workers", "1", "--exec-effects")
+	require.Equal(t, 2, code, "--exec-effects without --exec: %s", stderr)
+	require.Contains(t, stderr, "--exec-effects")
+}

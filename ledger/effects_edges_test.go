@@ -1,0 +1,141 @@
+package ledger
+
+// Regression tests from an adversarial review of the ledger and its effects (each failed before
+// its fix, except the rewrite tests, which pin documented behaviour).
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/require"
+
+	"github.com/dynapart/dynapart/ddbfault"
+	"github.com/dynapart/dynapart/internal/ddbtest"
+)
+
+// A Put of another item of an inline ledger's table (naming no ledger attribute) is accepted, and
+// like any rewrite of that item replaces its state with it: the item is pending again, handled
+// again, and its effect applies again (README: a Put of another item rewrites it).
+func TestEffectsPutOfAnotherItemRewritesIt(t *testing.T) {
+	ctx := context.Background()
+	e := newEffectsEnv(t, "inline")
+	a, b := lcKey(0), lcKey(1)
+	lcSeeder(t, e.raw, e.source)(a, b)
+	cb := lcMustClaim(t, e.l, lcReq(b, "W1", 0, 1, lcT0), 1)
+	require.NoError(t, e.l.CompleteWith(ctx, cb, lcT0, (&Effects{}).Update(e.other, otherKey("count"), Add("n", 1))))
+	ca := lcMustClaim(t, e.l, lcReq(a, "W1", 0, 1, lcT0), 1)
+	require.NoError(t, e.l.CompleteWith(ctx, ca, lcT0, (&Effects{}).Put(e.source, map[string]types.AttributeValue{
+		"id": b["id"], "payload": &types.AttributeValueMemberS{Value: "refreshed"}})))
+	require.Equal(t, StatusPending, lcState(t, e.l, b).Status, "the rewrite took B's state with it")
+	require.True(t, lcClaim(t, e.l, lcReq(b, "W2", 1, 1, lcT0.Add(time.Second))).Claimed)
+}
+
+// a complete-only commit sent as a transaction with Fresh = true that meets an item which has
+// gained a state (a due retry) is sent again under the general condition with the SAME
+// ClientRequestToken and different parameters.
+func TestEffectsFreshRedoIsItsOwnRequest(t *testing.T) {
+	ctx := context.Background()
+	e := newEffectsEnv(t, "inline")
+	k := lcKey(0)
+	lcSeeder(t, e.raw, e.source)(k)
+	// A failed complete-only attempt leaves the item in retry, due now.
+	r0 := lcReq(k, "W0", 0, 1, lcT0)
+	res, err := e.l.FailOnly(ctx, r0, Failure{Error: "boom", RetryAt: lcT0, MaxAttempts: 5})
+	require.NoError(t, err)
+	require.Equal(t, StatusRetry, res.Found.Status)
+
+	// A worker whose scan saw the item before that write (no state: Fresh) completes it with an effect.
+	r := lcReq(k, "W1", 0, 1, lcT0.Add(time.Second))
+	r.Fresh = true
+	res, err = e.l.CompleteOnlyWith(ctx, r, (&Effects{}).Update(e.other, otherKey("count"), Add("n", 1)))
+	t.Logf("CompleteOnlyWith: applied %v found %q err %v", res.Applied, res.Found.Status, err)
+	sent := e.fc.CallsByOp()
+	t.Logf("calls: %v", sent)
+	require.NoError(t, err, "the fresh write made again under the general condition is a request of its own")
+	require.True(t, res.Applied)
+}
+
+// a write to the item ITSELF is refused for string keys, but not for binary keys (compare()
+// does not order B values, so sameKey says "another item").
+func TestEffectsWriteToItselfRefusedForEveryKeyType(t *testing.T) {
+	ctx := context.Background()
+	for _, kind := range []string{"S", "B"} {
+		t.Run(kind, func(t *testing.T) {
+			db, source, names := lcSourceTable(t, ddbtest.Key{Name: "id", Type: kind})
+			ledgerTable := lcLedgerTable(t, db)
+			l, err := NewTable(db, ledgerTable, "job", source, names)
+			require.NoError(t, err)
+			var k Key
+			if kind == "S" {
+				k = Key{"id": &types.AttributeValueMemberS{Value: "x"}}
+			} else {
+				k = Key{"id": &types.AttributeValueMemberB{Value: []byte("x")}}
+			}
+			lcSeeder(t, db, source)(k)
+			c := lcMustClaim(t, l, lcReq(k, "W1", 0, 1, lcT0), 1)
+			err = l.CompleteWith(ctx, c, lcT0, (&Effects{}).Delete(source, Key{"id": k["id"]}))
+			t.Logf("%s key: CompleteWith(Delete of the item itself) err = %v", kind, err)
+			require.Error(t, err, "README: a write to the item itself is refused before anything is written")
+		})
+	}
+}
+
+// a batched completion that landed, whose answer was lost and whose repeat came back without
+// the rows' images (LostAnswerRetriedNoOld), is reported as a lost claim (found "pending"), where
+// Complete (and the interface: "as Complete") reports nil.
+func TestCompleteBatchWithoutImageSettlesByRead(t *testing.T) {
+	ctx := context.Background()
+	e := newEffectsEnv(t, "inline")
+	ks := lcKeys(0, 3)
+	lcSeeder(t, e.raw, e.source)(ks...)
+	var cs []Claim
+	for _, k := range ks {
+		cs = append(cs, lcMustClaim(t, e.l, lcReq(k, "W1", 0, 1, lcT0), 1))
+	}
+	e.fc.Inject(ddbfault.Fault{Kind: ddbfault.LostAnswerRetriedNoOld, At: 1, Ops: []string{ddbfault.OpTransactWriteItems}})
+	errs := e.l.CompleteBatch(ctx, cs, lcT0)
+	for i, k := range ks {
+		t.Logf("item %d: state %q, CompleteBatch error: %v", i, lcState(t, e.l, k).Status, errs[i])
+	}
+	for i := range ks {
+		require.NoError(t, errs[i], "a completion of this very claim that landed is the caller's")
+	}
+}
+
+// an item effect DynamoDB refuses as invalid (ADD to a string attribute: a handler bug) is
+// an *EffectError on the transaction path but not on the merged (inline) path, where it is a plain
+// error the worker treats as an unknown outcome (claim mode) or retries for ever (complete-only).
+func TestEffectsInvalidItemUpdateRefused(t *testing.T) {
+	ctx := context.Background()
+	for _, kind := range []string{"inline", "table"} {
+		t.Run(kind, func(t *testing.T) {
+			e := newEffectsEnv(t, kind)
+			k := lcKey(0)
+			lcSeeder(t, e.raw, e.source)(k, lcKey(1)) // payload is a string
+			c := lcMustClaim(t, e.l, lcReq(k, "W1", 0, 1, lcT0), 1)
+			err := e.l.CompleteWith(ctx, c, lcT0, (&Effects{}).Item(Add("payload", 1)))
+			t.Logf("%s CompleteWith: errors.Is(err, ErrEffectRefused)=%v err=%v", kind, errors.Is(err, ErrEffectRefused), err)
+			r := lcReq(lcKey(1), "W1", 0, 1, lcT0)
+			_, err2 := e.l.CompleteOnlyWith(ctx, r, (&Effects{}).Item(Add("payload", 1)))
+			t.Logf("%s CompleteOnlyWith: errors.Is(err, ErrEffectRefused)=%v err=%v", kind, errors.Is(err2, ErrEffectRefused), err2)
+			require.ErrorIs(t, err, ErrEffectRefused)
+			require.ErrorIs(t, err2, ErrEffectRefused)
+		})
+	}
+}
+
+// With the table ledger the state is not on the item: another client's PutItem rewrite of a done
+// item leaves it done (README: only the inline ledger's state goes with a rewrite).
+func TestTableLedgerStateOutlivesARewrite(t *testing.T) {
+	ctx := context.Background()
+	e := newEffectsEnv(t, "table")
+	k := lcKey(0)
+	lcSeeder(t, e.raw, e.source)(k)
+	c := lcMustClaim(t, e.l, lcReq(k, "W1", 0, 1, lcT0), 1)
+	require.NoError(t, e.l.Complete(ctx, c, lcT0))
+	lcSeeder(t, e.raw, e.source)(k) // another client rewrites the item with PutItem
+	require.Equal(t, StatusDone, lcState(t, e.l, k).Status)
+}

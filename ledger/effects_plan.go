@@ -1,0 +1,321 @@
+package ledger
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// maxTransactItems is DynamoDB's limit on the actions of one TransactWriteItems.
+const maxTransactItems = 100
+
+// effectPlan is a commit's effects, checked and rendered: the item's own changes as update
+// clauses (to merge into the completion's UpdateItem, or to send as an Update of the source
+// item), and the writes to other items as transaction items.
+type effectPlan struct {
+	item   *clauses
+	writes []types.TransactWriteItem
+}
+
+// clauses is an update expression split into its SET, REMOVE and ADD parts, with the names and
+// values they use (placeholders #0.., :0.., as the SDK's expression package makes them).
+type clauses struct {
+	set, remove, add []string
+	names            map[string]string
+	values           map[string]types.AttributeValue
+}
+
+// planEffects checks e for the item key itemKey and renders it. nil when e is empty.
+func (l *core) planEffects(itemKey Key, e *Effects) (*effectPlan, error) {
+	if e.Empty() {
+		return nil, nil
+	}
+	if e.err != nil {
+		return nil, &EffectError{Write: -1, Reason: "invalid", Err: e.err}
+	}
+	if n := 2 + len(e.writes); n > maxTransactItems {
+		return nil, &EffectError{Write: len(e.writes) - 1, Reason: fmt.Sprintf("%d writes with the completion: DynamoDB commits at most %d actions together", n, maxTransactItems)}
+	}
+	p := &effectPlan{}
+	if len(e.item) > 0 {
+		if err := l.checkChanges(-1, l.sourceTable(), e.item); err != nil {
+			return nil, err
+		}
+		c, _, err := renderChanges(e.item, nil)
+		if err != nil {
+			return nil, &EffectError{Write: -1, Reason: "invalid update", Err: err}
+		}
+		p.item = c
+	}
+	for i, w := range e.writes {
+		if err := l.checkWrite(i, itemKey, w); err != nil {
+			return nil, err
+		}
+		ti, err := renderWrite(w)
+		if err != nil {
+			return nil, &EffectError{Write: i, Reason: "invalid " + string(w.Kind), Err: err}
+		}
+		p.writes = append(p.writes, ti)
+	}
+	return p, nil
+}
+
+// sourceTable is the table the items live in (the inline ledger's own table).
+func (l *core) sourceTable() string {
+	if l.source != "" {
+		return l.source
+	}
+	return l.row.table
+}
+
+// checkChanges refuses changes of a key attribute of the source table, of a ledger attribute, of
+// one attribute twice, or of a change that failed to marshal. The ledger's attributes are checked
+// only on the table where they live.
+func (l *core) checkChanges(write int, table string, cs []Change) error {
+	seen := map[string]bool{}
+	for _, c := range cs {
+		refuse := func(reason string) error { return &EffectError{Write: write, Attr: c.name, Reason: reason, Err: c.err} }
+		switch {
+		case c.err != nil:
+			return refuse("invalid value")
+		case c.name == "":
+			return refuse("empty attribute name")
+		case seen[c.name]:
+			return refuse("changed twice in one update")
+		case table == l.sourceTable() && l.isKeyAttr(c.name) && write < 0:
+			return refuse("a key attribute of the item")
+		case table == l.row.table && l.isLedgerAttr(c.name):
+			return refuse("a ledger attribute")
+		}
+		seen[c.name] = true
+	}
+	return nil
+}
+
+func (l *core) isKeyAttr(name string) bool {
+	for _, k := range l.keyAttrs {
+		if k == name {
+			return true
+		}
+	}
+	return false
+}
+
+// isLedgerAttr: an attribute of an item's state the ledger writes, or one under the inline
+// ledger's prefix (not the key, which the names map too, nor the attributes removed when an item
+// is finished, which a write may set, e.g. to put another item into the pending index).
+func (l *core) isLedgerAttr(name string) bool {
+	for _, a := range append(slices.Clone(stateAttrs), aLastError, aRedriven) {
+		if l.names[a] == name {
+			return true
+		}
+	}
+	return l.prefix != "" && strings.HasPrefix(name, l.prefix)
+}
+
+// checkWrite refuses a write to the ledger's own table (the table ledger's), to the item itself,
+// with ledger attributes of another item of an inline ledger's table, or without a table or key.
+func (l *core) checkWrite(i int, itemKey Key, w Write) error {
+	refuse := func(attr, reason string) error { return &EffectError{Write: i, Attr: attr, Reason: reason, Err: w.err} }
+	key := w.Key
+	if w.Kind == WritePut {
+		key = pick(w.Item, l.keyAttrs)
+	}
+	switch {
+	case w.err != nil:
+		return refuse("", "invalid "+string(w.Kind))
+	case w.Table == "":
+		return refuse("", "no table")
+	case w.Kind != WritePut && len(w.Key) == 0:
+		return refuse("", "no key")
+	case l.source != "" && w.Table == l.row.table:
+		return refuse("", fmt.Sprintf("a write to the ledger table %q", w.Table))
+	case w.Table == l.sourceTable() && sameKey(key, itemKey, l.keyAttrs):
+		return refuse("", "a write to the item itself (change it with Item)")
+	}
+	switch w.Kind {
+	case WritePut:
+		if w.Table == l.row.table {
+			for name := range w.Item {
+				if l.isLedgerAttr(name) {
+					return refuse(name, "a ledger attribute")
+				}
+			}
+		}
+	case WriteUpdate:
+		return l.checkChanges(i, w.Table, w.Changes)
+	case WriteDelete, WriteCheck:
+	default:
+		return refuse("", fmt.Sprintf("unknown kind %q (put, update, delete or check)", w.Kind))
+	}
+	return nil
+}
+
+// pick is the attributes names of item (those it has).
+func pick(item map[string]types.AttributeValue, names []string) Key {
+	k := Key{}
+	for _, n := range names {
+		if v, ok := item[n]; ok {
+			k[n] = v
+		}
+	}
+	return k
+}
+
+// sameKey reports whether a and b are the same item key of a table keyed by attrs.
+func sameKey(a, b Key, attrs []string) bool {
+	if len(a) != len(attrs) {
+		return false
+	}
+	for _, n := range attrs {
+		if d, ok := compare(a[n], b[n]); !ok || d != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// renderChanges renders changes (and cond, when not nil) with one of the SDK's expression
+// builders, and splits the update into clauses.
+func renderChanges(cs []Change, cond *expression.ConditionBuilder) (*clauses, *string, error) {
+	var ub expression.UpdateBuilder
+	for _, c := range cs {
+		name := expression.NameNoDotSplit(c.name)
+		switch c.kind {
+		case changeSet:
+			ub = ub.Set(name, expression.Value(c.value))
+		case changeAdd:
+			ub = ub.Add(name, expression.Value(c.value))
+		case changeRemove:
+			ub = ub.Remove(name)
+		}
+	}
+	b := expression.NewBuilder().WithUpdate(ub)
+	if cond != nil {
+		b = b.WithCondition(*cond)
+	}
+	e, err := b.Build()
+	if err != nil {
+		return nil, nil, err
+	}
+	c := &clauses{names: e.Names(), values: e.Values()}
+	for _, line := range strings.Split(strings.TrimSpace(aws.ToString(e.Update())), "\n") {
+		kw, rest, _ := strings.Cut(strings.TrimSpace(line), " ")
+		parts := strings.Split(rest, ", ")
+		switch kw {
+		case "SET":
+			c.set = append(c.set, parts...)
+		case "REMOVE":
+			c.remove = append(c.remove, parts...)
+		case "ADD":
+			c.add = append(c.add, parts...)
+		default:
+			return nil, nil, fmt.Errorf("unexpected update clause %q", line)
+		}
+	}
+	return c, e.Condition(), nil
+}
+
+// expr is the update expression of c alone.
+func (c *clauses) expr() string {
+	var b strings.Builder
+	c.renderInto(&b, nil)
+	return b.String()
+}
+
+// renderInto writes base's clauses merged with c's (either may be nil).
+func (c *clauses) renderInto(b *strings.Builder, base *update) {
+	var u update
+	if base != nil {
+		u = *base
+	}
+	clause := func(kw string, mine []string, extra []string) {
+		if len(mine) == 0 && len(extra) == 0 {
+			return
+		}
+		if b.Len() > 0 {
+			b.WriteString(" ")
+		}
+		b.WriteString(kw + " " + strings.Join(append(mine, extra...), ", "))
+	}
+	var set, remove, add []string
+	for _, s := range u.set {
+		set = append(set, s.render())
+	}
+	for _, a := range u.remove {
+		remove = append(remove, "#"+string(a))
+	}
+	for _, a := range u.add {
+		add = append(add, "#"+string(a.a)+" :"+string(a.v))
+	}
+	var cs clauses
+	if c != nil {
+		cs = *c
+	}
+	clause("SET", set, cs.set)
+	clause("REMOVE", remove, cs.remove)
+	clause("ADD", add, cs.add)
+}
+
+// renderWrite is w as a transaction item.
+func renderWrite(w Write) (types.TransactWriteItem, error) {
+	cond := w.Condition
+	if w.Kind == WritePut && w.IfAbsent {
+		c := absent(w.Item)
+		cond = &c
+	}
+	table := aws.String(w.Table)
+	if w.Kind == WriteUpdate {
+		c, condExpr, err := renderChanges(w.Changes, cond)
+		if err != nil {
+			return types.TransactWriteItem{}, err
+		}
+		return types.TransactWriteItem{Update: &types.Update{TableName: table, Key: w.Key, UpdateExpression: aws.String(c.expr()),
+			ConditionExpression: condExpr, ExpressionAttributeNames: c.names, ExpressionAttributeValues: nilIfEmpty(c.values)}}, nil
+	}
+	var e expression.Expression
+	if cond != nil {
+		var err error
+		if e, err = expression.NewBuilder().WithCondition(*cond).Build(); err != nil {
+			return types.TransactWriteItem{}, err
+		}
+	}
+	names, values, condExpr := e.Names(), nilIfEmpty(e.Values()), e.Condition()
+	switch w.Kind {
+	case WritePut:
+		return types.TransactWriteItem{Put: &types.Put{TableName: table, Item: w.Item, ConditionExpression: condExpr,
+			ExpressionAttributeNames: names, ExpressionAttributeValues: values}}, nil
+	case WriteDelete:
+		return types.TransactWriteItem{Delete: &types.Delete{TableName: table, Key: w.Key, ConditionExpression: condExpr,
+			ExpressionAttributeNames: names, ExpressionAttributeValues: values}}, nil
+	}
+	if condExpr == nil {
+		return types.TransactWriteItem{}, fmt.Errorf("a check without a condition")
+	}
+	return types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{TableName: table, Key: w.Key, ConditionExpression: condExpr,
+		ExpressionAttributeNames: names, ExpressionAttributeValues: values}}, nil
+}
+
+func nilIfEmpty(m map[string]types.AttributeValue) map[string]types.AttributeValue {
+	if len(m) == 0 {
+		return nil
+	}
+	return m
+}
+
+// absent is a condition that holds only when no item with item's key exists: an existing item has
+// its key attributes, which item names too, so it fails attribute_not_exists on one of them.
+func absent(item map[string]types.AttributeValue) expression.ConditionBuilder {
+	var conds []expression.ConditionBuilder
+	for name := range item {
+		conds = append(conds, expression.AttributeNotExists(expression.NameNoDotSplit(name)))
+	}
+	if len(conds) == 1 {
+		return conds[0]
+	}
+	return expression.And(conds[0], conds[1], conds[2:]...)
+}
