@@ -62,6 +62,8 @@ type Client struct {
 	injected *Injection
 	onSent   func(Sent)
 	onInject func(Injection)
+	hooks    []hookEntry // see OnCall
+	hookIDs  int64
 }
 
 var _ Next = (*Client)(nil)

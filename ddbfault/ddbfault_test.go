@@ -3,6 +3,7 @@ package ddbfault_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"testing"
 	"time"
@@ -194,4 +195,69 @@ func TestParseKind(t *testing.T) {
 	}
 	_, err := ddbfault.ParseKind("nope")
 	require.Error(t, err)
+}
+
+// TestHooks: a hook sees each call of its operations in order with the ones added before it
+// outside; it can observe, fail before sending, fail after the write landed, send twice and
+// answer itself; an armed fault applies inside the hooks; a removed hook sees nothing more.
+func TestHooks(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	var seen []string
+	e.fc.OnCall(func(ctx context.Context, c ddbfault.Call, send ddbfault.Send) (any, error) {
+		seen = append(seen, fmt.Sprintf("outer %d %s", c.N, c.Op))
+		return send(ctx, c.In)
+	})
+	mode := ""
+	errRefused := errors.New("refused by the hook")
+	remove := e.fc.OnCall(func(ctx context.Context, c ddbfault.Call, send ddbfault.Send) (any, error) {
+		seen = append(seen, "inner "+c.Op)
+		switch mode {
+		case "before":
+			return nil, errRefused
+		case "after":
+			_, _ = send(ctx, c.In)
+			return nil, errRefused
+		case "twice":
+			if _, err := send(ctx, c.In); err != nil {
+				return nil, err
+			}
+			return send(ctx, c.In)
+		case "answer":
+			return &dynamodb.PutItemOutput{}, nil
+		}
+		return send(ctx, c.In)
+	}, ddbfault.OpPutItem)
+
+	_, err := e.fc.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(e.table), Key: e.key("a")})
+	require.NoError(t, err)
+	require.Equal(t, []string{"outer 1 GetItem"}, seen, "the inner hook is for PutItem only")
+
+	mode = "before"
+	require.ErrorIs(t, e.putNew(ctx, "b"), errRefused)
+	require.False(t, e.exists(t, "b"))
+	mode = "after"
+	require.ErrorIs(t, e.putNew(ctx, "c"), errRefused)
+	require.True(t, e.exists(t, "c"))
+	mode = "twice"
+	var ccf *types.ConditionalCheckFailedException
+	require.ErrorAs(t, e.putNew(ctx, "d"), &ccf, "the second put meets the first")
+	mode = "answer"
+	require.NoError(t, e.putNew(ctx, "c"), "the hook's own answer")
+
+	mode = ""
+	var sent []ddbfault.Sent
+	e.fc.OnSent(func(s ddbfault.Sent) { sent = append(sent, s) })
+	e.fc.Inject(ddbfault.Fault{Kind: ddbfault.LostAnswer, At: 1, Ops: []string{ddbfault.OpPutItem}})
+	err = e.putNew(ctx, "f")
+	require.True(t, ddbfault.IsInjected(err), "the fault applies inside the hooks")
+	require.True(t, e.exists(t, "f"))
+	require.Len(t, sent, 1)
+	require.True(t, sent[0].Faulted)
+
+	remove()
+	seen = nil
+	require.NoError(t, e.putNew(ctx, "g"))
+	require.Equal(t, []string{"outer 7 PutItem"}, seen)
+	require.Equal(t, int64(7), e.fc.Calls(), "a call sent twice counts once")
 }

@@ -34,4 +34,24 @@
 //
 // [Client.OnSent] observes every request that reached the server with the server's own answer
 // (also when the caller was told otherwise): tests use it to count writes that landed.
+//
+// # Hooks
+//
+// For what a Fault does not cover, [Client.OnCall] adds a [Hook] around every call of the
+// operations it names: one wrapper serves every test, instead of a wrapper type per test. The hook
+// gets the [Call] (its number, operation, request and tables) and a [Send] that passes it on; what
+// it returns is what the caller gets. It may observe a call (send, then look at the request and
+// the answer), delay it (wait before send), fail it before it leaves (return an error without
+// send) or after it landed (send, then return an error), or replace it (send another request,
+// send it twice, or answer itself). Hooks stand around one another in the order they were added;
+// an armed Fault applies inside them, to the first request they send.
+//
+//	var claims atomic.Int64
+//	fc := ddbfault.New(db)
+//	fc.OnCall(func(ctx context.Context, c ddbfault.Call, send ddbfault.Send) (any, error) {
+//		if in := c.In.(*dynamodb.UpdateItemInput); aws.ToString(in.TableName) == "jobs" {
+//			claims.Add(1)
+//		}
+//		return send(ctx, c.In)
+//	}, ddbfault.OpUpdateItem)
 package ddbfault

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"sync"
 	"syscall"
 	"time"
 
@@ -25,9 +26,24 @@ type call[In, Out any] struct {
 
 func run[In, Out any](ctx context.Context, c *Client, k call[In, Out]) (*Out, error) {
 	n, f := c.begin(k.op, k.tables, k.keys)
+	hooks := c.hooksFor(k.op)
+	if len(hooks) == 0 {
+		return deliver(ctx, c, k, n, f, k.in)
+	}
+	var once sync.Once
+	return throughHooks(ctx, k, n, hooks, func(ctx context.Context, in *In) (*Out, error) {
+		var fault *Fault
+		once.Do(func() { fault = f })
+		return deliver(ctx, c, k, n, fault, in)
+	})
+}
+
+// deliver sends in, the request of call k (call number n), to the wrapped client, with fault f
+// when not nil.
+func deliver[In, Out any](ctx context.Context, c *Client, k call[In, Out], n int64, f *Fault, in *In) (*Out, error) {
 	if f == nil {
-		out, err := k.send(ctx, k.in)
-		c.sent(Sent{Call: n, Op: k.op, In: k.in, Err: err})
+		out, err := k.send(ctx, in)
+		c.sent(Sent{Call: n, Op: k.op, In: in, Err: err})
 		return out, err
 	}
 	switch f.Kind {
@@ -38,14 +54,13 @@ func run[In, Out any](ctx context.Context, c *Client, k call[In, Out]) (*Out, er
 	case ServerError:
 		return nil, opError(k.op, &types.InternalServerError{Message: aws.String("ddbfault: injected HTTP 500")})
 	}
-	_, err := k.send(ctx, k.in)
+	_, err := k.send(ctx, in)
 	c.landed(err)
-	c.sent(Sent{Call: n, Op: k.op, In: k.in, Err: err, Faulted: true})
+	c.sent(Sent{Call: n, Op: k.op, In: in, Err: err, Faulted: true})
 	switch f.Kind {
 	case LostAnswer:
 		return nil, opError(k.op, &smithyhttp.RequestSendError{Err: &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}})
 	case LostAnswerRetried, LostAnswerRetriedNoOld:
-		in := k.in
 		if f.Kind == LostAnswerRetriedNoOld && k.noOld != nil {
 			in = k.noOld(in)
 		}

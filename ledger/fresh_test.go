@@ -5,26 +5,25 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/stretchr/testify/require"
 
+	"github.com/dynapart/dynapart/ddbfault"
 	"github.com/dynapart/dynapart/internal/ddbtest"
 )
 
-// readCounter passes calls on and counts the reads a claim makes to learn attempt numbers.
+// readCounter is a client that counts the reads a claim makes to learn attempt numbers.
 type readCounter struct {
-	Client
+	*ddbfault.Client
 	reads atomic.Int64
 }
 
-func (c *readCounter) GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	c.reads.Add(1)
-	return c.Client.GetItem(ctx, in, optFns...)
-}
-
-func (c *readCounter) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
-	c.reads.Add(1)
-	return c.Client.(batchGetter).BatchGetItem(ctx, in, optFns...)
+func newReadCounter(db ddbfault.Next) *readCounter {
+	c := &readCounter{Client: ddbfault.New(db)}
+	c.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+		c.reads.Add(1)
+		return send(ctx, call.In)
+	}, ddbfault.OpGetItem, ddbfault.OpBatchGetItem)
+	return c
 }
 
 // freshLedgers makes both ledgers over a fresh source table, through a readCounter.
@@ -32,14 +31,14 @@ func freshLedgers(t *testing.T) map[string]func(t *testing.T) (Ledger, *readCoun
 	return map[string]func(t *testing.T) (Ledger, *readCounter, func(keys ...Key)){
 		"inline": func(t *testing.T) (Ledger, *readCounter, func(keys ...Key)) {
 			db, source, names := lcSourceTable(t)
-			rc := &readCounter{Client: db}
+			rc := newReadCounter(db)
 			l, err := NewInline(rc, source, names)
 			require.NoError(t, err)
 			return l, rc, lcSeeder(t, db, source)
 		},
 		"table": func(t *testing.T) (Ledger, *readCounter, func(keys ...Key)) {
 			db, source, names := lcSourceTable(t)
-			rc := &readCounter{Client: db}
+			rc := newReadCounter(db)
 			l, err := NewTable(rc, lcLedgerTable(t, db), "job-1", source, names)
 			require.NoError(t, err)
 			return l, rc, lcSeeder(t, db, source)

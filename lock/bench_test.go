@@ -24,7 +24,7 @@ func BenchmarkAcquire64For32(b *testing.B) {
 		counters := make([]*faultyDB, contenders)
 		clients := make([]*Client, contenders)
 		for j := range contenders {
-			counters[j] = &faultyDB{DynamoDBClient: db}
+			counters[j] = newFaultyDB(db)
 			c, err := New(counters[j], table, WithOwner(fmt.Sprintf("c%02d", j)))
 			if err != nil {
 				b.Fatal(err)

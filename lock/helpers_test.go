@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/require"
 
+	"github.com/dynapart/dynapart/ddbfault"
 	"github.com/dynapart/dynapart/internal/clock"
 	"github.com/dynapart/dynapart/internal/ddbtest"
 )
@@ -38,46 +39,65 @@ func lockTable(t testing.TB) (*dynamodb.Client, string) {
 
 var errInjected = errors.New("injected transport error")
 
-// faultyDB wraps a client: it counts calls, can drop writes (a holder cut off from DynamoDB, or a
-// crashed one), and can fail an UpdateItem after the server applied it (a lost response).
+// faultyDB is a client over the lock table that counts calls, can drop writes (a holder cut off
+// from DynamoDB, or a crashed one), can fail an UpdateItem after the server applied it (a lost
+// response), and can fail GetItems without reaching the server (the settling re-read of a renew
+// whose answer was lost).
 type faultyDB struct {
 	DynamoDBClient
 	calls            atomic.Int64
 	dropWrites       atomic.Bool
 	failAfterUpdates atomic.Int32 // this many next UpdateItems are applied but report an error
 	updatesDelivered atomic.Int64
+	failGets         atomic.Int32 // this many next GetItems fail, uncounted, without being sent
 }
 
-func (f *faultyDB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	f.calls.Add(1)
-	return f.DynamoDBClient.GetItem(ctx, in, o...)
-}
-
-func (f *faultyDB) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	f.calls.Add(1)
-	return f.DynamoDBClient.Query(ctx, in, o...)
-}
-
-func (f *faultyDB) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	f.calls.Add(1)
-	if f.dropWrites.Load() {
-		return nil, errInjected
-	}
-	return f.DynamoDBClient.PutItem(ctx, in, o...)
-}
-
-func (f *faultyDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	f.calls.Add(1)
-	if f.dropWrites.Load() {
-		return nil, errInjected
-	}
-	out, err := f.DynamoDBClient.UpdateItem(ctx, in, o...)
-	if err == nil {
-		f.updatesDelivered.Add(1)
-		if f.failAfterUpdates.Add(-1) >= 0 {
+func newFaultyDB(db ddbfault.Next) *faultyDB {
+	fc := ddbfault.New(db)
+	f := &faultyDB{DynamoDBClient: fc}
+	fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+		if call.Op == ddbfault.OpGetItem {
+			if f.failGets.Add(-1) >= 0 {
+				return nil, errInjected
+			}
+			f.failGets.Store(0)
+		}
+		f.calls.Add(1)
+		if call.Op == ddbfault.OpGetItem || call.Op == ddbfault.OpQuery {
+			return send(ctx, call.In)
+		}
+		if f.dropWrites.Load() {
 			return nil, errInjected
 		}
-		f.failAfterUpdates.Store(0)
+		out, err := send(ctx, call.In)
+		if err == nil && call.Op == ddbfault.OpUpdateItem {
+			f.updatesDelivered.Add(1)
+			if f.failAfterUpdates.Add(-1) >= 0 {
+				return nil, errInjected
+			}
+			f.failAfterUpdates.Store(0)
+		}
+		return out, err
+	}, ddbfault.OpGetItem, ddbfault.OpQuery, ddbfault.OpPutItem, ddbfault.OpUpdateItem)
+	return f
+}
+
+// before is a client over db that calls f with each request of op before sending it.
+func before[In any](db ddbfault.Next, op string, f func(in *In)) *ddbfault.Client {
+	fc := ddbfault.New(db)
+	fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+		f(call.In.(*In))
+		return send(ctx, call.In)
+	}, op)
+	return fc
+}
+
+// dropAllOld is a hook that hides the item DynamoDB returns with a failed condition, so the
+// caller must re-read.
+func dropAllOld(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+	out, err := send(ctx, call.In)
+	if cf, ok := conditionFailed(err); ok {
+		cf.Item = nil
 	}
 	return out, err
 }
@@ -185,7 +205,7 @@ func countedClient(t *testing.T) counted {
 	t.Helper()
 	k := counted{clk: clock.NewFake(t0)}
 	k.db, k.table = lockTable(t)
-	k.f = &faultyDB{DynamoDBClient: k.db}
+	k.f = newFaultyDB(k.db)
 	k.a, _ = newClient(t, k.f, k.table, timingOpts(k.clk, "a")...)
 	return k
 }

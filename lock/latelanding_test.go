@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/stretchr/testify/require"
 
+	"github.com/dynapart/dynapart/ddbfault"
 	"github.com/dynapart/dynapart/internal/clock"
 	"github.com/dynapart/dynapart/internal/ddbtest"
 )
@@ -24,6 +25,28 @@ type lateWrite struct {
 	deliver func() error
 }
 
+func newLateWrite(db ddbfault.Next) *lateWrite {
+	fc := ddbfault.New(db)
+	l := &lateWrite{DynamoDBClient: fc}
+	fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+		acquisition := false
+		switch in := call.In.(type) {
+		case *dynamodb.PutItemInput:
+			_, acquisition = in.Item[attrAcquiredAt]
+		case *dynamodb.UpdateItemInput:
+			acquisition = in.ExpressionAttributeNames["#acq"] == attrAcquiredAt
+		}
+		if acquisition && l.hold(func() error {
+			_, err := send(context.Background(), call.In)
+			return err
+		}) {
+			return nil, errInjected
+		}
+		return send(ctx, call.In)
+	}, ddbfault.OpPutItem, ddbfault.OpUpdateItem)
+	return l
+}
+
 func (l *lateWrite) hold(send func() error) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -35,26 +58,6 @@ func (l *lateWrite) hold(send func() error) bool {
 }
 
 func (l *lateWrite) arm() { l.mu.Lock(); l.armed = true; l.mu.Unlock() }
-
-func (l *lateWrite) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	if _, acq := in.Item[attrAcquiredAt]; acq && l.hold(func() error {
-		_, err := l.DynamoDBClient.PutItem(context.Background(), in)
-		return err
-	}) {
-		return nil, errInjected
-	}
-	return l.DynamoDBClient.PutItem(ctx, in, o...)
-}
-
-func (l *lateWrite) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	if in.ExpressionAttributeNames["#acq"] == attrAcquiredAt && l.hold(func() error {
-		_, err := l.DynamoDBClient.UpdateItem(context.Background(), in)
-		return err
-	}) {
-		return nil, errInjected
-	}
-	return l.DynamoDBClient.UpdateItem(ctx, in, o...)
-}
 
 func (l *lateWrite) unsettled(c *Client) int {
 	c.mu.Lock()
@@ -74,7 +77,7 @@ func TestLateLandingAcquisition(t *testing.T) {
 	start := func(t *testing.T, group string) (clk *clock.Fake, late *lateWrite, a *Client, aev *events, b *Client) {
 		t.Helper()
 		clk = clock.NewFake(t0)
-		late = &lateWrite{DynamoDBClient: db}
+		late = newLateWrite(db)
 		a, aev = newClient(t, late, table, timingOpts(clk, "a")...)
 		b, _ = newClient(t, direct, table, timingOpts(clk, "b")...)
 		late.arm()

@@ -47,7 +47,7 @@ func TestTakeoverAfterHolderStopsRenewing(t *testing.T) {
 	db, table := lockTable(t)
 	ctx := context.Background()
 	clk := clock.NewFake(t0)
-	fa := &faultyDB{DynamoDBClient: db}
+	fa := newFaultyDB(db)
 	a, aev := newClient(t, fa, table, timingOpts(clk, "a")...)
 	b, bev := newClient(t, db, table, timingOpts(clk, "b")...)
 
@@ -102,7 +102,7 @@ func TestStandbyWakesWhenLeaseRunsOut(t *testing.T) {
 	ctx := context.Background()
 	clk := clock.NewFake(t0)
 	const longPoll = 5 * time.Second
-	fa := &faultyDB{DynamoDBClient: db}
+	fa := newFaultyDB(db)
 	a, _ := newClient(t, fa, table, timingOpts(clk, "a")...)
 	b, bev := newClient(t, db, table, append(timingOpts(clk, "b"), WithPollInterval(longPoll))...)
 
@@ -194,7 +194,7 @@ func TestStaleHolderIsFenced(t *testing.T) {
 func TestRenewWithLostResponseKeepsLease(t *testing.T) {
 	db, table := lockTable(t)
 	clk := clock.NewFake(t0)
-	fa := &faultyDB{DynamoDBClient: db}
+	fa := newFaultyDB(db)
 	a, ev := newClient(t, fa, table, timingOpts(clk, "a")...)
 	l, err := a.TryAcquireSlot(context.Background(), "g", 1)
 	require.NoError(t, err)
@@ -221,7 +221,7 @@ func TestSkewImmuneTakeover(t *testing.T) {
 	db, table := lockTable(t)
 	ctx := context.Background()
 	clkA, clkB := clock.NewFake(t0), clock.NewFake(t0.Add(time.Hour))
-	fa := &faultyDB{DynamoDBClient: db}
+	fa := newFaultyDB(db)
 	a, aev := newClient(t, fa, table, timingOpts(clkA, "a")...)
 	b, _ := newClient(t, db, table, append(timingOpts(clkB, "b"), WithSkewImmune())...)
 	both := func(d time.Duration) { clkA.Advance(d); clkB.Advance(d) }

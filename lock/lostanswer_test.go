@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/stretchr/testify/require"
 
+	"github.com/dynapart/dynapart/ddbfault"
 	"github.com/dynapart/dynapart/internal/clock"
 	"github.com/dynapart/dynapart/internal/ddbtest"
 )
@@ -112,25 +113,6 @@ func lossyClient(t testing.TB, p *lossyTransport) *dynamodb.Client {
 	})
 }
 
-// noAllOld hides the item DynamoDB returns with a failed condition, so take must re-read.
-type noAllOld struct{ DynamoDBClient }
-
-func (n noAllOld) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	out, err := n.DynamoDBClient.PutItem(ctx, in, o...)
-	if cf, ok := conditionFailed(err); ok {
-		cf.Item = nil
-	}
-	return out, err
-}
-
-func (n noAllOld) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	out, err := n.DynamoDBClient.UpdateItem(ctx, in, o...)
-	if cf, ok := conditionFailed(err); ok {
-		cf.Item = nil
-	}
-	return out, err
-}
-
 // An acquisition write that reaches DynamoDB but whose answer is lost is ours: when the SDK's
 // retry then fails its condition (with or without ALL_OLD), and when every answer is lost. The
 // acquirer gets a working lease (it renews, releases, and the slot is free again at once), not
@@ -159,9 +141,9 @@ func TestLostAcquisitionAnswerIsOurs(t *testing.T) {
 				}
 				return 0
 			}}
-			var db DynamoDBClient = lossyClient(t, p)
+			db := ddbfault.New(lossyClient(t, p))
 			if tc.hideAllOld {
-				db = noAllOld{db}
+				db.OnCall(dropAllOld, ddbfault.OpPutItem, ddbfault.OpUpdateItem)
 			}
 			clk := clock.NewFake(t0)
 			a, aev := newClient(t, db, table, timingOpts(clk, "a")...)

@@ -155,7 +155,7 @@ func TestReadGroupWithAnUnsettledTake(t *testing.T) {
 	ctx := context.Background()
 	db, table := lockTable(t)
 	clk := clock.NewFake(t0)
-	late := &lateWrite{DynamoDBClient: db}
+	late := newLateWrite(db)
 	a, _ := newClient(t, late, table, timingOpts(clk, "a")...)
 	late.arm()
 	_, err := a.TryAcquireSlot(ctx, "u", 1)

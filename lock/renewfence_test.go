@@ -12,26 +12,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/stretchr/testify/require"
 
+	"github.com/dynapart/dynapart/ddbfault"
 	"github.com/dynapart/dynapart/internal/clock"
 )
 
-// readFaults is a faultyDB whose next failGets GetItems fail without reaching the server (the
-// settling re-read of a renew whose answer was lost).
-type readFaults struct {
-	*faultyDB
-	failGets atomic.Int32
-}
-
-func (r *readFaults) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	if r.failGets.Add(-1) >= 0 {
-		return nil, errInjected
-	}
-	r.failGets.Store(0)
-	return r.faultyDB.GetItem(ctx, in, o...)
-}
-
-// pauseAfterQuery holds a contender between its read of the group and its acquisition write: once
-// armed, the next Query's answer is held back (read is closed) until resume is closed.
+// pauseAfterQuery is a client that holds a contender between its read of the group and its
+// acquisition write: once armed, the next Query's answer is held back (read is closed) until
+// resume is closed.
 type pauseAfterQuery struct {
 	DynamoDBClient
 	armed  atomic.Bool
@@ -39,18 +26,23 @@ type pauseAfterQuery struct {
 	resume chan struct{}
 }
 
-func (p *pauseAfterQuery) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	out, err := p.DynamoDBClient.Query(ctx, in, o...)
-	if p.armed.Swap(false) {
-		close(p.read)
-		<-p.resume
-	}
-	return out, err
+func newPauseAfterQuery(db ddbfault.Next) *pauseAfterQuery {
+	fc := ddbfault.New(db)
+	p := &pauseAfterQuery{DynamoDBClient: fc, read: make(chan struct{}), resume: make(chan struct{})}
+	fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+		out, err := send(ctx, call.In)
+		if p.armed.Swap(false) {
+			close(p.read)
+			<-p.resume
+		}
+		return out, err
+	}, ddbfault.OpQuery)
+	return p
 }
 
 // renewUnknownLanded makes a's next renew land with its answer lost and its settling re-read
 // failing, so a does not know that it landed; it returns the expiry that renew wrote.
-func renewUnknownLanded(t *testing.T, clk *clock.Fake, fa *readFaults, aev *events) time.Time {
+func renewUnknownLanded(t *testing.T, clk *clock.Fake, fa *faultyDB, aev *events) time.Time {
 	t.Helper()
 	fa.failAfterUpdates.Store(1)
 	fa.failGets.Store(1)
@@ -80,9 +72,9 @@ func TestRenewAfterUnknownLandedRenewFencesStaleView(t *testing.T) {
 	db, table := lockTable(t)
 	ctx := context.Background()
 	clk := clock.NewFake(t0)
-	fa := &readFaults{faultyDB: &faultyDB{DynamoDBClient: db}}
+	fa := newFaultyDB(db)
 	a, aev := newClient(t, fa, table, timingOpts(clk, "a")...)
-	pb := &pauseAfterQuery{DynamoDBClient: db, read: make(chan struct{}), resume: make(chan struct{})}
+	pb := newPauseAfterQuery(db)
 	b, _ := newClient(t, pb, table, timingOpts(clk, "b")...)
 	resume := sync.OnceFunc(func() { close(pb.resume) })
 	t.Cleanup(resume)
@@ -136,7 +128,7 @@ func TestRenewSettledAdoptsTheItemsExpiry(t *testing.T) {
 	db, table := lockTable(t)
 	ctx := context.Background()
 	clk := clock.NewFake(t0)
-	fa := &readFaults{faultyDB: &faultyDB{DynamoDBClient: db}}
+	fa := newFaultyDB(db)
 	a, aev := newClient(t, fa, table, timingOpts(clk, "a")...)
 	b, _ := newClient(t, db, table, timingOpts(clk, "b")...)
 
@@ -204,7 +196,7 @@ func TestTakeRequiresTheExpiryItRead(t *testing.T) {
 
 	t.Run("stale read", func(t *testing.T) {
 		oldHolder(t, db, table, "g", exp1)
-		pb := &pauseAfterQuery{DynamoDBClient: db, read: make(chan struct{}), resume: make(chan struct{})}
+		pb := newPauseAfterQuery(db)
 		b, _ := newClient(t, pb, table, timingOpts(clk, "b")...)
 		resume := sync.OnceFunc(func() { close(pb.resume) })
 		t.Cleanup(resume)
@@ -250,22 +242,19 @@ func TestTakeRequiresTheExpiryItRead(t *testing.T) {
 	})
 }
 
-// replayUpdates sends each of the next replay UpdateItems twice and answers with the second
-// result, as the SDK's retry of a write whose first answer was lost does.
-type replayUpdates struct {
-	DynamoDBClient
-	replay atomic.Int32
-}
-
-func (r *replayUpdates) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	if r.replay.Add(-1) < 0 {
-		r.replay.Store(0)
-		return r.DynamoDBClient.UpdateItem(ctx, in, o...)
+// replayUpdates is a hook that sends each of the next *replay UpdateItems twice and answers with
+// the second result, as the SDK's retry of a write whose first answer was lost does.
+func replayUpdates(replay *atomic.Int32) ddbfault.Hook {
+	return func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+		if replay.Add(-1) < 0 {
+			replay.Store(0)
+			return send(ctx, call.In)
+		}
+		if _, err := send(ctx, call.In); err != nil {
+			return nil, err
+		}
+		return send(ctx, call.In)
 	}
-	if _, err := r.DynamoDBClient.UpdateItem(ctx, in, o...); err != nil {
-		return nil, err
-	}
-	return r.DynamoDBClient.UpdateItem(ctx, in, o...)
 }
 
 // A renew whose first answer is lost and whose retry then fails its version condition finds its
@@ -276,17 +265,18 @@ func TestRenewRetryFindsItsOwnWrite(t *testing.T) {
 	for _, hideAllOld := range []bool{false, true} {
 		t.Run(fmt.Sprintf("hide ALL_OLD %t", hideAllOld), func(t *testing.T) {
 			clk := clock.NewFake(t0)
-			r := &replayUpdates{DynamoDBClient: db}
-			var adb DynamoDBClient = r
+			var replay atomic.Int32
+			adb := ddbfault.New(db)
 			if hideAllOld {
-				adb = noAllOld{r}
+				adb.OnCall(dropAllOld, ddbfault.OpPutItem, ddbfault.OpUpdateItem)
 			}
+			adb.OnCall(replayUpdates(&replay), ddbfault.OpUpdateItem)
 			a, ev := newClient(t, adb, table, timingOpts(clk, "a")...)
 			group := fmt.Sprintf("g%t", hideAllOld)
 			l, err := a.TryAcquireSlot(context.Background(), group, 1)
 			require.NoError(t, err)
 
-			r.replay.Store(1)
+			replay.Store(1)
 			clk.Advance(hb)
 			require.Equal(t, "settled", recv(t, ev.renewed, "renew"))
 			require.NoError(t, l.Err())

@@ -50,7 +50,7 @@ func TestLeaseWithDoneContextWritesNothing(t *testing.T) {
 	db, table := lockTable(t)
 	ctx := context.Background()
 	clk := clock.NewFake(t0)
-	fdb := &faultyDB{DynamoDBClient: db}
+	fdb := newFaultyDB(db)
 	c, ev := newClient(t, fdb, table, WithClock(clk), WithOwner("a"))
 
 	l, err := c.TryAcquireSlot(ctx, "g", 1)

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/stretchr/testify/require"
 
+	"github.com/dynapart/dynapart/ddbfault"
 	"github.com/dynapart/dynapart/internal/clock"
 )
 
@@ -76,22 +77,6 @@ func TestResizeGroup(t *testing.T) {
 	release(t, l, j)
 }
 
-// sdkRetryDB sends the next meta-item UpdateItem twice, as the SDK does when the first answer is
-// lost, and returns the second answer.
-type sdkRetryDB struct {
-	DynamoDBClient
-	armed atomic.Bool
-}
-
-func (d *sdkRetryDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	if getN(in.Key, attrSK) == metaSK && d.armed.Swap(false) {
-		if _, err := d.DynamoDBClient.UpdateItem(ctx, in, o...); err != nil {
-			return nil, err
-		}
-	}
-	return d.DynamoDBClient.UpdateItem(ctx, in, o...)
-}
-
 // A resize whose answer is lost is settled by a re-read: it landed once, the epoch moved by one,
 // whether the caller saw a transport error or the SDK's retry failing its condition.
 func TestResizeLostAnswerSettled(t *testing.T) {
@@ -102,7 +87,7 @@ func TestResizeLostAnswerSettled(t *testing.T) {
 	require.NoError(t, err)
 	release(t, l)
 
-	lossy := &faultyDB{DynamoDBClient: db}
+	lossy := newFaultyDB(db)
 	c, _ := newClient(t, lossy, table, WithOwner("a"))
 	lossy.failAfterUpdates.Store(1)
 	res, err := c.ResizeGroup(ctx, "g", 4)
@@ -110,9 +95,20 @@ func TestResizeLostAnswerSettled(t *testing.T) {
 	require.Equal(t, Resize{OldN: 2, NewN: 4, Epoch: 1, Changed: true}, res)
 	require.Equal(t, int64(1), lossy.updatesDelivered.Load(), "one write landed")
 
-	retried := &sdkRetryDB{DynamoDBClient: db}
+	// The next meta-item UpdateItem is sent twice, as the SDK does when the first answer is lost,
+	// and answered with the second answer.
+	var armed atomic.Bool
+	retried := ddbfault.New(db)
+	retried.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+		if getN(call.In.(*dynamodb.UpdateItemInput).Key, attrSK) == metaSK && armed.Swap(false) {
+			if _, err := send(ctx, call.In); err != nil {
+				return nil, err
+			}
+		}
+		return send(ctx, call.In)
+	}, ddbfault.OpUpdateItem)
 	c2, _ := newClient(t, retried, table, WithOwner("b"))
-	retried.armed.Store(true)
+	armed.Store(true)
 	res, err = c2.ResizeGroup(ctx, "g", 3)
 	require.NoError(t, err)
 	require.Equal(t, Resize{OldN: 4, NewN: 3, Epoch: 2, Changed: true}, res)
@@ -131,14 +127,13 @@ func TestResizeRetriesLostRace(t *testing.T) {
 	l, err := setup.TryAcquireSlot(ctx, "g", 2)
 	require.NoError(t, err)
 	release(t, l)
-	hooked := &hookDB{DynamoDBClient: db}
 	var rivalled atomic.Bool
-	hooked.beforeUpdate = func(in *dynamodb.UpdateItemInput) {
+	hooked := before(db, ddbfault.OpUpdateItem, func(in *dynamodb.UpdateItemInput) {
 		if getN(in.Key, attrSK) == metaSK && !rivalled.Swap(true) {
 			_, err := setup.ResizeGroup(ctx, "g", 5)
 			require.NoError(t, err)
 		}
-	}
+	})
 	c, _ := newClient(t, hooked, table, WithOwner("a"))
 	res, err := c.ResizeGroup(ctx, "g", 8)
 	require.NoError(t, err)
@@ -195,20 +190,6 @@ func TestFinishedOnlyAtCurrentEpoch(t *testing.T) {
 	require.ErrorIs(t, err, ErrGroupFinished)
 }
 
-// afterQueryDB runs after on the next Query's answer, before the caller sees it.
-type afterQueryDB struct {
-	DynamoDBClient
-	after atomic.Pointer[func()]
-}
-
-func (d *afterQueryDB) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	out, err := d.DynamoDBClient.Query(ctx, in, o...)
-	if f := d.after.Swap(nil); f != nil {
-		(*f)()
-	}
-	return out, err
-}
-
 // A round that reads every slot finished under the epoch it read does not report the group
 // finished when a resize landed after its read: the re-opened slots are taken at the next round.
 func TestGroupFinishedConfirmedAgainstResize(t *testing.T) {
@@ -220,12 +201,17 @@ func TestGroupFinishedConfirmedAgainstResize(t *testing.T) {
 	require.NoError(t, l.MarkFinished(ctx))
 	release(t, l)
 
-	hooked := &afterQueryDB{DynamoDBClient: db}
-	resize := func() {
-		_, err := setup.ResizeGroup(ctx, "g", 2)
-		require.NoError(t, err)
-	}
-	hooked.after.Store(&resize)
+	// The group is resized after the next Query's answer, before the caller sees it.
+	var resized atomic.Bool
+	hooked := ddbfault.New(db)
+	hooked.OnCall(func(cctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+		out, err := send(cctx, call.In)
+		if !resized.Swap(true) {
+			_, err := setup.ResizeGroup(ctx, "g", 2)
+			require.NoError(t, err)
+		}
+		return out, err
+	}, ddbfault.OpQuery)
 	c, _ := newClient(t, hooked, table, WithOwner("a"))
 	_, err = c.TryAcquireSlot(ctx, "g", 1)
 	require.ErrorIs(t, err, ErrNoFreeSlot)

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 )
 
 var lockScaleN = flag.String("lockscale.n", "10,100,1000", "group sizes of BenchmarkStandbyPollRCU and BenchmarkFleetAcquire")
@@ -79,13 +81,13 @@ type fleetResult struct {
 	rcu, wcu float64
 }
 
-func fleetAcquireOnce(b *testing.B, db DynamoDBClient, table, group string, n int) fleetResult {
+func fleetAcquireOnce(b *testing.B, db *dynamodb.Client, table, group string, n int) fleetResult {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	cdbs := make([]*capacityDB, n)
 	clients := make([]*Client, n)
 	for j := range n {
-		cdbs[j] = &capacityDB{DynamoDBClient: db}
+		cdbs[j] = newCapacityDB(db)
 		c, err := New(cdbs[j], table, WithOwner(fmt.Sprintf("w%04d", j)))
 		if err != nil {
 			b.Fatal(err)

@@ -11,16 +11,55 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/dynapart/dynapart/ddbfault"
 	"github.com/stretchr/testify/require"
 )
 
-// capacityDB wraps a client: it counts calls and the items the reads returned, and asks DynamoDB
-// for the consumed capacity of every call and sums it.
+// capacityDB is a client that counts calls and the items the reads returned, and asks DynamoDB for
+// the consumed capacity of every call and sums it.
 type capacityDB struct {
 	DynamoDBClient
 	calls, items atomic.Int64
 	mu           sync.Mutex
 	rcu, wcu     float64
+}
+
+func newCapacityDB(db ddbfault.Next) *capacityDB {
+	fc := ddbfault.New(db)
+	c := &capacityDB{DynamoDBClient: fc}
+	fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+		c.calls.Add(1)
+		switch in := call.In.(type) {
+		case *dynamodb.GetItemInput:
+			in.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
+		case *dynamodb.QueryInput:
+			in.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
+		case *dynamodb.PutItemInput:
+			in.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
+		case *dynamodb.UpdateItemInput:
+			in.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
+		}
+		out, err := send(ctx, call.In)
+		if err != nil {
+			return out, err
+		}
+		switch out := out.(type) {
+		case *dynamodb.GetItemOutput:
+			if out.Item != nil {
+				c.items.Add(1)
+			}
+			c.add(out.ConsumedCapacity, true)
+		case *dynamodb.QueryOutput:
+			c.items.Add(int64(out.Count))
+			c.add(out.ConsumedCapacity, true)
+		case *dynamodb.PutItemOutput:
+			c.add(out.ConsumedCapacity, false)
+		case *dynamodb.UpdateItemOutput:
+			c.add(out.ConsumedCapacity, false)
+		}
+		return out, err
+	}, ddbfault.OpGetItem, ddbfault.OpQuery, ddbfault.OpPutItem, ddbfault.OpUpdateItem)
+	return c
 }
 
 func (c *capacityDB) add(cc *types.ConsumedCapacity, read bool) {
@@ -40,50 +79,6 @@ func (c *capacityDB) capacity() (rcu, wcu float64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.rcu, c.wcu
-}
-
-func (c *capacityDB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	c.calls.Add(1)
-	in.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
-	out, err := c.DynamoDBClient.GetItem(ctx, in, o...)
-	if err == nil {
-		if out.Item != nil {
-			c.items.Add(1)
-		}
-		c.add(out.ConsumedCapacity, true)
-	}
-	return out, err
-}
-
-func (c *capacityDB) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	c.calls.Add(1)
-	in.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
-	out, err := c.DynamoDBClient.Query(ctx, in, o...)
-	if err == nil {
-		c.items.Add(int64(out.Count))
-		c.add(out.ConsumedCapacity, true)
-	}
-	return out, err
-}
-
-func (c *capacityDB) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	c.calls.Add(1)
-	in.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
-	out, err := c.DynamoDBClient.PutItem(ctx, in, o...)
-	if err == nil {
-		c.add(out.ConsumedCapacity, false)
-	}
-	return out, err
-}
-
-func (c *capacityDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	c.calls.Add(1)
-	in.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
-	out, err := c.DynamoDBClient.UpdateItem(ctx, in, o...)
-	if err == nil {
-		c.add(out.ConsumedCapacity, false)
-	}
-	return out, err
 }
 
 // heldGroup writes group's meta item (n slots) and n slot items held by "holder" until an hour
@@ -133,9 +128,9 @@ type pollCost struct {
 // standbyPolls runs AcquireSlot on a group whose n slots are all held until the standby has made
 // polls polls after its first round, and returns their cost. The test hook on the standby's wait
 // marks the rounds, so the counts are exact.
-func standbyPolls(t testing.TB, db DynamoDBClient, table, group string, n, polls int) pollCost {
+func standbyPolls(t testing.TB, db *dynamodb.Client, table, group string, n, polls int) pollCost {
 	t.Helper()
-	cdb := &capacityDB{DynamoDBClient: db}
+	cdb := newCapacityDB(db)
 	c, err := New(cdb, table, WithOwner("standby"), WithPollInterval(20*time.Millisecond))
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/stretchr/testify/require"
 
+	"github.com/dynapart/dynapart/ddbfault"
 	"github.com/dynapart/dynapart/internal/clock"
 )
 
@@ -94,33 +95,6 @@ func TestWindowedGroupFinished(t *testing.T) {
 	require.ErrorIs(t, err, ErrGroupFinished)
 }
 
-// hookDB runs beforeQuery on every Query and beforeUpdate on every UpdateItem, before it is sent,
-// and fails the next failQueries Queries with errInjected.
-type hookDB struct {
-	DynamoDBClient
-	beforeQuery  func(in *dynamodb.QueryInput)
-	beforeUpdate func(in *dynamodb.UpdateItemInput)
-	failQueries  atomic.Int32
-}
-
-func (h *hookDB) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	if h.beforeQuery != nil {
-		h.beforeQuery(in)
-	}
-	if h.failQueries.Add(-1) >= 0 {
-		return nil, errInjected
-	}
-	h.failQueries.Store(0)
-	return h.DynamoDBClient.Query(ctx, in, o...)
-}
-
-func (h *hookDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	if h.beforeUpdate != nil {
-		h.beforeUpdate(in)
-	}
-	return h.DynamoDBClient.UpdateItem(ctx, in, o...)
-}
-
 // windowFrom is the first sort key a windowed Query reads, or -2 for a whole-group Query.
 func windowFrom(in *dynamodb.QueryInput) int {
 	if v, ok := in.ExpressionAttributeValues[":lo"].(*typesN); ok {
@@ -151,15 +125,14 @@ func TestSkewImmuneSweepWatchesFromTheRead(t *testing.T) {
 	heldGroup(t, db, table, "g", n)
 	clk := clock.NewFake(t0)
 	renewedAt := t0.Add(5 * time.Second)
-	hooked := &hookDB{DynamoDBClient: db}
-	hooked.beforeQuery = func(in *dynamodb.QueryInput) {
+	hooked := before(db, ddbfault.OpQuery, func(in *dynamodb.QueryInput) {
 		if windowFrom(in) == 64 && clk.Now().Before(renewedAt) {
 			// The sweep reaches its second window 5s after it began; the holder renewed every
 			// slot just before that read.
 			advanceTo(clk, renewedAt)
 			bumpVersions(t, db, table, "g", 0, n)
 		}
-	}
+	})
 	c, _ := newClient(t, hooked, table, append(timingOpts(clk, "standby"), WithSkewImmune())...)
 	c.cursor = map[string]int{groupPK("g"): 0}
 
@@ -197,13 +170,12 @@ func TestSweepGoesOnAfterLosingAWindow(t *testing.T) {
 	heldGroup(t, db, table, "g", n)
 	releaseDirect(t, db, table, "g", 5)
 	releaseDirect(t, db, table, "g", 129)
-	hooked := &hookDB{DynamoDBClient: db}
 	var rivalled atomic.Bool
-	hooked.beforeUpdate = func(in *dynamodb.UpdateItemInput) {
+	hooked := before(db, ddbfault.OpUpdateItem, func(in *dynamodb.UpdateItemInput) {
 		if getN(in.Key, attrSK) == 5 && !rivalled.Swap(true) {
 			takeDirect(t, db, table, "g", 5, "rival")
 		}
-	}
+	})
 	c, err := New(hooked, table, WithOwner("standby"))
 	require.NoError(t, err)
 	c.cursor = map[string]int{groupPK("g"): 0}
@@ -221,8 +193,15 @@ func TestStandbySweepsAfterFailedFirstRound(t *testing.T) {
 	const n = 130
 	heldGroup(t, db, table, "g", n)
 	releaseDirect(t, db, table, "g", 129)
-	hooked := &hookDB{DynamoDBClient: db}
-	hooked.failQueries.Store(1)
+	// Its first Query fails.
+	hooked := ddbfault.New(db)
+	var failed atomic.Bool
+	hooked.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+		if !failed.Swap(true) {
+			return nil, errInjected
+		}
+		return send(ctx, call.In)
+	}, ddbfault.OpQuery)
 	clk := clock.NewFake(time.Now().Truncate(time.Millisecond)) // heldGroup's leases are an hour long from now
 	c, ev := newClient(t, hooked, table, timingOpts(clk, "standby")...)
 	c.cursor = map[string]int{groupPK("g"): 0}
@@ -256,7 +235,7 @@ func TestWindowedPollAdoptsLateLandingOutsideWindow(t *testing.T) {
 	const n = 130
 	heldGroup(t, db, table, "g", n)
 	releaseDirect(t, db, table, "g", 5)
-	late := &lateWrite{DynamoDBClient: db}
+	late := newLateWrite(db)
 	c, err := New(late, table, WithOwner("a"))
 	require.NoError(t, err)
 	c.cursor = map[string]int{groupPK("g"): 0}
@@ -313,7 +292,7 @@ func TestWindowedPollSkipsFinishedWindow(t *testing.T) {
 	const n = 300
 	heldGroup(t, db, table, "g", n)
 	finishDirect(t, db, table, "g", 0, windowSize)
-	cdb := &capacityDB{DynamoDBClient: db}
+	cdb := newCapacityDB(db)
 	c, err := New(cdb, table, WithOwner("standby"))
 	require.NoError(t, err)
 	c.cursor = map[string]int{groupPK("g"): 0}
@@ -382,7 +361,7 @@ func TestSweepEndingOnFinishedWindowReadsOnce(t *testing.T) {
 	const n = 200 // windows 0..63, 64..127, 128..191, 192..199
 	heldGroup(t, db, table, "g", n)
 	finishDirect(t, db, table, "g", 192, n)
-	cdb := &capacityDB{DynamoDBClient: db}
+	cdb := newCapacityDB(db)
 	c, err := New(cdb, table, WithOwner("standby"))
 	require.NoError(t, err)
 	c.cursor = map[string]int{groupPK("g"): 0}

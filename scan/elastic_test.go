@@ -12,12 +12,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/stretchr/testify/require"
 
+	"github.com/dynapart/dynapart/ddbfault"
 	"github.com/dynapart/dynapart/internal/ddbtest"
 	"github.com/dynapart/dynapart/scan"
 )
 
-// inflightClient counts the Scan requests in flight and the most seen at once. To make overlap
-// likely, a request waits (up to hold) until want requests are in flight.
+// inflightClient is a client that counts the Scan requests in flight and the most seen at once.
+// To make overlap likely, a request waits (up to hold) until want requests are in flight.
 type inflightClient struct {
 	scan.DynamoDBClient
 	want int
@@ -30,13 +31,24 @@ type inflightClient struct {
 	calls   int
 }
 
-func newInflightClient(db scan.DynamoDBClient, want int) *inflightClient {
-	c := &inflightClient{DynamoDBClient: db, want: want, hold: 100 * time.Millisecond}
+func newInflightClient(db ddbfault.Next, want int) *inflightClient {
+	fc := ddbfault.New(db)
+	c := &inflightClient{DynamoDBClient: fc, want: want, hold: 100 * time.Millisecond}
 	c.cond = sync.NewCond(&c.mu)
+	fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+		c.enter()
+		defer func() {
+			c.mu.Lock()
+			c.now--
+			c.mu.Unlock()
+		}()
+		return send(ctx, call.In)
+	}, ddbfault.OpScan)
 	return c
 }
 
-func (c *inflightClient) Scan(ctx context.Context, in *dynamodb.ScanInput, opts ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
+// enter counts a request in flight and waits (up to hold) until want are.
+func (c *inflightClient) enter() {
 	c.mu.Lock()
 	c.now++
 	c.calls++
@@ -53,12 +65,6 @@ func (c *inflightClient) Scan(ctx context.Context, in *dynamodb.ScanInput, opts 
 	}
 	timeout.Stop()
 	c.mu.Unlock()
-	defer func() {
-		c.mu.Lock()
-		c.now--
-		c.mu.Unlock()
-	}()
-	return c.DynamoDBClient.Scan(ctx, in, opts...)
 }
 
 // TestManySegmentsPerSlot: with Total 32 and 2 slots, each slot owns 16 segments and reads all
@@ -95,8 +101,9 @@ func TestManySegmentsPerSlot(t *testing.T) {
 	require.Len(t, union, len(items))
 }
 
-// pageLog records every Scan request's (segment, start key), and the capacity of the answered
-// ones (a request cancelled when its consumer stops has no answer, but may still be charged).
+// pageLog is a client that records every Scan request's (segment, start key), and the capacity of
+// the answered ones (a request cancelled when its consumer stops has no answer, but may still be
+// charged).
 type pageLog struct {
 	scan.DynamoDBClient
 	mu       sync.Mutex
@@ -106,23 +113,29 @@ type pageLog struct {
 	canceled int
 }
 
-func (l *pageLog) Scan(ctx context.Context, in *dynamodb.ScanInput, opts ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
-	l.mu.Lock()
-	l.starts[fmt.Sprintf("%d/%v", *in.Segment, keyString(in.ExclusiveStartKey))]++
-	l.mu.Unlock()
-	out, err := l.DynamoDBClient.Scan(ctx, in, opts...)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if err != nil {
-		l.canceled++
+func newPageLog(db ddbfault.Next) *pageLog {
+	fc := ddbfault.New(db)
+	l := &pageLog{DynamoDBClient: fc, starts: map[string]int{}}
+	fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+		in := call.In.(*dynamodb.ScanInput)
+		l.mu.Lock()
+		l.starts[fmt.Sprintf("%d/%v", *in.Segment, keyString(in.ExclusiveStartKey))]++
+		l.mu.Unlock()
+		out, err := send(ctx, in)
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if err != nil {
+			l.canceled++
+			return out, err
+		}
+		if cc := out.(*dynamodb.ScanOutput).ConsumedCapacity; cc != nil {
+			c := aws.ToFloat64(cc.CapacityUnits)
+			l.rcu += c
+			l.maxPage = max(l.maxPage, c)
+		}
 		return out, err
-	}
-	if out.ConsumedCapacity != nil {
-		c := aws.ToFloat64(out.ConsumedCapacity.CapacityUnits)
-		l.rcu += c
-		l.maxPage = max(l.maxPage, c)
-	}
-	return out, err
+	}, ddbfault.OpScan)
+	return l
 }
 
 func keyString(k item) string {
@@ -230,7 +243,7 @@ func TestResumeAcrossResize(t *testing.T) {
 	_, base := fleet{t, db, table, whole}.run(plan(1), nil, func(int) int { return 0 })
 	require.Len(t, whole, len(items))
 
-	log := &pageLog{DynamoDBClient: db, starts: map[string]int{}}
+	log := newPageLog(db)
 	seen := map[string]int{}
 	resized := fleet{t, log, table, seen}
 	pos, rcu2 := resized.run(plan(2), nil, func(slot int) int { return []int{15, 20}[slot] })

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/dynapart/dynapart/ddbfault"
 	"github.com/dynapart/dynapart/internal/ddbtest"
 	"github.com/dynapart/dynapart/scan"
 )
@@ -160,36 +161,38 @@ func seedFromEnv(t testing.TB) uint64 {
 
 func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)) }
 
-// countingClient wraps a client to count requests and empty responses.
+// countingClient is a client that counts Scan requests, empty responses and the largest page's
+// capacity.
 type countingClient struct {
 	scan.DynamoDBClient
-	mu          sync.Mutex
-	calls       int
-	empty       int
-	maxRCUPage  float64
-	onScanStart func()
+	mu         sync.Mutex
+	calls      int
+	empty      int
+	maxRCUPage float64
 }
 
-func (c *countingClient) Scan(ctx context.Context, in *dynamodb.ScanInput, opts ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
-	c.mu.Lock()
-	c.calls++
-	f := c.onScanStart
-	c.mu.Unlock()
-	if f != nil {
-		f()
-	}
-	out, err := c.DynamoDBClient.Scan(ctx, in, opts...)
-	if err == nil {
+func newCountingClient(db ddbfault.Next) *countingClient {
+	fc := ddbfault.New(db)
+	c := &countingClient{DynamoDBClient: fc}
+	fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
 		c.mu.Lock()
-		if len(out.Items) == 0 {
-			c.empty++
-		}
-		if out.ConsumedCapacity != nil {
-			c.maxRCUPage = max(c.maxRCUPage, aws.ToFloat64(out.ConsumedCapacity.CapacityUnits))
-		}
+		c.calls++
 		c.mu.Unlock()
-	}
-	return out, err
+		out, err := send(ctx, call.In)
+		if err == nil {
+			page := out.(*dynamodb.ScanOutput)
+			c.mu.Lock()
+			if len(page.Items) == 0 {
+				c.empty++
+			}
+			if page.ConsumedCapacity != nil {
+				c.maxRCUPage = max(c.maxRCUPage, aws.ToFloat64(page.ConsumedCapacity.CapacityUnits))
+			}
+			c.mu.Unlock()
+		}
+		return out, err
+	}, ddbfault.OpScan)
+	return c
 }
 
 func (c *countingClient) counts() (calls, empty int) {

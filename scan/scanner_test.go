@@ -414,7 +414,7 @@ func TestBackpressure(t *testing.T) {
 	table := ddbtest.CreateTable(t, db, ddbtest.Key{Name: "id", Type: "S"})
 	seed(t, db, table, makeItems("S", 600, 0))
 	const maxPages = 3
-	cc := &countingClient{DynamoDBClient: db}
+	cc := newCountingClient(db)
 	sc, err := scan.New(scan.Config{Client: cc, Table: table, Plan: scan.Plan{Slots: 1, SubSegments: 4}, PageLimit: 20, MaxUnackedPages: maxPages})
 	require.NoError(t, err)
 	var held []*scan.Page
@@ -594,7 +594,7 @@ func TestReadRate(t *testing.T) {
 	db := ddbtest.Client(t)
 	table := ddbtest.CreateTable(t, db, ddbtest.Key{Name: "id", Type: "S"})
 	seed(t, db, table, makeItems("S", 1500, 1000))
-	cc := &countingClient{DynamoDBClient: db}
+	cc := newCountingClient(db)
 	const rate = 60.0
 	sc, err := scan.New(scan.Config{Client: cc, Table: table, Plan: scan.Plan{Slots: 1, SubSegments: 2}, ReadRate: rate})
 	require.NoError(t, err)

@@ -94,8 +94,9 @@
 // mode the markers alone keep two workers from reading a unit at once. A resize ends stealing like
 // any pass, and the new plan composes its cursors from slot checkpoints only: a unit a thief had
 // begun is read again from its owner's position (reads only: items done are skipped without a
-// handler call). Continuous workers never steal. steal.go, unitpass.go and unitmarker.go hold it;
-// package lock stores the markers (lock.UnitPass, lock.Lease.MarkUnit).
+// handler call). Continuous workers never steal. steal.go (the thief), share.go (the owner's
+// markedShare), unitpass.go and unitmarker.go hold it; package lock stores the markers
+// (lock.UnitPass, lock.Lease.MarkUnit).
 //
 // # Ledgers
 //
@@ -172,15 +173,19 @@
 //
 // # Code map
 //
-// worker.go is the lifecycle: [New], [Worker.Run] (standby, take a slot, run it, back to
-// standby) and a slot's passes. pass.go is one pass over the slot's share: its contexts, the
-// drain timer, the checkpoint saver, the handler pool and the completer, each a method of pass;
-// dispatch.go hands scanned items to the handlers (prefiltering and batch claims); process.go
-// claims one item, runs the handler and records the outcome; handlers.go and completeonly.go
-// hold the handler timing and complete-only mode; pause.go the pause and resize watch;
-// slotcheckpoint.go the slot checkpoint and its counts; join.go, replan.go and resize.go the
-// group's plan (joining, changing plans, resizing); aliases.go the names that moved to package
-// ledger.
+// worker.go is the lifecycle: [New] and [Worker.Run], which reads as standby -> slot -> finished
+// (runState: take a slot as a hot standby, or helping once a slot is finished; run it; back to
+// standby, or finished). env.go is what Run prepares once (the tables, the ledger, the group's
+// settings). slot.go is one held lease (type slot, and how it ends: slotEnd): its start, its loop
+// of passes, finishing and release. pass.go is one pass over a share: its contexts, the drain
+// timer, the checkpoint saver, the handler pool and the completer, each a method of pass, which
+// embeds its slot; share.go is what a pass reads (the slot's whole share, or its share with units
+// marked for thieves); dispatch.go hands scanned items to the handlers (prefiltering and batch
+// claims); process.go claims one item, runs the handler and records the outcome; handlers.go and
+// completeonly.go hold the handler timing and complete-only mode; steal.go, unitpass.go and
+// unitmarker.go work stealing; pause.go the pause and resize watch; slotcheckpoint.go the slot
+// checkpoint and its counts; join.go, replan.go, planstart.go and resize.go the group's plan
+// (joining, changing plans, resizing); aliases.go the names that moved to package ledger.
 //
 // # Example
 //

@@ -12,11 +12,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/stretchr/testify/require"
 
+	"github.com/dynapart/dynapart/ddbfault"
 	"github.com/dynapart/dynapart/lock"
 )
 
-// endDB records the requests a Run sends to the lease table before its first item write and
-// after its last one.
+// endDB is a worker's client that records the requests a Run sends to the lease table before its
+// first item write and after its last one.
 type endDB struct {
 	DynamoDBClient
 	source, leases string
@@ -25,6 +26,16 @@ type endDB struct {
 	before []string // lease-table operations before the first source-table write
 	after  []string // lease-table operations since the last source-table write
 	wrote  bool
+}
+
+func newEndDB(db ddbfault.Next, source, leases string) *endDB {
+	fc := ddbfault.New(db)
+	d := &endDB{DynamoDBClient: workerClient(fc), source: source, leases: leases}
+	fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+		d.note(call.Tables[0], call.Op)
+		return send(ctx, call.In)
+	}, ddbfault.OpGetItem, ddbfault.OpQuery, ddbfault.OpUpdateItem, ddbfault.OpPutItem)
+	return d
 }
 
 func (d *endDB) note(table, op string) {
@@ -40,26 +51,6 @@ func (d *endDB) note(table, op string) {
 	}
 }
 
-func (d *endDB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	d.note(aws.ToString(in.TableName), "GetItem")
-	return d.DynamoDBClient.GetItem(ctx, in, o...)
-}
-
-func (d *endDB) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	d.note(aws.ToString(in.TableName), "Query")
-	return d.DynamoDBClient.Query(ctx, in, o...)
-}
-
-func (d *endDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	d.note(aws.ToString(in.TableName), "UpdateItem")
-	return d.DynamoDBClient.UpdateItem(ctx, in, o...)
-}
-
-func (d *endDB) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	d.note(aws.ToString(in.TableName), "PutItem")
-	return d.DynamoDBClient.PutItem(ctx, in, o...)
-}
-
 // TestOneSlotEndsInThreeRoundTrips: before its first item, a once-worker of a new one-slot group
 // sends three requests to the lease table: the group read at start, the take, and the meta item it
 // then creates, which stands for the read of the plan after the take (the old code sent five: a
@@ -73,7 +64,7 @@ func (d *endDB) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...fun
 func TestOneSlotEndsInThreeRoundTrips(t *testing.T) {
 	const items = 7
 	f := newFixture(t, items)
-	db := &endDB{DynamoDBClient: f.db, source: f.table, leases: f.leaseTable}
+	db := newEndDB(f.db, f.table, f.leaseTable)
 	c := fastTimings(f.config(LedgerInline))
 	c.Client, c.Workers, c.Once, c.CompleteOnly = db, 1, true, true
 	c.StandbyPoll = 2 * time.Second // the start's read of the group stays fresh for the first round
@@ -109,24 +100,25 @@ func TestOneSlotEndsInThreeRoundTrips(t *testing.T) {
 	require.Equal(t, total, done, fmt.Sprintf("the saved position is the pass's end: %d of %d segments done", done, total))
 }
 
-// finishLost applies the first write that finishes and releases a slot but reports it failed (its
-// answer lost), as a timeout would.
-type finishLost struct {
-	DynamoDBClient
-	once sync.Once
-}
-
-func (d *finishLost) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	out, err := d.DynamoDBClient.UpdateItem(ctx, in, o...)
-	lost := false
-	if err == nil && strings.Contains(aws.ToString(in.UpdateExpression), "#fin = :true") &&
-		strings.Contains(aws.ToString(in.UpdateExpression), "#rel = :true") {
-		d.once.Do(func() { lost = true })
-	}
-	if lost {
-		return nil, errInjected
-	}
-	return out, err
+// loseFinishAnswer is a worker's client over db that applies the first write that finishes and
+// releases a slot but reports it failed (its answer lost), as a timeout would.
+func loseFinishAnswer(db ddbfault.Next) DynamoDBClient {
+	fc := ddbfault.New(db)
+	var once sync.Once
+	fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+		in := call.In.(*dynamodb.UpdateItemInput)
+		out, err := send(ctx, in)
+		lost := false
+		if err == nil && strings.Contains(aws.ToString(in.UpdateExpression), "#fin = :true") &&
+			strings.Contains(aws.ToString(in.UpdateExpression), "#rel = :true") {
+			once.Do(func() { lost = true })
+		}
+		if lost {
+			return nil, errInjected
+		}
+		return out, err
+	}, ddbfault.OpUpdateItem)
+	return workerClient(fc)
 }
 
 // TestLostFinishAnswerStillFinishes: the one write that finishes a one-slot group's slot lands but
@@ -135,7 +127,7 @@ func (d *finishLost) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInpu
 func TestLostFinishAnswerStillFinishes(t *testing.T) {
 	f := newFixture(t, 5)
 	c := fastTimings(f.config(LedgerInline))
-	c.Client, c.Workers, c.Once = &finishLost{DynamoDBClient: f.db}, 1, true
+	c.Client, c.Workers, c.Once = loseFinishAnswer(f.db), 1, true
 	var events []LeaseEventKind
 	c.Hooks.OnLease = func(e LeaseEvent) { events = append(events, e.Kind) }
 	w, err := New(c)

@@ -12,46 +12,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/dynapart/dynapart/ddbfault"
 	"github.com/stretchr/testify/require"
 )
 
-// faulty wraps a client and lets a test change chosen calls: a hook sees the request and the
-// real call (next) and decides what the caller gets. Calls without a hook pass through.
-type faulty struct {
-	DynamoDBClient
-	mu       sync.Mutex
-	onUpdate func(ctx context.Context, in *dynamodb.UpdateItemInput, next func() (*dynamodb.UpdateItemOutput, error)) (*dynamodb.UpdateItemOutput, error)
-	onGet    func(ctx context.Context, in *dynamodb.GetItemInput, next func() (*dynamodb.GetItemOutput, error)) (*dynamodb.GetItemOutput, error)
-	onTx     func(ctx context.Context, in *dynamodb.TransactWriteItemsInput, next func() (*dynamodb.TransactWriteItemsOutput, error)) (*dynamodb.TransactWriteItemsOutput, error)
-}
-
 // errTransient stands for a network error: the caller cannot tell whether the write landed.
 var errTransient = errors.New("test: connection reset")
-
-func (f *faulty) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	return hooked(f, &f.onUpdate, ctx, in, func() (*dynamodb.UpdateItemOutput, error) { return f.DynamoDBClient.UpdateItem(ctx, in, o...) })
-}
-
-func (f *faulty) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	return hooked(f, &f.onGet, ctx, in, func() (*dynamodb.GetItemOutput, error) { return f.DynamoDBClient.GetItem(ctx, in, o...) })
-}
-
-func (f *faulty) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, o ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
-	return hooked(f, &f.onTx, ctx, in, func() (*dynamodb.TransactWriteItemsOutput, error) {
-		return f.DynamoDBClient.TransactWriteItems(ctx, in, o...)
-	})
-}
-
-// hooked runs the call next through the hook *hook, if one is set (read under f.mu).
-func hooked[I, O any](f *faulty, hook *func(context.Context, I, func() (O, error)) (O, error), ctx context.Context, in I, next func() (O, error)) (O, error) {
-	f.mu.Lock()
-	h := *hook
-	f.mu.Unlock()
-	if h == nil {
-		return next()
-	}
-	return h(ctx, in, next)
-}
 
 // once returns true the first time only.
 type onceFlag struct{ used atomic.Bool }
@@ -100,19 +66,19 @@ func TestRetryLostAnswerSettled(t *testing.T) {
 		t.Run(string(kind), func(t *testing.T) {
 			f := newFixture(t, 1)
 			var lose onceFlag
-			fc := &faulty{DynamoDBClient: f.db}
-			fc.onUpdate = func(_ context.Context, in *dynamodb.UpdateItemInput, next func() (*dynamodb.UpdateItemOutput, error)) (*dynamodb.UpdateItemOutput, error) {
-				if isTransition(in, ":retryAt") && lose.first() {
-					if _, err := next(); err != nil { // lands
+			fc := ddbfault.New(f.db)
+			fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+				if isTransition(call.In.(*dynamodb.UpdateItemInput), ":retryAt") && lose.first() {
+					if _, err := send(ctx, call.In); err != nil { // lands
 						return nil, err
 					}
-					return next() // the SDK's repeat meets the landed write
+					return send(ctx, call.In) // the SDK's repeat meets the landed write
 				}
-				return next()
-			}
+				return send(ctx, call.In)
+			}, ddbfault.OpUpdateItem)
 			c := fastTimings(f.config(kind))
 			c.Workers = 1
-			c.Client, c.Once, c.MaxAttempts = fc, true, 3
+			c.Client, c.Once, c.MaxAttempts = workerClient(fc), true, 3
 			w, err := New(c)
 			require.NoError(t, err)
 			var calls atomic.Int64
@@ -137,16 +103,16 @@ func TestDeadLetterTransientErrorKept(t *testing.T) {
 		t.Run(string(kind), func(t *testing.T) {
 			f := newFixture(t, 1)
 			var fail onceFlag
-			fc := &faulty{DynamoDBClient: f.db}
-			fc.onUpdate = func(_ context.Context, in *dynamodb.UpdateItemInput, next func() (*dynamodb.UpdateItemOutput, error)) (*dynamodb.UpdateItemOutput, error) {
-				if isTransition(in, ":failed") && fail.first() {
+			fc := ddbfault.New(f.db)
+			fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+				if isTransition(call.In.(*dynamodb.UpdateItemInput), ":failed") && fail.first() {
 					return nil, errTransient // not sent
 				}
-				return next()
-			}
+				return send(ctx, call.In)
+			}, ddbfault.OpUpdateItem)
 			c := fastTimings(f.config(kind))
 			c.Workers = 1
-			c.Client, c.Once, c.ClaimTTL = fc, true, time.Second
+			c.Client, c.Once, c.ClaimTTL = workerClient(fc), true, time.Second
 			w, err := New(c)
 			require.NoError(t, err)
 			err = runOnceWithin(t, w, func(context.Context, Item) error {
@@ -167,19 +133,19 @@ func TestClaimUnknownOutcomeKeepsAttempt(t *testing.T) {
 		t.Run(string(kind), func(t *testing.T) {
 			f := newFixture(t, 1)
 			var lose onceFlag
-			fc := &faulty{DynamoDBClient: f.db}
-			fc.onUpdate = func(_ context.Context, in *dynamodb.UpdateItemInput, next func() (*dynamodb.UpdateItemOutput, error)) (*dynamodb.UpdateItemOutput, error) {
-				if isTransition(in, ":until") && lose.first() {
-					if _, err := next(); err != nil {
+			fc := ddbfault.New(f.db)
+			fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+				if isTransition(call.In.(*dynamodb.UpdateItemInput), ":until") && lose.first() {
+					if _, err := send(ctx, call.In); err != nil {
 						return nil, err
 					}
 					return nil, errTransient // landed, answer lost
 				}
-				return next()
-			}
+				return send(ctx, call.In)
+			}, ddbfault.OpUpdateItem)
 			c := fastTimings(f.config(kind))
 			c.Workers = 1
-			c.Client, c.Once, c.MaxAttempts, c.ClaimTTL = fc, true, 1, time.Second
+			c.Client, c.Once, c.MaxAttempts, c.ClaimTTL = workerClient(fc), true, 1, time.Second
 			w, err := New(c)
 			require.NoError(t, err)
 			var calls atomic.Int64
@@ -209,23 +175,23 @@ func TestBatchReadBackFailureKeepsAttempt(t *testing.T) {
 			})
 			var failGet, failed onceFlag
 			var armed atomic.Bool
-			fc := &faulty{DynamoDBClient: f.db}
-			fc.onTx = func(_ context.Context, in *dynamodb.TransactWriteItemsInput, next func() (*dynamodb.TransactWriteItemsOutput, error)) (*dynamodb.TransactWriteItemsOutput, error) {
-				out, err := next()
+			fc := ddbfault.New(f.db)
+			fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+				out, err := send(ctx, call.In)
 				if err == nil && failGet.first() {
 					armed.Store(true)
 				}
 				return out, err
-			}
-			fc.onGet = func(_ context.Context, in *dynamodb.GetItemInput, next func() (*dynamodb.GetItemOutput, error)) (*dynamodb.GetItemOutput, error) {
-				if armed.Load() && aws.ToBool(in.ConsistentRead) && failed.first() {
+			}, ddbfault.OpTransactWriteItems)
+			fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+				if armed.Load() && aws.ToBool(call.In.(*dynamodb.GetItemInput).ConsistentRead) && failed.first() {
 					return nil, errTransient
 				}
-				return next()
-			}
+				return send(ctx, call.In)
+			}, ddbfault.OpGetItem)
 			c := fastTimings(f.config(kind))
 			c.Workers = 1
-			c.Client, c.Once, c.MaxAttempts, c.ClaimTTL, c.BatchClaims = fc, true, 1, time.Second, true
+			c.Client, c.Once, c.MaxAttempts, c.ClaimTTL, c.BatchClaims = workerClient(fc), true, 1, time.Second, true
 			c.Segments = 1 // the items in one page: one batch
 			w, err := New(c)
 			require.NoError(t, err)
@@ -391,16 +357,16 @@ func TestLateBatchedClaimGivenBack(t *testing.T) {
 	f := newFixture(t, n)
 	clk := newTestClock()
 	var slow onceFlag
-	fc := &faulty{DynamoDBClient: f.db}
-	fc.onUpdate = func(_ context.Context, in *dynamodb.UpdateItemInput, next func() (*dynamodb.UpdateItemOutput, error)) (*dynamodb.UpdateItemOutput, error) {
-		out, err := next() // a batch of one (one free handler) is claimed with one UpdateItem
-		if err == nil && isTransition(in, ":until") && slow.first() {
+	fc := ddbfault.New(f.db)
+	fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+		out, err := send(ctx, call.In) // a batch of one (one free handler) is claimed with one UpdateItem
+		if err == nil && isTransition(call.In.(*dynamodb.UpdateItemInput), ":until") && slow.first() {
 			clk.Advance(950 * time.Millisecond)
 		}
 		return out, err
-	}
+	}, ddbfault.OpUpdateItem)
 	c := f.config(LedgerTable)
-	c.Client, c.Workers, c.Once, c.Clock, c.Concurrency, c.BatchClaims = fc, 1, true, clk, 1, true
+	c.Client, c.Workers, c.Once, c.Clock, c.Concurrency, c.BatchClaims = workerClient(fc), 1, true, clk, 1, true
 	c.ClaimTTL, c.MaxAttempts, c.PollInterval = time.Second, 1, 100*time.Millisecond
 	c.LeaseTTL, c.Heartbeat = time.Hour, 10*time.Minute
 	w, err := New(c)

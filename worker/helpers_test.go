@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/require"
 
+	"github.com/dynapart/dynapart/ddbfault"
 	"github.com/dynapart/dynapart/internal/clock"
 	"github.com/dynapart/dynapart/internal/ddbtest"
 	"github.com/dynapart/dynapart/lock"
@@ -119,14 +120,38 @@ func (c *completions) hook(owner string) func(ItemEvent) {
 	}
 }
 
-// crashable wraps a client; after crash() every call fails at once, like a dead process whose
-// writes never arrive.
+// crashable is a worker's client that, once dead is set, fails every call but DescribeTable at
+// once, like a dead process whose writes never arrive. It remembers the items it sent a write for.
 type crashable struct {
 	DynamoDBClient
 	dead atomic.Bool
 
 	mu      sync.Mutex
 	touched map[string]bool // item ids this client has sent a write for
+}
+
+var errCrashed = errors.New("test: worker crashed")
+
+func newCrashable(db ddbfault.Next) *crashable {
+	fc := ddbfault.New(db)
+	c := &crashable{DynamoDBClient: workerClient(fc)}
+	fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+		if c.dead.Load() {
+			return nil, errCrashed
+		}
+		switch in := call.In.(type) {
+		case *dynamodb.UpdateItemInput:
+			c.touch(in.Key)
+		case *dynamodb.TransactWriteItemsInput:
+			for _, it := range in.TransactItems {
+				if it.Update != nil {
+					c.touch(it.Update.Key)
+				}
+			}
+		}
+		return send(ctx, call.In)
+	}, ddbfault.OpGetItem, ddbfault.OpPutItem, ddbfault.OpUpdateItem, ddbfault.OpQuery, ddbfault.OpScan, ddbfault.OpTransactWriteItems)
+	return c
 }
 
 func (c *crashable) touch(keys ...map[string]types.AttributeValue) {
@@ -152,54 +177,33 @@ func (c *crashable) wrote(id string) bool {
 	return c.touched[id]
 }
 
-var errCrashed = errors.New("test: worker crashed")
-
-func (c *crashable) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	if c.dead.Load() {
-		return nil, errCrashed
-	}
-	return c.DynamoDBClient.GetItem(ctx, in, o...)
-}
-func (c *crashable) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	if c.dead.Load() {
-		return nil, errCrashed
-	}
-	return c.DynamoDBClient.PutItem(ctx, in, o...)
-}
-func (c *crashable) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	if c.dead.Load() {
-		return nil, errCrashed
-	}
-	c.touch(in.Key)
-	return c.DynamoDBClient.UpdateItem(ctx, in, o...)
-}
-func (c *crashable) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	if c.dead.Load() {
-		return nil, errCrashed
-	}
-	return c.DynamoDBClient.Query(ctx, in, o...)
-}
-func (c *crashable) Scan(ctx context.Context, in *dynamodb.ScanInput, o ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
-	if c.dead.Load() {
-		return nil, errCrashed
-	}
-	return c.DynamoDBClient.Scan(ctx, in, o...)
-}
-func (c *crashable) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, o ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
-	if c.dead.Load() {
-		return nil, errCrashed
-	}
-	for _, it := range in.TransactItems {
-		if it.Update != nil {
-			c.touch(it.Update.Key)
-		}
-	}
-	return c.DynamoDBClient.TransactWriteItems(ctx, in, o...)
-}
+// workerClient is fc as a worker's client with only the calls DynamoDBClient names: without
+// BatchGetItem the ledger reads claims back with GetItem, as through the test wrappers these
+// tests were written with.
+func workerClient(fc *ddbfault.Client) DynamoDBClient { return struct{ DynamoDBClient }{fc} }
 
 func newTestClock() *clock.Fake { return clock.NewFake(time.Now()) }
 
 // testGroupMeta is the meta a new group of c records (its default segment count).
 func testGroupMeta(c Config) map[string]string {
 	return groupMeta(c, scan.DefaultTotal(c.Workers, c.SubSegments))
+}
+
+// handlerCalls counts handler calls per item and remembers the attempts the handler was told.
+type handlerCalls struct {
+	mu       sync.Mutex
+	calls    map[string]int
+	attempts map[string][]int
+}
+
+func newHandlerCalls() *handlerCalls {
+	return &handlerCalls{calls: map[string]int{}, attempts: map[string][]int{}}
+}
+
+func (h *handlerCalls) record(it Item) {
+	id := it.Key["id"].(*types.AttributeValueMemberS).Value
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.calls[id]++
+	h.attempts[id] = append(h.attempts[id], it.Attempt)
 }

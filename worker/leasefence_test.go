@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/dynapart/dynapart/ddbfault"
 	"github.com/stretchr/testify/require"
 )
 
@@ -19,7 +20,7 @@ import (
 // context is done is never sent (as with the SDK). Every ledger write that would be sent after the
 // takeover is counted.
 type cutHolder struct {
-	faulty
+	fc         *ddbfault.Client
 	leaseTable string
 	cut        atomic.Bool
 	tookOver   chan struct{} // closed when the standby holds the slot
@@ -32,29 +33,27 @@ type cutHolder struct {
 const holdBound = 3 * time.Second
 
 func newCutHolder(f *fixture) *cutHolder {
-	c := &cutHolder{leaseTable: f.leaseTable, tookOver: make(chan struct{}), resolved: make(chan struct{})}
-	c.faulty.DynamoDBClient = f.db
-	c.onUpdate = func(ctx context.Context, in *dynamodb.UpdateItemInput, next func() (*dynamodb.UpdateItemOutput, error)) (*dynamodb.UpdateItemOutput, error) {
+	c := &cutHolder{fc: ddbfault.New(f.db), leaseTable: f.leaseTable, tookOver: make(chan struct{}), resolved: make(chan struct{})}
+	c.fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+		in := call.In.(*dynamodb.UpdateItemInput)
 		if aws.ToString(in.TableName) == c.leaseTable {
 			if c.cut.Load() && !closed(c.resolved) {
 				return nil, errTransient
 			}
-			return next()
+			return send(ctx, in)
 		}
 		if isTransition(in, ":done") && c.held.first() {
 			c.cut.Store(true)
-			return c.hold(ctx, next)
+			return c.hold(ctx, call, send)
 		}
-		return sendCounted(c, ctx, next)
-	}
-	c.onTx = func(ctx context.Context, in *dynamodb.TransactWriteItemsInput, next func() (*dynamodb.TransactWriteItemsOutput, error)) (*dynamodb.TransactWriteItemsOutput, error) {
-		return sendCounted(c, ctx, next)
-	}
+		return c.sendCounted(ctx, call, send)
+	}, ddbfault.OpUpdateItem)
+	c.fc.OnCall(c.sendCounted, ddbfault.OpTransactWriteItems)
 	return c
 }
 
 // hold keeps the completion until the takeover, then until its context ends (bounded).
-func (c *cutHolder) hold(ctx context.Context, next func() (*dynamodb.UpdateItemOutput, error)) (*dynamodb.UpdateItemOutput, error) {
+func (c *cutHolder) hold(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
 	defer close(c.resolved)
 	select {
 	case <-c.tookOver:
@@ -65,20 +64,19 @@ func (c *cutHolder) hold(ctx context.Context, next func() (*dynamodb.UpdateItemO
 	case <-ctx.Done():
 	case <-time.After(holdBound):
 	}
-	return sendCounted(c, ctx, next)
+	return c.sendCounted(ctx, call, send)
 }
 
 // sendCounted sends a ledger write unless its context is done, counting it when the slot was
 // already taken over.
-func sendCounted[O any](c *cutHolder, ctx context.Context, next func() (O, error)) (O, error) {
+func (c *cutHolder) sendCounted(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
 	if err := ctx.Err(); err != nil {
-		var zero O
-		return zero, err
+		return nil, err
 	}
 	if closed(c.tookOver) {
 		c.sentAfter.Add(1)
 	}
-	return next()
+	return send(ctx, call.In)
 }
 
 func closed(ch <-chan struct{}) bool {
@@ -100,13 +98,13 @@ func TestLedgerWritesEndWithTheLease(t *testing.T) {
 		t.Run(string(kind), func(t *testing.T) {
 			f := newFixture(t, 1)
 			cut := newCutHolder(f)
-			standby := &faulty{DynamoDBClient: f.db}
-			standby.onUpdate = func(_ context.Context, in *dynamodb.UpdateItemInput, next func() (*dynamodb.UpdateItemOutput, error)) (*dynamodb.UpdateItemOutput, error) {
-				if isTransition(in, ":until") {
+			standby := ddbfault.New(f.db)
+			standby.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+				if isTransition(call.In.(*dynamodb.UpdateItemInput), ":until") {
 					<-cut.resolved // the standby claims only once the old holder's completion is decided
 				}
-				return next()
-			}
+				return send(ctx, call.In)
+			}, ddbfault.OpUpdateItem)
 			acquired := make(chan struct{})
 			var acquiredOnce, tookOverOnce sync.Once
 			var calls sync.Map // owner -> *atomic.Int64
@@ -114,14 +112,14 @@ func TestLedgerWritesEndWithTheLease(t *testing.T) {
 			base := fastTimings(f.config(kind))
 			base.Workers, base.Once, base.ClaimTTL = 1, true, time.Minute
 			ca := base
-			ca.Client, ca.Owner = cut, "holder"
+			ca.Client, ca.Owner = workerClient(cut.fc), "holder"
 			ca.Hooks.OnLease = func(e LeaseEvent) {
 				if e.Kind == LeaseAcquired {
 					acquiredOnce.Do(func() { close(acquired) })
 				}
 			}
 			cb := base
-			cb.Client, cb.Owner = standby, "standby"
+			cb.Client, cb.Owner = workerClient(standby), "standby"
 			cb.Hooks.OnLease = func(e LeaseEvent) {
 				if e.Kind == LeaseAcquired {
 					tookOverOnce.Do(func() { close(cut.tookOver) })

@@ -7,39 +7,27 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/stretchr/testify/require"
 
+	"github.com/dynapart/dynapart/ddbfault"
 	"github.com/dynapart/dynapart/lock"
 )
 
-// writeSpy passes every call through and reports each write on wrote (without blocking).
-type writeSpy struct {
-	DynamoDBClient
-	wrote chan string
-}
-
-func (s *writeSpy) note(op string, table *string) {
-	select {
-	case s.wrote <- op + " " + aws.ToString(table):
-	default:
-	}
-}
-
-func (s *writeSpy) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	s.note("PutItem", in.TableName)
-	return s.DynamoDBClient.PutItem(ctx, in, o...)
-}
-
-func (s *writeSpy) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	s.note("UpdateItem", in.TableName)
-	return s.DynamoDBClient.UpdateItem(ctx, in, o...)
-}
-
-func (s *writeSpy) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, o ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
-	s.note("TransactWriteItems", nil)
-	return s.DynamoDBClient.TransactWriteItems(ctx, in, o...)
+// spyWrites is a worker's client over db that reports each write on wrote (without blocking).
+func spyWrites(db ddbfault.Next, wrote chan<- string) DynamoDBClient {
+	fc := ddbfault.New(db)
+	fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+		table := ""
+		if call.Op != ddbfault.OpTransactWriteItems {
+			table = call.Tables[0]
+		}
+		select {
+		case wrote <- call.Op + " " + table:
+		default:
+		}
+		return send(ctx, call.In)
+	}, ddbfault.OpPutItem, ddbfault.OpUpdateItem, ddbfault.OpTransactWriteItems)
+	return workerClient(fc)
 }
 
 // Issue 31, hole 4: whether a group's workers run once or continuously decides how its slots'
@@ -81,8 +69,8 @@ func TestOnceAndContinuousWorkersOfOneGroupRefused(t *testing.T) {
 
 			second := first
 			second.Once, second.Owner = !groupOnce, "second"
-			spy := &writeSpy{DynamoDBClient: f.db, wrote: make(chan string, 1)}
-			second.Client = spy
+			wrote := make(chan string, 1)
+			second.Client = spyWrites(f.db, wrote)
 			w2, err := New(second)
 			require.NoError(t, err)
 			ctx2, stop2 := context.WithCancel(context.Background())
@@ -98,11 +86,11 @@ func TestOnceAndContinuousWorkersOfOneGroupRefused(t *testing.T) {
 				require.Zero(t, w2.Stats().Leases)
 				require.Zero(t, w2.Stats().Scanned)
 				select {
-				case op := <-spy.wrote:
+				case op := <-wrote:
 					t.Fatalf("the refused worker wrote before it was refused: %s", op)
 				default:
 				}
-			case op := <-spy.wrote:
+			case op := <-wrote:
 				stop2()
 				<-done2
 				t.Fatalf("a worker with Once=%t joined a group whose first worker has Once=%t and wrote (%s) instead of being refused on meta.once",

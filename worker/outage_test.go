@@ -7,18 +7,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/stretchr/testify/require"
 
+	"github.com/dynapart/dynapart/ddbfault"
 	"github.com/dynapart/dynapart/internal/clock"
 )
 
 var errOutage = errors.New("test: source table unreachable")
 
-// outageDB fails every Scan of one table while down is set: the lease table stays reachable, so
-// the holder keeps its lease and its passes fail. While describeDown is set it fails every
-// DescribeTable (a worker's start reads).
+// outageDB is a worker's client that fails every Scan of one table while down is set: the lease
+// table stays reachable, so the holder keeps its lease and its passes fail. While describeDown is
+// set it fails every DescribeTable (a worker's start reads).
 type outageDB struct {
 	DynamoDBClient
 	table        string
@@ -27,19 +26,23 @@ type outageDB struct {
 	describes    atomic.Int32 // DescribeTable calls
 }
 
-func (o *outageDB) DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, opt ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
-	o.describes.Add(1)
-	if o.describeDown.Load() {
-		return nil, errOutage
-	}
-	return o.DynamoDBClient.DescribeTable(ctx, in, opt...)
-}
-
-func (o *outageDB) Scan(ctx context.Context, in *dynamodb.ScanInput, opt ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
-	if o.down.Load() && aws.ToString(in.TableName) == o.table {
-		return nil, errOutage
-	}
-	return o.DynamoDBClient.Scan(ctx, in, opt...)
+func newOutageDB(db ddbfault.Next, table string) *outageDB {
+	fc := ddbfault.New(db)
+	o := &outageDB{DynamoDBClient: workerClient(fc), table: table}
+	fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+		o.describes.Add(1)
+		if o.describeDown.Load() {
+			return nil, errOutage
+		}
+		return send(ctx, call.In)
+	}, ddbfault.OpDescribeTable)
+	fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+		if o.down.Load() && call.Tables[0] == o.table {
+			return nil, errOutage
+		}
+		return send(ctx, call.In)
+	}, ddbfault.OpScan)
+	return o
 }
 
 // backoffClock is a fake clock that reports every short wait it is asked for (the backoff between
@@ -79,7 +82,7 @@ func outageRun(t *testing.T, mutate func(*Config), onWait func(n int, db *outage
 // outageRunFrom is outageRun with the outage's start set by down.
 func outageRunFrom(t *testing.T, down func(*outageDB), mutate func(*Config), onWait func(n int, db *outageDB)) (*Worker, error, time.Duration) {
 	f := newFixture(t, 3)
-	db := &outageDB{DynamoDBClient: f.db, table: f.table}
+	db := newOutageDB(f.db, f.table)
 	down(db)
 	clk := &backoffClock{Fake: newTestClock(), waits: make(chan time.Duration, 16)}
 	start := clk.Now()

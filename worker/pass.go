@@ -9,24 +9,19 @@ import (
 	"time"
 
 	"github.com/dynapart/dynapart/ledger"
-	"github.com/dynapart/dynapart/lock"
 	"github.com/dynapart/dynapart/scan"
 )
 
-// pass is one scan of the slot's share under one lease, with everything its loops share: the
-// run's env, the lease and handler, the contexts that stop it, the channels between its loops and
-// the state its items leave behind. Its loops are methods: the drain timer, the checkpoint saver,
-// the completer, the handler pool and dispatch (called by the scanner for each page).
+// pass is one scan of a share under the slot's lease, with everything its loops share: the slot
+// (embedded: the worker, the run's env, the lease and handler, the stop time), what it reads (its
+// share), the contexts that stop it, the channels between its loops and the state its items leave
+// behind. Its loops are methods: the drain timer, the checkpoint saver, the completer, the handler
+// pool and dispatch (called by the scanner for each page).
 type pass struct {
-	w      *Worker
-	e      *env
-	lease  *lock.Lease
-	h      Handler
-	plan   scan.Plan      // the group's plan the lease was taken under
-	cp     slotCheckpoint // where the pass started
-	stopAt time.Time      // the deadline margin, zero when none
+	*slot
+	from  slotCheckpoint // where the pass started
+	share share          // what the pass reads and where it saves its position (see share.go)
 
-	ctx      context.Context // Run's context: outcome writes outlive it (see writeContext)
 	fetchCtx context.Context // stops claiming: shutdown, lease loss, or the deadline margin; fenced by the lease
 	workCtx  context.Context // cancels handlers: lease loss, or DrainTimeout after fetchCtx ends
 
@@ -48,15 +43,6 @@ type pass struct {
 	counts        passCounts
 	startedAt     time.Time
 	pausedAtStart time.Duration
-
-	// Work stealing (see steal.go): unit is set on a pass that reads one unit of a slot's share
-	// (a thief's, or the owner's after a thief died); marks is the unit markers of a once-worker's
-	// pass over its own slot, stolen the units its scanner skipped because a thief holds them
-	// (guarded by mu).
-	unit       *unitRun
-	marks      *markerSet
-	stolen     []int
-	stolenDone map[int]bool // units other leases read to their end (guarded by mu)
 }
 
 // passCounts are the items a pass scanned, moved to done and moved to failed.
@@ -64,12 +50,9 @@ type passCounts struct{ scanned, done, failed atomic.Int64 }
 
 // passResult is what a pass leaves behind.
 type passResult struct {
-	cp       slotCheckpoint // position reached (complete only when err == nil)
-	nextDue  time.Duration  // once mode: when the earliest pending retry or foreign claim is due
-	deadline bool           // stopped because the ctx deadline is near
-	// unsaved: a once-worker's pass ended complete and clean, and its checkpoint is left to the
-	// write that marks the slot finished (Worker.finish), which saves both in one round trip.
-	unsaved bool
+	cp         slotCheckpoint  // position reached (complete only when err == nil)
+	checkpoint checkpointState // whether cp was sent to the lease, or left to the finish write
+	nextDue    time.Duration   // once mode: when the earliest pending retry or foreign claim is due
 }
 
 // task is a scanned item on its way to a handler.
@@ -86,19 +69,25 @@ type task struct {
 // minNextDue is the shortest wait before the next pass that runPass reports in once mode.
 const minNextDue = 100 * time.Millisecond
 
-// runPass scans the slot's share once (resuming from cp) and handles every item it yields.
-func (w *Worker) runPass(ctx context.Context, e *env, lease *lock.Lease, h Handler, plan scan.Plan, cp slotCheckpoint, stopAt time.Time) (passResult, error) {
-	now := w.cfg.Clock.Now()
-	p := &pass{w: w, e: e, lease: lease, h: h, plan: plan, cp: cp, stopAt: stopAt, ctx: ctx, startedAt: now, pausedAtStart: w.pause.pausedTime(now)}
-	p.dirty.Store(cp.dirty)
-	if w.cfg.BatchClaims {
-		p.gate = newClaimGate(w.cfg.Concurrency, w.cfg.ClaimTTL)
+// runPass scans the slot's share once (resuming from cp) and handles every item it yields. A
+// once-worker's pass marks the share's units for thieves (see share.go).
+func (s *slot) runPass(cp slotCheckpoint) (passResult, error) {
+	var sh share = wholeShare{}
+	if s.w.marksUnits(s.plan) && cp.run != 0 {
+		sh = &markedShare{marks: s.w.markerSet(cp.epoch, s.lease.Slot(), cp.pass, cp.run)}
 	}
-	if w.marksUnits(plan) && cp.run != 0 {
-		m := w.markerSet(cp.epoch, lease.Slot(), cp.pass, cp.run)
-		p.marks = &m
+	return s.newPass(cp, sh).run()
+}
+
+// newPass is a pass of the slot over sh, starting from cp.
+func (s *slot) newPass(from slotCheckpoint, sh share) *pass {
+	now := s.w.cfg.Clock.Now()
+	p := &pass{slot: s, from: from, share: sh, startedAt: now, pausedAtStart: s.w.pause.pausedTime(now)}
+	p.dirty.Store(from.dirty)
+	if s.w.cfg.BatchClaims {
+		p.gate = newClaimGate(s.w.cfg.Concurrency, s.w.cfg.ClaimTTL)
 	}
-	return p.run()
+	return p
 }
 
 func (p *pass) run() (passResult, error) {
@@ -106,39 +95,37 @@ func (p *pass) run() (passResult, error) {
 	stopContexts := p.startContexts()
 	defer stopContexts()
 	if err := p.openScanner(); err != nil {
-		return passResult{cp: p.cp}, err
+		return passResult{cp: p.from}, err
 	}
 	defer p.w.scanEnded(p.sc)
 
 	scanErr := p.scanAndHandle()
+	complete := scanErr == nil && p.sc.Done()
 
 	res := passResult{cp: p.current()}
-	res.unsaved = p.unit == nil && c.Once && scanErr == nil && p.sc.Done() && p.stolenUnits() == nil && !res.cp.dirty
-	if p.lease.Context().Err() == nil && !res.unsaved {
+	if complete && c.Once && p.share.whole() && !res.cp.dirty {
+		res.checkpoint = checkpointWithFinish
+	} else if !p.leaseEnded() {
 		_ = p.save(res.cp)
 	}
-	if scanErr != nil || !p.sc.Done() {
-		// Stopped: units thieves have finished are done in the slot's checkpoint too, so that
-		// neither its next holder nor a new plan reads them again.
-		if p.takeStolenDone() && p.lease.Context().Err() == nil {
-			res.cp = p.current()
+	// Stopped, units thieves have finished are done in the slot's checkpoint too, so that neither
+	// its next holder nor a new plan reads them again; complete, the pass is complete once every
+	// unit a thief took is done (see share.go).
+	changed, err := p.share.settle(p, complete)
+	if changed {
+		res.cp = p.current()
+		if !p.leaseEnded() {
 			_ = p.save(res.cp)
 		}
 	}
-	if scanErr == nil && p.sc.Done() && p.stolenUnits() != nil {
-		// The pass is complete once every unit a thief took is done (see steal.go).
-		scanErr = p.reconcile()
-		res.cp = p.current()
-		if p.lease.Context().Err() == nil {
-			_ = p.save(res.cp)
-		}
+	if complete {
+		scanErr = err
 	}
 	p.mu.Lock()
 	if !p.nextDue.IsZero() {
 		res.nextDue = max(p.nextDue.Sub(c.Clock.Now()), minNextDue)
 	}
 	p.mu.Unlock()
-	res.deadline = !p.stopAt.IsZero() && !c.Clock.Now().Before(p.stopAt)
 	if scanErr != nil {
 		if p.fetchCtx.Err() != nil {
 			return res, p.fetchCtx.Err()
@@ -196,17 +183,12 @@ func (p *pass) openScanner() error {
 		Plan:          p.plan,
 		PartitionAttr: c.PartitionAttr, IndexName: c.IndexName, ShardAttr: c.ShardAttr, Shards: c.Shards,
 		ConsistentRead: c.ConsistentRead, Projection: p.projection(), ReadRate: c.ReadRate,
-		PageLimit: c.PageSize, Resume: p.cp.scan,
+		PageLimit: c.PageSize, Resume: p.from.scan,
 		OnCheckpoint: func(v string) { p.latest.Store(&v) },
 	}
-	switch {
-	case p.unit != nil:
-		scfg.Slot, scfg.Only = p.unit.slot, p.unit.units
-	case p.marks != nil:
-		scfg.BeforeSegment = p.beforeUnit
-	}
+	p.share.scanConfig(p, &scfg)
 	sc, err := scan.New(scfg)
-	if err != nil && p.cp.scan != "" && (errors.Is(err, scan.ErrCheckpointMismatch) || errors.Is(err, scan.ErrBadCheckpoint)) {
+	if err != nil && p.from.scan != "" && (errors.Is(err, scan.ErrCheckpointMismatch) || errors.Is(err, scan.ErrBadCheckpoint)) {
 		c.Logger.Warn("dynapart: the slot's scan checkpoint does not fit this table or plan; rescanning the share", "err", err)
 		scfg.Resume = ""
 		sc, err = scan.New(scfg)
@@ -299,7 +281,8 @@ func (p *pass) handlerLoop() {
 
 // current is the checkpoint the pass has reached.
 func (p *pass) current() slotCheckpoint {
-	out := slotCheckpoint{epoch: p.cp.epoch, n: p.cp.n, run: p.cp.run, pass: p.cp.pass, scan: p.cp.scan, counts: p.cp.counts}
+	f := p.from
+	out := slotCheckpoint{epoch: f.epoch, n: f.n, run: f.run, pass: f.pass, scan: f.scan, counts: f.counts}
 	if v := p.latest.Load(); v != nil {
 		out.scan = *v
 	}
@@ -310,13 +293,13 @@ func (p *pass) current() slotCheckpoint {
 	out.counts.done += p.counts.done.Load()
 	out.counts.failed += p.counts.failed.Load()
 	out.dirty = p.dirty.Load() // read after the position: see pass.dirty
-	out.scan = p.withStolenDone(out.scan)
+	out.scan = p.share.position(out.scan)
 	return out
 }
 
 // checkpointSaver saves the pass's checkpoint every CheckpointInterval while it changes.
 func (p *pass) checkpointSaver(stop <-chan struct{}) {
-	saved := p.cp.withoutElapsed()
+	saved := p.from.withoutElapsed()
 	for {
 		select {
 		case <-stop:

@@ -143,10 +143,11 @@ func (p *pauseState) pausedTime(now time.Time) time.Duration {
 // most once) when the group's plan epoch differs from the lease's: the group was resized. stop
 // ends the watch, waits for it, and clears the pause flag (a worker without a slot has nothing to
 // pause).
-func (w *Worker) watchGroup(e *env, lease *lock.Lease, replan func()) (stop func()) {
+func (s *slot) watchGroup(replan func()) (stop func()) {
+	w, lease := s.w, s.lease
 	var once sync.Once
 	read := func() {
-		if w.readGroup(e, lease) {
+		if s.readGroup() {
 			once.Do(replan)
 		}
 	}
@@ -173,24 +174,26 @@ func (w *Worker) watchGroup(e *env, lease *lock.Lease, replan func()) (stop func
 // readGroup reads the meta item once and applies the pause flag; it reports whether the plan
 // epoch moved past the lease's. A failed read keeps the last value (logged). A slow read is given
 // LeaseWriteTimeout rather than cut at one heartbeat, so an overloaded table still answers.
-func (w *Worker) readGroup(e *env, lease *lock.Lease) (resized bool) {
+func (s *slot) readGroup() (resized bool) {
+	w, lease := s.w, s.lease
 	ctx, cancel := context.WithTimeout(lease.Context(), w.cfg.LeaseWriteTimeout)
 	defer cancel()
 	read := w.pause.nextRead()
-	st, err := e.locks.GroupState(ctx, w.cfg.Group)
+	st, err := s.e.locks.GroupState(ctx, w.cfg.Group)
 	if err != nil {
 		if !errors.Is(err, context.Canceled) || lease.Context().Err() == nil {
 			w.cfg.Logger.Warn("dynapart: read the group's meta item", "slot", lease.Slot(), "err", err)
 		}
 		return false
 	}
-	return w.applyGroup(read, st, lease)
+	return s.applyGroup(read, st)
 }
 
 // applyGroup applies read number read (see pauseState.nextRead) of the group's meta item to the
-// holder of lease: the pause flag (logged when it changes), unless a later read was applied
-// first. It reports whether the plan epoch moved past the lease's.
-func (w *Worker) applyGroup(read uint64, st lock.GroupState, lease *lock.Lease) (resized bool) {
+// slot's holder: the pause flag (logged when it changes), unless a later read was applied first.
+// It reports whether the plan epoch moved past the lease's.
+func (s *slot) applyGroup(read uint64, st lock.GroupState) (resized bool) {
+	w, lease := s.w, s.lease
 	if w.pause.setRead(read, st.Paused, w.cfg.Clock.Now()) {
 		if st.Paused {
 			w.cfg.Logger.Info("dynapart: group paused: no new claims, items in flight finish, the slot is kept", "slot", lease.Slot())
@@ -201,15 +204,16 @@ func (w *Worker) applyGroup(read uint64, st lock.GroupState, lease *lock.Lease) 
 	return st.Exists && st.Epoch != lease.Epoch()
 }
 
-// waitResumed blocks while the group is paused; false when ctx ends, the lease is lost or stopAt
-// passes first.
-func (w *Worker) waitResumed(ctx context.Context, lease *lock.Lease, stopAt time.Time) bool {
+// waitResumed blocks while the group is paused; false when the slot's ctx ends, the lease is lost
+// or stopAt passes first.
+func (s *slot) waitResumed() bool {
+	w := s.w
 	if !w.pause.flagged() {
 		return true
 	}
-	wctx, cancel := w.untilStop(lease.Context(), stopAt)
+	wctx, cancel := w.untilStop(s.lease.Context(), s.stopAt)
 	defer cancel()
-	stopOnCtx := context.AfterFunc(ctx, cancel)
+	stopOnCtx := context.AfterFunc(s.ctx, cancel)
 	defer stopOnCtx()
 	return w.pause.wait(wctx) == nil
 }

@@ -11,11 +11,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/require"
 
+	"github.com/dynapart/dynapart/ddbfault"
 	"github.com/dynapart/dynapart/lock"
 )
 
-// claimCounter counts the claim writes a worker sends (an update that sets the status to
-// claimed, alone or in a transaction) and its reads of the group's pause flag.
+// claimCounter is a worker's client that counts the claim writes it sends (an update that sets
+// the status to claimed, alone or in a transaction) and its reads of the group's pause flag.
 type claimCounter struct {
 	DynamoDBClient
 	claims     atomic.Int64
@@ -24,27 +25,29 @@ type claimCounter struct {
 
 func isClaimUpdate(expr *string) bool { return expr != nil && strings.Contains(*expr, "= :claimed") }
 
-func (c *claimCounter) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	if isClaimUpdate(in.UpdateExpression) {
-		c.claims.Add(1)
-	}
-	return c.DynamoDBClient.UpdateItem(ctx, in, o...)
-}
-
-func (c *claimCounter) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, o ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
-	for _, it := range in.TransactItems {
-		if it.Update != nil && isClaimUpdate(it.Update.UpdateExpression) {
-			c.claims.Add(1)
+func newClaimCounter(db ddbfault.Next) *claimCounter {
+	fc := ddbfault.New(db)
+	c := &claimCounter{DynamoDBClient: workerClient(fc)}
+	fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+		switch in := call.In.(type) {
+		case *dynamodb.UpdateItemInput:
+			if isClaimUpdate(in.UpdateExpression) {
+				c.claims.Add(1)
+			}
+		case *dynamodb.TransactWriteItemsInput:
+			for _, it := range in.TransactItems {
+				if it.Update != nil && isClaimUpdate(it.Update.UpdateExpression) {
+					c.claims.Add(1)
+				}
+			}
+		case *dynamodb.GetItemInput:
+			if sk, ok := in.Key["sk"].(*types.AttributeValueMemberN); ok && sk.Value == "-1" {
+				c.pauseReads.Add(1)
+			}
 		}
-	}
-	return c.DynamoDBClient.TransactWriteItems(ctx, in, o...)
-}
-
-func (c *claimCounter) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	if sk, ok := in.Key["sk"].(*types.AttributeValueMemberN); ok && sk.Value == "-1" {
-		c.pauseReads.Add(1)
-	}
-	return c.DynamoDBClient.GetItem(ctx, in, o...)
+		return send(ctx, call.In)
+	}, ddbfault.OpUpdateItem, ddbfault.OpTransactWriteItems, ddbfault.OpGetItem)
+	return c
 }
 
 // TestPauseResume pauses a group mid-run: within about one heartbeat every worker reports itself
@@ -93,7 +96,7 @@ func testPauseResume(t *testing.T, kind LedgerKind, batch bool) {
 	ws := make([]*Worker, workers)
 	errs := make(chan error, workers)
 	for i := range workers {
-		counters[i] = &claimCounter{DynamoDBClient: f.db}
+		counters[i] = newClaimCounter(f.db)
 		cfg := fastTimings(f.config(kind))
 		// Leases long enough that none is lost on a loaded machine: the counts are exact only
 		// without a takeover.
@@ -230,7 +233,7 @@ func TestPausedOnceWorkerDoesNotFinish(t *testing.T) {
 			return hctx.Err()
 		}
 	}
-	counter := &claimCounter{DynamoDBClient: f.db}
+	counter := newClaimCounter(f.db)
 	cfg := fastTimings(f.config(LedgerInline))
 	cfg.LeaseTTL, cfg.Heartbeat = 6*time.Second, time.Second
 	cfg.Client, cfg.Workers, cfg.Once, cfg.Concurrency = counter, 1, true, items

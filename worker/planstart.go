@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"context"
 	"fmt"
 	"slices"
 
@@ -15,10 +14,10 @@ import (
 // (lock.PlanStart says why, and how it is stored).
 type planStart = lock.PlanStart
 
-// planStartFor returns the planStart of the lease's epoch, composing and storing it when no
+// planStartFor returns the planStart of the slot's lease's epoch, composing and storing it when no
 // holder of the epoch has yet.
-func (w *Worker) planStartFor(ctx context.Context, e *env, lease *lock.Lease) (planStart, error) {
-	epoch := lease.Epoch()
+func (s *slot) planStartFor() (planStart, error) {
+	w, e, ctx, epoch := s.w, s.e, s.ctx, s.lease.Epoch()
 	if ps, ok, err := e.locks.PlanStart(ctx, w.cfg.Group, epoch); err != nil || ok {
 		return ps, err
 	}
@@ -47,7 +46,7 @@ func (w *Worker) planStartFor(ctx context.Context, e *env, lease *lock.Lease) (p
 	if err != nil {
 		return planStart{}, err
 	}
-	return lease.StorePlanStart(ctx, ps)
+	return s.lease.StorePlanStart(ctx, ps)
 }
 
 // composeStart takes every unit's cursor from its latest owner among sources.

@@ -40,20 +40,20 @@ var errReplan = errors.New("dynapart: the group was resized")
 // take, unless the acquisition did (it created the group's meta item after winning the slot, or
 // found one created meanwhile): that read stands, unless it shows a pause, whose first read the
 // worker orders with its other reads (applyGroup).
-func (w *Worker) leasePlan(ctx context.Context, e *env, lease *lock.Lease) (scan.Plan, error) {
-	st, ok := lease.GroupAfterTake()
+func (s *slot) leasePlan() (scan.Plan, error) {
+	st, ok := s.lease.GroupAfterTake()
 	if !ok || st.Paused {
-		read := w.pause.nextRead()
+		read := s.w.pause.nextRead()
 		var err error
-		if st, err = e.locks.GroupState(ctx, w.cfg.Group); err != nil {
+		if st, err = s.e.locks.GroupState(s.ctx, s.w.cfg.Group); err != nil {
 			return scan.Plan{}, err
 		}
-		w.applyGroup(read, st, lease) // the slot's first read of the group: a pause holds the first pass
+		s.applyGroup(read, st) // the slot's first read of the group: a pause holds the first pass
 	}
-	if !st.Exists || st.Epoch != lease.Epoch() || st.N < 1 {
+	if !st.Exists || st.Epoch != s.lease.Epoch() || st.N < 1 {
 		return scan.Plan{}, errReplan
 	}
-	return w.scanPlan(e, st.N), nil
+	return s.w.scanPlan(s.e, st.N), nil
 }
 
 // scanPlan is the plan of the group at n slots.
@@ -62,25 +62,26 @@ func (w *Worker) scanPlan(e *env, n int) scan.Plan {
 }
 
 // waitOldPlan waits until no slot of the group is held under a plan epoch older than the lease's.
-func (w *Worker) waitOldPlan(ctx context.Context, e *env, lease *lock.Lease) error {
+func (s *slot) waitOldPlan() error {
+	c, lease := s.w.cfg, s.lease
 	logged := false
 	for {
-		held, err := e.locks.OldPlanHolders(ctx, w.cfg.Group, lease.Epoch())
+		held, err := s.e.locks.OldPlanHolders(s.ctx, c.Group, lease.Epoch())
 		switch {
 		case err == nil && len(held) == 0:
 			return nil
 		case err != nil:
-			w.cfg.Logger.Warn("dynapart: read the group to wait for the old plan", "slot", lease.Slot(), "err", err)
+			c.Logger.Warn("dynapart: read the group to wait for the old plan", "slot", lease.Slot(), "err", err)
 		case !logged:
-			w.cfg.Logger.Info("dynapart: waiting for the slots of the old plan to stop", "slot", lease.Slot(), "epoch", lease.Epoch(), "held", held)
+			c.Logger.Info("dynapart: waiting for the slots of the old plan to stop", "slot", lease.Slot(), "epoch", lease.Epoch(), "held", held)
 			logged = true
 		}
 		select {
-		case <-ctx.Done():
-			return context.Cause(ctx)
+		case <-s.ctx.Done():
+			return context.Cause(s.ctx)
 		case <-lease.Done():
 			return lease.Context().Err()
-		case <-w.cfg.Clock.After(w.cfg.StandbyPoll):
+		case <-c.Clock.After(c.StandbyPoll):
 		}
 	}
 }
@@ -97,20 +98,21 @@ type planSource struct {
 	dirty func(u int) bool
 }
 
-// adoptPlan composes the checkpoint the lease's slot starts from under plan (see the top of this
-// file) from the epoch's planStart; own is the slot's own checkpoint, whose done and failed counts
-// are kept.
-func (w *Worker) adoptPlan(ctx context.Context, e *env, lease *lock.Lease, plan scan.Plan, own slotCheckpoint) (slotCheckpoint, error) {
-	out := slotCheckpoint{epoch: lease.Epoch(), n: plan.Slots, pass: own.pass,
+// adoptPlan composes the checkpoint the slot starts from under its plan (see the top of this file)
+// from the epoch's planStart; own is the slot's own checkpoint, whose done and failed counts are
+// kept.
+func (s *slot) adoptPlan(own slotCheckpoint) (slotCheckpoint, error) {
+	w, e := s.w, s.e
+	out := slotCheckpoint{epoch: s.lease.Epoch(), n: s.plan.Slots, pass: own.pass,
 		counts: slotCounts{done: own.counts.done, failed: own.counts.failed}}
 	if w.cfg.Mode == scan.ModeFilter {
 		return out, nil // filter mode rescans the share under the new n
 	}
-	ps, err := w.planStartFor(ctx, e, lease)
+	ps, err := s.planStartFor()
 	if err != nil {
 		return slotCheckpoint{}, err
 	}
-	if out, err = w.startFrom(e, ps, w.units(e, plan, lease.Slot()), out); err != nil {
+	if out, err = w.startFrom(e, ps, w.units(e, s.plan, s.lease.Slot()), out); err != nil {
 		return slotCheckpoint{}, fmt.Errorf("dynapart: compose the slot's position under the new plan: %w", err)
 	}
 	return out, nil

@@ -12,10 +12,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/require"
 
+	"github.com/dynapart/dynapart/ddbfault"
 	"github.com/dynapart/dynapart/lock"
 )
 
-// freezable wraps a worker's client: once frozen, every call waits until thawed, like the calls
+// freezable is a worker's client that, once frozen, holds every call until thawed, like the calls
 // of a process stopped with SIGSTOP. It counts the writes that land after the thaw.
 type freezable struct {
 	DynamoDBClient
@@ -24,6 +25,26 @@ type freezable struct {
 	thawed atomic.Bool
 	landed atomic.Int64 // writes that succeeded after the thaw
 	held   sync.Map     // id -> true: items whose UpdateItem (a claim or completion) the freeze held
+}
+
+func newFreezable(db ddbfault.Next) *freezable {
+	fc := ddbfault.New(db)
+	f := &freezable{DynamoDBClient: workerClient(fc)}
+	fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+		if in, ok := call.In.(*dynamodb.UpdateItemInput); ok {
+			if id, ok := in.Key["id"].(*types.AttributeValueMemberS); ok && f.frozen() {
+				f.held.Store(id.Value, true)
+			}
+		}
+		f.wait()
+		out, err := send(ctx, call.In)
+		switch call.Op {
+		case ddbfault.OpPutItem, ddbfault.OpUpdateItem, ddbfault.OpTransactWriteItems:
+			f.wrote(err)
+		}
+		return out, err
+	}, ddbfault.OpGetItem, ddbfault.OpQuery, ddbfault.OpScan, ddbfault.OpPutItem, ddbfault.OpUpdateItem, ddbfault.OpTransactWriteItems)
+	return f
 }
 
 func (f *freezable) freeze() {
@@ -64,40 +85,6 @@ func (f *freezable) wrote(err error) {
 	}
 }
 
-func (f *freezable) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	f.wait()
-	return f.DynamoDBClient.GetItem(ctx, in, o...)
-}
-func (f *freezable) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	f.wait()
-	return f.DynamoDBClient.Query(ctx, in, o...)
-}
-func (f *freezable) Scan(ctx context.Context, in *dynamodb.ScanInput, o ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
-	f.wait()
-	return f.DynamoDBClient.Scan(ctx, in, o...)
-}
-func (f *freezable) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	f.wait()
-	out, err := f.DynamoDBClient.PutItem(ctx, in, o...)
-	f.wrote(err)
-	return out, err
-}
-func (f *freezable) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	if id, ok := in.Key["id"].(*types.AttributeValueMemberS); ok && f.frozen() {
-		f.held.Store(id.Value, true)
-	}
-	f.wait()
-	out, err := f.DynamoDBClient.UpdateItem(ctx, in, o...)
-	f.wrote(err)
-	return out, err
-}
-func (f *freezable) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, o ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
-	f.wait()
-	out, err := f.DynamoDBClient.TransactWriteItems(ctx, in, o...)
-	f.wrote(err)
-	return out, err
-}
-
 // TestFrozenAcrossResize: worker A is frozen (its calls and handlers stop, as under SIGSTOP) in
 // the middle of a once job; the group is scaled from 2 to 3 slots and the other workers finish
 // the job (the new plan waits out A's lease). Thawed, A writes nothing: not a checkpoint, not a
@@ -118,7 +105,7 @@ func TestFrozenAcrossResize(t *testing.T) {
 		c.ClaimTTL, c.PageSize, c.Segments, c.Concurrency = time.Second, 20, 24, 4
 		return c
 	}
-	frozenA := &freezable{DynamoDBClient: f.db}
+	frozenA := newFreezable(f.db)
 	froze := make(chan struct{})
 	var inFlightAtFreeze sync.Map
 	var aCalls atomic.Int64

@@ -257,3 +257,92 @@ func runOnceStats(t *testing.T, f *fixture, workers int) Stats {
 	require.NoError(t, runOnceWithin(t, w, func(context.Context, Item) error { return nil }, 60*time.Second))
 	return w.Stats()
 }
+
+// holdSlot takes slot want of group under its current plan with a bare lock client and gives the
+// other slots it took on the way back: a holder that works on nothing and saves no checkpoint.
+func holdSlot(t *testing.T, ctx context.Context, locks *lock.Client, group string, want int) *lock.Lease {
+	t.Helper()
+	var keep *lock.Lease
+	var others []*lock.Lease
+	for keep == nil {
+		l, err := locks.TryAcquireSlot(ctx, group, 0)
+		require.NoError(t, err)
+		if l.Slot() == want {
+			keep = l
+		} else {
+			others = append(others, l)
+		}
+	}
+	for _, l := range others {
+		require.NoError(t, l.Release(ctx))
+	}
+	return keep
+}
+
+// TestResizeTwiceWithoutWorkersReadsNothingAgain: a finished once job is scaled 2 -> 3; a worker
+// finishes slots 0 and 1 under the new plan while slot 2 is held by someone who does nothing
+// there (so slot 2's segments are positioned only in epoch 1's planStart). The group is then
+// scaled twice while no worker runs (3 -> 2 -> 4): no holder of epoch 2 ever composes its
+// planStart. The workers of epoch 3 must still read nothing again: the segments slot 2 owned under
+// epoch 1 were read to the end under epoch 0, and epoch 1's planStart says so.
+func TestResizeTwiceWithoutWorkersReadsNothingAgain(t *testing.T) {
+	f := newFixture(t, 300)
+	ctx := context.Background()
+	run := func(workers int) Stats { return runOnceStats(t, f, workers) }
+	require.EqualValues(t, 300, run(2).Scanned, "one worker does both slots")
+	locks, err := lock.New(f.db, f.leaseTable)
+	require.NoError(t, err)
+	group := f.table + "/default"
+
+	_, err = Resize(ctx, locks, group, 3)
+	require.NoError(t, err)
+	idle := holdSlot(t, ctx, locks, group, 2)
+	require.Zero(t, run(0).Scanned, "epoch 1: slots 0 and 1 read nothing again")
+	require.NoError(t, idle.Release(ctx))
+
+	for _, n := range []int{2, 4} {
+		_, err = Resize(ctx, locks, group, n)
+		require.NoError(t, err)
+	}
+	require.Zero(t, run(0).Scanned, "epoch 3 read items again: the positions only epoch 1's planStart had were lost")
+	st, err := locks.GroupStatus(ctx, group)
+	require.NoError(t, err)
+	require.Equal(t, int64(3), st.Epoch)
+	for _, s := range st.Slots[:4] {
+		require.True(t, s.Finished, "slot %d finished under epoch 3", s.Slot)
+	}
+}
+
+// TestResetAfterResizeReadsEverything: lock.Client.ResetGroup clears every slot's finished flag
+// and checkpoint "so a one-shot job can run again". A group that was resized keeps its plan epoch,
+// and the planStart of that epoch holds where every segment stood in the first run: a second run
+// after the reset must read the whole table again (items done are skipped), so that items added
+// since are handled, not start from the first run's positions.
+func TestResetAfterResizeReadsEverything(t *testing.T) {
+	f := newFixture(t, 200)
+	ctx := context.Background()
+	var handled atomic.Int64
+	h := func(context.Context, Item) error { handled.Add(1); return nil }
+	run := func(workers int) Stats {
+		c := fastTimings(f.config(LedgerInline))
+		c.Workers, c.Once = workers, true
+		w, err := New(c)
+		require.NoError(t, err)
+		require.NoError(t, runOnceWithin(t, w, h, 60*time.Second))
+		return w.Stats()
+	}
+	run(2)
+	locks, err := lock.New(f.db, f.leaseTable)
+	require.NoError(t, err)
+	group := f.table + "/default"
+	_, err = Resize(ctx, locks, group, 3)
+	require.NoError(t, err)
+	run(0)
+	require.EqualValues(t, 200, handled.Load())
+
+	f.seed(t, 200, 100, nil) // new items, all over the key space
+	require.NoError(t, locks.ResetGroup(ctx, group))
+	st := run(0)
+	require.EqualValues(t, 300, st.Scanned, "the run after the reset reads the whole table")
+	require.EqualValues(t, 300, handled.Load(), "every item added after the first run is handled")
+}

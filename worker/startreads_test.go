@@ -7,13 +7,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/dynapart/dynapart/ddbfault"
 	"github.com/stretchr/testify/require"
 )
 
-// startDB holds the source table's DescribeTable until the group is being read (so the two must
-// be in flight together), and counts what a Run sends before its first item write.
+// startDB is a worker's client that holds the source table's DescribeTable until the group is
+// being read (so the two must be in flight together), and counts what a Run sends before its first
+// item write.
 type startDB struct {
 	DynamoDBClient
 	source, leases string
@@ -27,10 +27,34 @@ type startDB struct {
 	readsBefore []string       // reads of the lease table before the first item write
 }
 
-func (d *startDB) DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, o ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
+func newStartDB(db ddbfault.Next, source, leases string) *startDB {
+	fc := ddbfault.New(db)
+	d := &startDB{DynamoDBClient: workerClient(fc), source: source, leases: leases, metaRead: make(chan struct{}), described: map[string]int{}}
+	fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+		table := call.Tables[0]
+		switch call.Op {
+		case ddbfault.OpDescribeTable:
+			d.describe(table)
+		case ddbfault.OpGetItem, ddbfault.OpQuery:
+			d.leaseRead(table, call.Op)
+		case ddbfault.OpUpdateItem:
+			if table == d.source {
+				d.mu.Lock()
+				d.firstWrite = true
+				d.mu.Unlock()
+			}
+		}
+		return send(ctx, call.In)
+	}, ddbfault.OpDescribeTable, ddbfault.OpGetItem, ddbfault.OpQuery, ddbfault.OpUpdateItem)
+	return d
+}
+
+// describe counts a DescribeTable of table, and holds the source table's first until the group is
+// being read.
+func (d *startDB) describe(table string) {
 	d.mu.Lock()
-	d.described[aws.ToString(in.TableName)]++
-	first := d.described[d.source] == 1 && aws.ToString(in.TableName) == d.source
+	d.described[table]++
+	first := d.described[d.source] == 1 && table == d.source
 	d.mu.Unlock()
 	if first {
 		select {
@@ -39,17 +63,6 @@ func (d *startDB) DescribeTable(ctx context.Context, in *dynamodb.DescribeTableI
 			d.waitedOut.Store(true)
 		}
 	}
-	return d.DynamoDBClient.DescribeTable(ctx, in, o...)
-}
-
-func (d *startDB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	d.leaseRead(aws.ToString(in.TableName), "GetItem")
-	return d.DynamoDBClient.GetItem(ctx, in, o...)
-}
-
-func (d *startDB) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	d.leaseRead(aws.ToString(in.TableName), "Query")
-	return d.DynamoDBClient.Query(ctx, in, o...)
 }
 
 // leaseRead lets the held DescribeTable go on at the first read of the lease table, and records
@@ -66,15 +79,6 @@ func (d *startDB) leaseRead(table, op string) {
 	}
 }
 
-func (d *startDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	if aws.ToString(in.TableName) == d.source {
-		d.mu.Lock()
-		d.firstWrite = true
-		d.mu.Unlock()
-	}
-	return d.DynamoDBClient.UpdateItem(ctx, in, o...)
-}
-
 // TestStartReadsGoTogether: a worker sends the reads it starts with (the source table's and the
 // lease table's descriptions, the group's meta item with its slots) together, not one after the
 // other, describes the source table once per Run (its passes' scanners reuse that description),
@@ -84,7 +88,7 @@ func (d *startDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, 
 // pays before its first item.
 func TestStartReadsGoTogether(t *testing.T) {
 	f := newFixture(t, 5)
-	db := &startDB{DynamoDBClient: f.db, source: f.table, leases: f.leaseTable, metaRead: make(chan struct{}), described: map[string]int{}}
+	db := newStartDB(f.db, f.table, f.leaseTable)
 	c := fastTimings(f.config(LedgerInline))
 	c.Client, c.Workers, c.Once, c.CompleteOnly = db, 1, true, true
 	c.StandbyPoll = 2 * time.Second // the start's read of the group stays fresh for the first round

@@ -188,7 +188,7 @@ type crashWorker struct {
 }
 
 func (ct *crashTest) worker(t *testing.T, owner string) *crashWorker {
-	db := &crashable{DynamoDBClient: ct.f.db}
+	db := newCrashable(ct.f.db)
 	c := skewedConfig(ct.f, owner)
 	c.Client, c.Workers, c.ClaimTTL, c.Concurrency = db, 2, 3*time.Second, 2
 	c.LeaseTTL, c.Heartbeat, c.MaxClockSkew = 3*time.Second, 500*time.Millisecond, 200*time.Millisecond
@@ -445,7 +445,7 @@ func TestOneSlotGroupWritesNoMarkers(t *testing.T) {
 			handledBy := map[string][]string{}
 			var handled atomic.Int64
 			newWorker := func(owner string) (*Worker, *crashable, Handler) {
-				db := &crashable{DynamoDBClient: f.db}
+				db := newCrashable(f.db)
 				c := fastTimings(f.config(LedgerInline))
 				c.Client, c.Owner, c.Workers, c.Once, c.CompleteOnly = db, owner, 1, true, completeOnly
 				c.Concurrency, c.SubSegments, c.ClaimTTL = 2, 2, 3*time.Second

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/stretchr/testify/require"
 
+	"github.com/dynapart/dynapart/ddbfault"
 	"github.com/dynapart/dynapart/lock"
 	"github.com/dynapart/dynapart/scan"
 )
@@ -81,7 +81,7 @@ func TestExactlyOnce(t *testing.T) {
 				}
 			}
 			newW := func(owner string) *Worker {
-				clients[owner] = &crashable{DynamoDBClient: f.db}
+				clients[owner] = newCrashable(f.db)
 				c := fastTimings(f.config(kind))
 				c.Client, c.Owner, c.Workers, c.Once, c.Concurrency = clients[owner], owner, 4, true, 8
 				c.BatchClaims = v.batch
@@ -440,41 +440,29 @@ func TestMissingTableIsAConfigError(t *testing.T) {
 	require.Equal(t, "Table", ce.Field)
 }
 
-// blockingDescribe is a client whose reads wait until their context ends, so a Run stays in its
-// preparation (whose reads go out together: entered is closed by the first).
-type blockingDescribe struct {
-	DynamoDBClient
-	entered chan struct{}
-	once    sync.Once
-}
-
-func (b *blockingDescribe) block(ctx context.Context) error {
-	b.once.Do(func() { close(b.entered) })
-	<-ctx.Done()
-	return ctx.Err()
-}
-
-func (b *blockingDescribe) DescribeTable(ctx context.Context, _ *dynamodb.DescribeTableInput, _ ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
-	return nil, b.block(ctx)
-}
-
-func (b *blockingDescribe) GetItem(ctx context.Context, _ *dynamodb.GetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	return nil, b.block(ctx)
-}
-
-func (b *blockingDescribe) Query(ctx context.Context, _ *dynamodb.QueryInput, _ ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	return nil, b.block(ctx)
+// blockingReads is a worker's client with nothing behind it whose reads wait until their context
+// ends, so a Run stays in its preparation (whose reads go out together: entered is closed by the
+// first).
+func blockingReads(entered chan struct{}) DynamoDBClient {
+	fc := ddbfault.New(nil)
+	var once sync.Once
+	fc.OnCall(func(ctx context.Context, _ ddbfault.Call, _ ddbfault.Send) (any, error) {
+		once.Do(func() { close(entered) })
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}, ddbfault.OpDescribeTable, ddbfault.OpGetItem, ddbfault.OpQuery)
+	return workerClient(fc)
 }
 
 // A second Run while one is running returns ErrRunTwice at once, without touching DynamoDB.
 func TestRunTwiceIsASentinel(t *testing.T) {
-	db := &blockingDescribe{entered: make(chan struct{})}
-	w, err := New(Config{Client: db, Table: "t", Workers: 1})
+	entered := make(chan struct{})
+	w, err := New(Config{Client: blockingReads(entered), Table: "t", Workers: 1})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	first := make(chan error, 1)
 	go func() { first <- w.Run(ctx, func(context.Context, Item) error { return nil }) }()
-	<-db.entered
+	<-entered
 	require.ErrorIs(t, w.Run(ctx, func(context.Context, Item) error { return nil }), ErrRunTwice)
 	cancel()
 	require.ErrorIs(t, <-first, context.Canceled)

@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/require"
@@ -28,9 +27,28 @@ import (
 // ("table/<name>" or "table/<name>/index/<index>"). It has every method a *dynamodb.Client offers
 // the worker, BatchGetItem included, so the worker takes the same paths as in production.
 type recorder struct {
-	*dynamodb.Client
+	*ddbfault.Client
 	mu   sync.Mutex
 	seen map[string]bool // "dynamodb:Action resource"
+}
+
+func newRecorder(db *dynamodb.Client) *recorder {
+	r := &recorder{Client: ddbfault.New(db), seen: map[string]bool{}}
+	r.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+		var index *string
+		switch in := call.In.(type) {
+		case *dynamodb.QueryInput:
+			index = in.IndexName
+		case *dynamodb.ScanInput:
+			index = in.IndexName
+		}
+		for _, table := range call.Tables {
+			r.note(call.Op, table, index)
+		}
+		return send(ctx, call.In)
+	}, ddbfault.OpGetItem, ddbfault.OpPutItem, ddbfault.OpUpdateItem, ddbfault.OpQuery, ddbfault.OpScan,
+		ddbfault.OpDescribeTable, ddbfault.OpTransactWriteItems, ddbfault.OpBatchGetItem)
+	return r
 }
 
 func (r *recorder) note(op, table string, index *string) {
@@ -41,59 +59,6 @@ func (r *recorder) note(op, table string, index *string) {
 	r.mu.Lock()
 	r.seen["dynamodb:"+op+" "+res] = true
 	r.mu.Unlock()
-}
-
-func (r *recorder) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	r.note("GetItem", aws.ToString(in.TableName), nil)
-	return r.Client.GetItem(ctx, in, o...)
-}
-
-func (r *recorder) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	r.note("PutItem", aws.ToString(in.TableName), nil)
-	return r.Client.PutItem(ctx, in, o...)
-}
-
-func (r *recorder) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	r.note("UpdateItem", aws.ToString(in.TableName), nil)
-	return r.Client.UpdateItem(ctx, in, o...)
-}
-
-func (r *recorder) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	r.note("Query", aws.ToString(in.TableName), in.IndexName)
-	return r.Client.Query(ctx, in, o...)
-}
-
-func (r *recorder) Scan(ctx context.Context, in *dynamodb.ScanInput, o ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
-	r.note("Scan", aws.ToString(in.TableName), in.IndexName)
-	return r.Client.Scan(ctx, in, o...)
-}
-
-func (r *recorder) DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, o ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
-	r.note("DescribeTable", aws.ToString(in.TableName), nil)
-	return r.Client.DescribeTable(ctx, in, o...)
-}
-
-func (r *recorder) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, o ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
-	for _, it := range in.TransactItems {
-		switch {
-		case it.Update != nil:
-			r.note("TransactWriteItems", aws.ToString(it.Update.TableName), nil)
-		case it.Put != nil:
-			r.note("TransactWriteItems", aws.ToString(it.Put.TableName), nil)
-		case it.ConditionCheck != nil:
-			r.note("TransactWriteItems", aws.ToString(it.ConditionCheck.TableName), nil)
-		case it.Delete != nil:
-			r.note("TransactWriteItems", aws.ToString(it.Delete.TableName), nil)
-		}
-	}
-	return r.Client.TransactWriteItems(ctx, in, o...)
-}
-
-func (r *recorder) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
-	for t := range in.RequestItems {
-		r.note("BatchGetItem", t, nil)
-	}
-	return r.Client.BatchGetItem(ctx, in, o...)
 }
 
 // policyGrants reads examples/iam/policy.json as "dynamodb:Action table/<name>[/index/<index>]".
@@ -201,7 +166,7 @@ func TestIAMPolicyCoversEveryCall(t *testing.T) {
 			mark = func(_ int, it map[string]types.AttributeValue) { scan.MarkPending(it, "id", "dp_shard", 4) }
 		}
 		seedItems(t, db, table, 120, mark)
-		rec := &recorder{Client: db, seen: map[string]bool{}}
+		rec := newRecorder(db)
 		c.Client = rec
 		var fc *ddbfault.Client
 		if tc.fault != "" {

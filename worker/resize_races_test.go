@@ -18,82 +18,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/require"
 
+	"github.com/dynapart/dynapart/ddbfault"
 	"github.com/dynapart/dynapart/lock"
 	"github.com/dynapart/dynapart/scan"
 )
 
-// holdSlot takes slot want of group under its current plan with a bare lock client and gives the
-// other slots it took on the way back: a holder that works on nothing and saves no checkpoint.
-func holdSlot(t *testing.T, ctx context.Context, locks *lock.Client, group string, want int) *lock.Lease {
-	t.Helper()
-	var keep *lock.Lease
-	var others []*lock.Lease
-	for keep == nil {
-		l, err := locks.TryAcquireSlot(ctx, group, 0)
-		require.NoError(t, err)
-		if l.Slot() == want {
-			keep = l
-		} else {
-			others = append(others, l)
-		}
-	}
-	for _, l := range others {
-		require.NoError(t, l.Release(ctx))
-	}
-	return keep
-}
-
-// TestResizeTwiceWithoutWorkersReadsNothingAgain: a finished once job is scaled 2 -> 3; a worker
-// finishes slots 0 and 1 under the new plan while slot 2 is held by someone who does nothing
-// there (so slot 2's segments are positioned only in epoch 1's planStart). The group is then
-// scaled twice while no worker runs (3 -> 2 -> 4): no holder of epoch 2 ever composes its
-// planStart. The workers of epoch 3 must still read nothing again: the segments slot 2 owned under
-// epoch 1 were read to the end under epoch 0, and epoch 1's planStart says so.
-func TestResizeTwiceWithoutWorkersReadsNothingAgain(t *testing.T) {
-	f := newFixture(t, 300)
-	ctx := context.Background()
-	run := func(workers int) Stats { return runOnceStats(t, f, workers) }
-	require.EqualValues(t, 300, run(2).Scanned, "one worker does both slots")
-	locks, err := lock.New(f.db, f.leaseTable)
-	require.NoError(t, err)
-	group := f.table + "/default"
-
-	_, err = Resize(ctx, locks, group, 3)
-	require.NoError(t, err)
-	idle := holdSlot(t, ctx, locks, group, 2)
-	require.Zero(t, run(0).Scanned, "epoch 1: slots 0 and 1 read nothing again")
-	require.NoError(t, idle.Release(ctx))
-
-	for _, n := range []int{2, 4} {
-		_, err = Resize(ctx, locks, group, n)
-		require.NoError(t, err)
-	}
-	require.Zero(t, run(0).Scanned, "epoch 3 read items again: the positions only epoch 1's planStart had were lost")
-	st, err := locks.GroupStatus(ctx, group)
-	require.NoError(t, err)
-	require.Equal(t, int64(3), st.Epoch)
-	for _, s := range st.Slots[:4] {
-		require.True(t, s.Finished, "slot %d finished under epoch 3", s.Slot)
-	}
-}
-
-// gatedTake holds a client's PutItems (its takes of slots) until open is closed; asked is closed
-// at the first one.
-type gatedTake struct {
-	DynamoDBClient
-	asked, open chan struct{}
-	once        sync.Once
-}
-
-func (g *gatedTake) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	g.once.Do(func() { close(g.asked) })
-	select {
-	case <-g.open:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	return g.DynamoDBClient.PutItem(ctx, in, o...)
-}
+// Resizes that meet other events of a running job: a standby that read the group before it
+// existed, a slot being marked finished, faults in the re-plan's writes, pending retries, and a
+// take whose round read the plan that has just ended.
 
 // TestStandbyFromBeforeTheGroupFollowsAResize: three workers started with Workers 2 on a group
 // that does not exist yet (the third stands by, having read the group before the first two
@@ -127,10 +59,22 @@ func TestStandbyFromBeforeTheGroupFollowsAResize(t *testing.T) {
 	}
 	// The standby reads the group (none yet) and goes to take a slot before the others create it.
 	sc := config("standby")
-	gate := &gatedTake{DynamoDBClient: sc.Client, asked: make(chan struct{}), open: make(chan struct{})}
-	sc.Client = gate
+	// Its takes of slots (PutItems) are held until open is closed; asked is closed at the first.
+	asked, open := make(chan struct{}), make(chan struct{})
+	var askedOnce sync.Once
+	gate := ddbfault.New(f.db)
+	gate.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+		askedOnce.Do(func() { close(asked) })
+		select {
+		case <-open:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return send(ctx, call.In)
+	}, ddbfault.OpPutItem)
+	sc.Client = workerClient(gate)
 	standby := start(sc)
-	<-gate.asked
+	<-asked
 	a, b := start(config("a")), start(config("b"))
 	for range 2 {
 		select {
@@ -139,7 +83,7 @@ func TestStandbyFromBeforeTheGroupFollowsAResize(t *testing.T) {
 			t.Fatal("the first two workers did not take the group's slots")
 		}
 	}
-	close(gate.open)
+	close(open)
 	locks, err := lock.New(f.db, f.leaseTable)
 	require.NoError(t, err)
 	_, err = Resize(context.Background(), locks, f.table+"/default", 3)
@@ -162,53 +106,20 @@ func TestStandbyFromBeforeTheGroupFollowsAResize(t *testing.T) {
 	}
 }
 
-// TestResetAfterResizeReadsEverything: lock.Client.ResetGroup clears every slot's finished flag
-// and checkpoint "so a one-shot job can run again". A group that was resized keeps its plan epoch,
-// and the planStart of that epoch holds where every segment stood in the first run: a second run
-// after the reset must read the whole table again (items done are skipped), so that items added
-// since are handled, not start from the first run's positions.
-func TestResetAfterResizeReadsEverything(t *testing.T) {
-	f := newFixture(t, 200)
-	ctx := context.Background()
-	var handled atomic.Int64
-	h := func(context.Context, Item) error { handled.Add(1); return nil }
-	run := func(workers int) Stats {
-		c := fastTimings(f.config(LedgerInline))
-		c.Workers, c.Once = workers, true
-		w, err := New(c)
-		require.NoError(t, err)
-		require.NoError(t, runOnceWithin(t, w, h, 60*time.Second))
-		return w.Stats()
-	}
-	run(2)
-	locks, err := lock.New(f.db, f.leaseTable)
-	require.NoError(t, err)
-	group := f.table + "/default"
-	_, err = Resize(ctx, locks, group, 3)
-	require.NoError(t, err)
-	run(0)
-	require.EqualValues(t, 200, handled.Load())
-
-	f.seed(t, 200, 100, nil) // new items, all over the key space
-	require.NoError(t, locks.ResetGroup(ctx, group))
-	st := run(0)
-	require.EqualValues(t, 300, st.Scanned, "the run after the reset reads the whole table")
-	require.EqualValues(t, 300, handled.Load(), "every item added after the first run is handled")
-}
-
-// resizeBeforeFinish resizes the group right before the first MarkFinished of its client reaches
-// the table, so the slot is marked finished under a plan that has just ended.
-type resizeBeforeFinish struct {
-	DynamoDBClient
-	once   sync.Once
-	resize func()
-}
-
-func (r *resizeBeforeFinish) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	if strings.Contains(aws.ToString(in.UpdateExpression), "#fin = :true") { // the write that marks a slot finished
-		r.once.Do(r.resize)
-	}
-	return r.DynamoDBClient.UpdateItem(ctx, in, o...)
+// resizeBeforeFinish is a worker's client over db that calls resize right before the first
+// MarkFinished it sends reaches the table, so the slot is marked finished under a plan that has
+// just ended.
+func resizeBeforeFinish(db ddbfault.Next, resize func()) DynamoDBClient {
+	fc := ddbfault.New(db)
+	var once sync.Once
+	fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+		in := call.In.(*dynamodb.UpdateItemInput)
+		if strings.Contains(aws.ToString(in.UpdateExpression), "#fin = :true") { // the write that marks a slot finished
+			once.Do(resize)
+		}
+		return send(ctx, in)
+	}, ddbfault.OpUpdateItem)
+	return workerClient(fc)
 }
 
 // TestResizeRacingMarkFinished: the group is scaled 2 -> 3 just before the first worker to finish
@@ -230,10 +141,10 @@ func TestResizeRacingMarkFinished(t *testing.T) {
 	for i := range 2 {
 		c := fastTimings(f.config(LedgerInline))
 		c.Workers, c.Once, c.Owner, c.PageSize = 2, true, fmt.Sprintf("w%d", i), 10
-		c.Client = &resizeBeforeFinish{DynamoDBClient: f.db, resize: func() {
+		c.Client = resizeBeforeFinish(f.db, func() {
 			_, err := Resize(context.Background(), locks, c.Group, 3)
 			require.NoError(t, err)
-		}}
+		})
 		if c.Group == "" {
 			c.Group = f.table + "/default"
 		}
@@ -257,9 +168,9 @@ func TestResizeRacingMarkFinished(t *testing.T) {
 	}
 }
 
-// replanFaults injects faults into the calls a re-plan makes: the first planStart Put lands but
-// its answer is lost, and the first checkpoint save of epoch 2 (the one right after adopting the
-// new plan's position) fails before it is sent.
+// replanFaults is a worker's client that injects faults into the calls a re-plan makes: the
+// first planStart Put lands but its answer is lost, and the first checkpoint save of epoch 2 (the
+// one right after adopting the new plan's position) fails before it is sent.
 type replanFaults struct {
 	DynamoDBClient
 	putLost, saveFailed onceFlag
@@ -267,21 +178,33 @@ type replanFaults struct {
 
 var errInjected = errors.New("test: injected transport failure")
 
-func (r *replanFaults) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	if pk, ok := in.Item["pk"].(*types.AttributeValueMemberS); ok && strings.HasPrefix(pk.Value, "plan#") && r.putLost.first() {
-		if _, err := r.DynamoDBClient.PutItem(ctx, in, o...); err != nil {
-			return nil, err
+func newReplanFaults(db ddbfault.Next) *replanFaults {
+	fc := ddbfault.New(db)
+	r := &replanFaults{DynamoDBClient: workerClient(fc)}
+	fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+		in := call.In.(*dynamodb.PutItemInput)
+		if pk, ok := in.Item["pk"].(*types.AttributeValueMemberS); ok && strings.HasPrefix(pk.Value, "plan#") && r.putLost.first() {
+			if _, err := send(ctx, in); err != nil {
+				return nil, err
+			}
+			return nil, errInjected
 		}
-		return nil, errInjected
-	}
-	return r.DynamoDBClient.PutItem(ctx, in, o...)
+		return send(ctx, in)
+	}, ddbfault.OpPutItem)
+	fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+		in := call.In.(*dynamodb.UpdateItemInput)
+		if savesCheckpointOf(in, 2) && r.saveFailed.first() {
+			return nil, errInjected
+		}
+		return send(ctx, in)
+	}, ddbfault.OpUpdateItem)
+	return r
 }
 
-func (r *replanFaults) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	if cp, ok := in.ExpressionAttributeValues[":cp"].(*types.AttributeValueMemberS); ok && strings.HasPrefix(cp.Value, "dp3|2.") && r.saveFailed.first() {
-		return nil, errInjected
-	}
-	return r.DynamoDBClient.UpdateItem(ctx, in, o...)
+// savesCheckpointOf reports whether in saves a slot checkpoint made under plan epoch epoch.
+func savesCheckpointOf(in *dynamodb.UpdateItemInput, epoch int) bool {
+	cp, ok := in.ExpressionAttributeValues[":cp"].(*types.AttributeValueMemberS)
+	return ok && strings.HasPrefix(cp.Value, fmt.Sprintf("dp3|%d.", epoch))
 }
 
 // TestResizeTwiceInQuickSuccessionWithFaults: a once job on 2 slots is scaled to 4 and at once to
@@ -311,7 +234,7 @@ func TestResizeTwiceInQuickSuccessionWithFaults(t *testing.T) {
 		}
 		return nil
 	}
-	faults := &replanFaults{DynamoDBClient: f.db}
+	faults := newReplanFaults(f.db)
 	var wg sync.WaitGroup
 	var scanned atomic.Int64
 	for i := range 4 {
@@ -432,24 +355,29 @@ func TestResizeWithRetriesPending(t *testing.T) {
 	}
 }
 
-// staleTake resizes the group between its client's first acquisition round's read and its take
-// (the take's write is held until the resize has landed), so the slot is taken under the plan
-// that has just ended; it counts the checkpoint saves it forwards made under epoch 0.
+// staleTake is a worker's client that resizes the group between its first acquisition round's
+// read and its take (the take's write is held until the resize has landed), so the slot is taken
+// under the plan that has just ended; it counts the checkpoint saves it forwards made under epoch 0.
 type staleTake struct {
 	DynamoDBClient
-	once     sync.Once
-	resize   func()
 	oldSaves atomic.Int64
 }
 
-func (s *staleTake) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	if _, take := in.ExpressionAttributeValues[":nonce"]; take {
-		s.once.Do(s.resize)
-	}
-	if cp, ok := in.ExpressionAttributeValues[":cp"].(*types.AttributeValueMemberS); ok && strings.HasPrefix(cp.Value, "dp3|0.") {
-		s.oldSaves.Add(1)
-	}
-	return s.DynamoDBClient.UpdateItem(ctx, in, o...)
+func newStaleTake(db ddbfault.Next, resize func()) *staleTake {
+	fc := ddbfault.New(db)
+	s := &staleTake{DynamoDBClient: workerClient(fc)}
+	var once sync.Once
+	fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+		in := call.In.(*dynamodb.UpdateItemInput)
+		if _, take := in.ExpressionAttributeValues[":nonce"]; take {
+			once.Do(resize)
+		}
+		if savesCheckpointOf(in, 0) {
+			s.oldSaves.Add(1)
+		}
+		return send(ctx, in)
+	}, ddbfault.OpUpdateItem)
+	return s
 }
 
 // TestStaleEpochTakeWritesNothing: a worker joining a running group takes the free slot with a
@@ -509,10 +437,10 @@ func TestStaleEpochTakeWritesNothing(t *testing.T) {
 	}
 
 	cx := config("x", 0)
-	stale := &staleTake{DynamoDBClient: f.db, resize: func() {
+	stale := newStaleTake(f.db, func() {
 		_, err := Resize(context.Background(), locks, group, 3)
 		require.NoError(t, err)
-	}}
+	})
 	cx.Client = stale
 	x, err := New(cx)
 	require.NoError(t, err)
