@@ -63,17 +63,31 @@ The group of a work command is TABLE/JOB unless --group was given (e.g. users/de
 
 The group line says PAUSED while the group is paused (dynapart pause). Below the slots, each
 slot's progress as saved with its checkpoint: pass, items done and failed, items read in this
-pass, the rate and the ETA of the pass, and the group's sums; a slot's share is estimated as the
-table's item count (DescribeTable) / N, so the ETA is an estimate. No scan of the table.
+pass, the rate and the ETA of the pass, the group's sums, and a line with the group's fraction
+done, items left and ETA (the shares of free slots counted at the group's rate). A slot's share
+is estimated as the table's item count (DescribeTable) / N, so the ETA is an estimate. No scan
+of the table.
+
+The source table, the ledger, the job, the ledger table and the attribute prefix are read from
+the group's meta item (the work command recorded them): --table and the ledger flags are not
+needed, and one that disagrees with the group is refused (exit 2).
 
 --json prints one JSON document: the slots (with their state: working, finished, released,
-expired or free, and progress), the paused flag, the group's progress and, with --table and the
-ledger flags, item counts from the ledger, dead letters and ETA. --serve ADDR serves a live page with the same data (slots with progress bars,
+expired or free, and progress), the paused flag, the group's progress, throughput and ETA; with
+--table also the ledger's exact item counts and dead letters (one read of the ledger: a scan).
+
+--serve ADDR serves a live page with the same data (slots with progress bars, the overall bar,
 throughput over time, ETA, dead letters with their errors) that refreshes itself, and the
-document at /api/status; it runs until interrupted. The page's files are in the binary.`,
+document at /api/status; it runs until interrupted. The page's server reads the group every
+--interval whether or not anyone watches, so the chart has the job's history from before the
+first view, and the ledger every --ledger-interval (default 5m), one read at a time, shown with
+its age and its cost in read units; a view reads nothing, so an open page costs one Query of the
+lease table per --interval plus one ledger read per --ledger-interval however many people watch.
+The page's files are in the binary.`,
 		Example: `  dynapart status --group users/default
   dynapart status --group users/default --json | jq '.slots[] | select(.held)'
-  dynapart status --group users/default --table users --serve 127.0.0.1:8080`,
+  dynapart status --group users/default --json --table users | jq .items
+  dynapart status --group users/default --serve 127.0.0.1:8080 --ledger-interval 10m`,
 		Args: cli.UsageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if group == "" {
@@ -91,6 +105,9 @@ document at /api/status; it runs until interrupted. The page's files are in the 
 			if err != nil {
 				return err
 			}
+			if err := checkLedgerFlags(cmd.Flags(), live.ledger, st.Meta); err != nil {
+				return err
+			}
 			out := statusJSON{Group: group, Workers: st.N, Epoch: st.Epoch, Meta: st.Meta, Finished: groupFinished(st), Paused: st.Paused}
 			plan := planOf(st)
 			for _, s := range st.Slots {
@@ -106,7 +123,7 @@ document at /api/status; it runs until interrupted. The page's files are in the 
 				return nil
 			}
 			printText(cmd.OutOrStdout(), out)
-			printProgressText(cmd.OutOrStdout(), st.Slots, st.N, estimateItems(ctx, db, st.Meta["table"]))
+			printProgressText(cmd.OutOrStdout(), st.Slots, st.N, estimateItems(ctx, db, st.Meta["table"]), st.Paused)
 			return nil
 		},
 	}
