@@ -103,7 +103,8 @@ type throughput struct {
 	// nothing is left; null when it cannot be told (no counts, no progress, or the group paused).
 	ETASeconds *float64 `json:"eta_seconds"`
 	// Samples are the slots' counts at each sample, oldest first, with the rate of items done
-	// since the sample before (0 for the first); one per IntervalSeconds, WindowSeconds kept.
+	// over the samples of the 10 s before (0 for the first); one per IntervalSeconds,
+	// WindowSeconds kept.
 	Samples         []sample `json:"samples"`
 	IntervalSeconds float64  `json:"interval_seconds"`
 	WindowSeconds   float64  `json:"window_seconds"`

@@ -20,6 +20,8 @@ const (
 	pageSamples = 900
 	// rateWindow is the span the rate and ETA are measured over.
 	rateWindow = 30 * time.Second
+	// chartWindow is the span each charted rate is measured over (at least the interval).
+	chartWindow = 10 * time.Second
 	// maxDeadLetters bounds the dead letters listed on the page (all are counted).
 	maxDeadLetters = 50
 	// workerPageIdle is how long a worker's page goes on sampling after its last view.
@@ -137,15 +139,18 @@ func (p *Page) sample(ctx context.Context, reads *sync.WaitGroup) {
 	}
 }
 
-// addSample keeps the slots' counts of doc, with the rate of items done since the sample before.
+// addSample keeps the slots' counts of doc, with the rate of items done over the samples of the
+// last chartWindow (the slots save their counts about once a second: a shorter span would chart
+// their steps, not the rate).
 func (p *Page) addSample(doc *Document, now time.Time) {
 	done, failed, _ := doc.slotCounts()
 	s := sample{T: now.UnixMilli(), Done: done, Failed: failed}
-	if n := len(p.samples); n > 0 {
-		prev := p.samples[n-1]
-		if dt := float64(s.T-prev.T) / 1000; dt > 0 {
-			s.Rate = max(0, float64(s.Done-prev.Done)/dt)
-		}
+	from := s
+	for i := len(p.samples) - 1; i >= 0 && s.T-p.samples[i].T <= max(chartWindow, p.every).Milliseconds(); i-- {
+		from = p.samples[i]
+	}
+	if dt := float64(s.T-from.T) / 1000; dt > 0 {
+		s.Rate = max(0, float64(s.Done-from.Done)/dt)
 	}
 	p.samples = append(p.samples, s)
 	if len(p.samples) > pageSamples {

@@ -132,7 +132,8 @@
     text($("items-pending"), it ? fmtInt(it.pending) : "–");
     text($("items-claimed"), it ? fmtInt(it.claimed) : "–");
     text($("items-failed"), it ? fmtInt(it.failed) : "–");
-    text($("items-note"), doc.ledger && known(doc.ledger.age_seconds) ? "ledger, " + fmtAge(doc.ledger.age_seconds) : "ledger not read yet");
+    text($("items-note"), "pending · claimed · failed, " +
+      (doc.ledger && known(doc.ledger.age_seconds) ? "read " + fmtAge(doc.ledger.age_seconds) : "not read yet"));
     text($("rate"), known(tp.done) ? tp.rate.toFixed(1) : "–");
     text($("rate-note"), tp.rate_source === "samples" ? "over the last " + Math.round(tp.rate_window_seconds) + " s" : tp.rate_source ? "slots' read rate" : "");
     text($("eta"), etaText(doc));
@@ -178,7 +179,8 @@
     }
     text($("dl-total"), dl.total + " items");
     const age = doc.ledger && known(doc.ledger.age_seconds) ? " (as of " + fmtAge(doc.ledger.age_seconds) + ")" : "";
-    text($("dl-note"), (dl.total > dl.items.length ? "showing the first " + dl.items.length : (dl.total === 0 ? "none" : "")) + age);
+    const shown = dl.total > dl.items.length ? "showing the first " + dl.items.length : dl.total === 0 ? "none" : "";
+    text($("dl-note"), shown + (shown && age ? " " : "") + age.trim());
     for (const d of dl.items) {
       const tr = document.createElement("tr");
       tr.append(td(JSON.stringify(d.key), "key"), td(d.attempts, "attempts"), td(fmtTime(d.at), "at"), td(d.error, "err"));
