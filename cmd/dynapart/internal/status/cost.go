@@ -72,7 +72,8 @@ func metered[In, Out any](m *readMeter, in *In, ask func(*In) *types.ReturnConsu
 	return out, err
 }
 
-// meteredLeaseDB is the lease table's client of the page, its reads metered.
+// meteredLeaseDB is the lease table's client of the page, its Queries metered (the page reads
+// the group with GroupStatus: one Query).
 type meteredLeaseDB struct {
 	lock.DynamoDBClient
 	m *readMeter
@@ -84,14 +85,6 @@ func (d meteredLeaseDB) Query(ctx context.Context, in *dynamodb.QueryInput, opts
 			return d.DynamoDBClient.Query(ctx, in, opts...)
 		},
 		func(out *dynamodb.QueryOutput) *types.ConsumedCapacity { return out.ConsumedCapacity })
-}
-
-func (d meteredLeaseDB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	return metered(d.m, in, func(in *dynamodb.GetItemInput) *types.ReturnConsumedCapacity { return &in.ReturnConsumedCapacity },
-		func(in *dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) {
-			return d.DynamoDBClient.GetItem(ctx, in, opts...)
-		},
-		func(out *dynamodb.GetItemOutput) *types.ConsumedCapacity { return out.ConsumedCapacity })
 }
 
 // meteredLedgerDB is the ledger's client of the page, its scans metered (the page's ledger only

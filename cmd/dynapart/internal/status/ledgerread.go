@@ -188,7 +188,7 @@ func (c *ledgerCache) snapshot(now time.Time) (*itemCounts, *deadLetters, *ledge
 	if c.err != nil {
 		st.Error = c.err.Error()
 	}
-	if !c.started.IsZero() && (!c.onView || c.running) {
+	if !c.started.IsZero() {
 		next := c.started.Add(c.every).UTC()
 		st.NextAt = &next
 	}
@@ -201,6 +201,13 @@ func (c *ledgerCache) snapshot(now time.Time) (*itemCounts, *deadLetters, *ledge
 	st.ReadUnits, st.Requests = r.units, r.requests
 	items := r.items
 	return &items, r.dead, st, r
+}
+
+// failed is the error of the last read (or of opening the ledger), nil when it succeeded.
+func (c *ledgerCache) failed() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
 }
 
 // counts are the reads made so far and what they cost.

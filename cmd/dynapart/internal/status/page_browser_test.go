@@ -91,7 +91,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 	dom = viewPage(t, chromium, dir, url)
 	requireFinalPage(t, dom, cli)
 
-	requireWorkerPage(t, c, chromium, dir, table, leases, cli, deadline)
+	requireWorkerPage(t, browserRun{c: c, chromium: chromium, dir: dir, table: table, leases: leases, deadline: deadline}, cli)
 }
 
 // requireHistoryBefore checks that the page, first viewed at viewed, charts samples taken since
@@ -145,21 +145,28 @@ func requireFinalPage(t *testing.T, dom string, cli status.Document) {
 	require.Regexp(t, `Ledger \(inline, [^)]+\) read [^<]* read units`, dom, "the ledger's age and cost")
 }
 
+// browserRun is what the checks of a run share.
+type browserRun struct {
+	c                            *clitest.CLI
+	chromium, dir, table, leases string
+	deadline                     time.Time
+}
+
 // requireWorkerPage checks the same page next to a worker's /metrics, with the worker's own
 // stats: a fourth worker, started now that every slot is held, stands by.
-func requireWorkerPage(t *testing.T, c *clitest.CLI, chromium, dir, table, leases string, cli status.Document, deadline time.Time) {
+func requireWorkerPage(t *testing.T, r browserRun, cli status.Document) {
 	t.Helper()
 	port := freePort(t)
-	startAndStop(t, c.Command("work", "--table", table, "--lease-table", leases, "--owner", "standby",
+	startAndStop(t, r.c.Command("work", "--table", r.table, "--lease-table", r.leases, "--owner", "standby",
 		"--progress", "none", "--metrics-addr", "127.0.0.1:"+port))
 	workerURL := "http://127.0.0.1:" + port + "/"
 	waitListening(t, "127.0.0.1:"+port)
-	wdoc := waitForDoc(t, workerURL, deadline, func(d status.Document) bool {
+	wdoc := waitForDoc(t, workerURL, r.deadline, func(d status.Document) bool {
 		return d.Worker != nil && d.Worker.State == "standby" && d.Items != nil
 	})
 	require.Equal(t, "standby", wdoc.Worker.Owner)
 	require.Equal(t, *cli.Items, *wdoc.Items)
-	wdom := viewPage(t, chromium, dir, workerURL)
+	wdom := viewPage(t, r.chromium, r.dir, workerURL)
 	require.Contains(t, wdom, `<tr data-stat="state"><td>state</td><td class="mono">standby</td></tr>`)
 	require.Len(t, regexp.MustCompile(`<tr data-slot="\d+">`).FindAllString(wdom, -1), 3)
 }

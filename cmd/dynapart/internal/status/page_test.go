@@ -298,14 +298,7 @@ func TestStatusPageHandlers(t *testing.T) {
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 
-	get := func(path string) (*http.Response, string) {
-		resp, err := http.Get(srv.URL + path)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
-		return resp, string(b)
-	}
+	get := func(path string) (*http.Response, string) { return httpGet(t, srv.URL+path) }
 	resp, body := get("/")
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Contains(t, resp.Header.Get("Content-Type"), "text/html")
@@ -353,4 +346,14 @@ func TestStatusPageHandlers(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(body), &d))
 	require.Equal(t, "released", d.Slots[lease.Slot()].State)
 	require.Len(t, d.Throughput.Samples, 2)
+}
+
+func httpGet(t *testing.T, url string) (*http.Response, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp, string(b)
 }

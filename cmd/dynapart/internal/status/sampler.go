@@ -99,11 +99,16 @@ func (p *Page) Run(ctx context.Context) {
 }
 
 // once reads the group and, when the page has a ledger, the ledger, and returns the document:
-// `status --json`.
+// `status --json`. An error of either read is returned (a table that does not exist: exit 2).
 func (p *Page) once(ctx context.Context) (*Document, error) {
 	var reads sync.WaitGroup
 	p.sample(ctx, &reads)
 	reads.Wait()
+	if p.ledger != nil {
+		if err := p.ledger.failed(); err != nil {
+			return nil, err
+		}
+	}
 	return p.compose(p.clock.now())
 }
 

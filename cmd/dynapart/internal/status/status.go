@@ -49,15 +49,7 @@ type statusJSON struct {
 	Slots    []slotJSON        `json:"slots"`
 }
 
-// New is `dynapart status`.
-func New(g *cli.Globals) *cobra.Command {
-	var group, leaseTable string
-	var asJSON bool
-	var live pageFlags
-	cmd := &cobra.Command{
-		Use:   "status",
-		Short: "Show a group's slots: owner, token, expiry, checkpoint, finished",
-		Long: `Shows, for each slot of --group: the owner (worker id), its fencing token, whether the lease is
+const statusLong = `Shows, for each slot of --group: the owner (worker id), its fencing token, whether the lease is
 held now and until when, whether the slot's share is finished, and how far its checkpoint is.
 The group of a work command is TABLE/JOB unless --group was given (e.g. users/default).
 
@@ -83,7 +75,17 @@ document at /api/status; it runs until interrupted. The page's server reads the 
 first view, and the ledger every --ledger-interval (default 5m), one read at a time, shown with
 its age and its cost in read units; a view reads nothing, so an open page costs one Query of the
 lease table per --interval plus one ledger read per --ledger-interval however many people watch.
-The page's files are in the binary.`,
+The page's files are in the binary.`
+
+// New is `dynapart status`.
+func New(g *cli.Globals) *cobra.Command {
+	var group, leaseTable string
+	var asJSON bool
+	var live pageFlags
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show a group's slots: owner, token, expiry, checkpoint, finished",
+		Long:  statusLong,
 		Example: `  dynapart status --group users/default
   dynapart status --group users/default --json | jq '.slots[] | select(.held)'
   dynapart status --group users/default --json --table users | jq .items

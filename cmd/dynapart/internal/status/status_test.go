@@ -78,6 +78,11 @@ func TestStatusReadsTheLedgerFromTheGroup(t *testing.T) {
 		}
 	}
 
+	// A group that has not run records no table: --table is taken as given, and checked.
+	_, stderr, code := c.Run("status", "--group", "never-ran", "--lease-table", leases, "--json", "--table", "no-such-table")
+	require.Equal(t, 2, code, stderr)
+	require.Contains(t, stderr, `--table "no-such-table": table does not exist`)
+
 	text := c.MustRun("status", "--group", group, "--lease-table", leases)
 	require.Contains(t, text, "group: 30 of ~30 done (100.0%), 0 left, ETA done\n")
 }
