@@ -1,7 +1,9 @@
 // Package status is `dynapart status`: a group's slots for people (status.go), the status
 // document of --json (document.go, with the slots' progress from progress.go and their units from
 // plan.go) and the live page that serves it (--serve: page.go and web/, also served by a worker's
-// --metrics-addr).
+// --metrics-addr). The page's server samples the group on its own clock (sampler.go, throughput.go)
+// and reads the ledger at an interval of its own (ledgerread.go), both metered (cost.go); where
+// the ledger is comes from the group's meta item (groupledger.go).
 package status
 
 import (
