@@ -36,6 +36,12 @@ func (l *LedgerFlags) RunE(g *Globals, run func(context.Context, *cobra.Command,
 
 // Open opens the ledger of the flags, checking that its tables exist.
 func (l *LedgerFlags) Open(ctx context.Context, g *Globals) (worker.Ledger, error) {
+	return l.OpenVia(ctx, g, nil)
+}
+
+// OpenVia is Open with the ledger's DynamoDB calls sent through wrap (status meters them); nil
+// wrap sends them directly.
+func (l *LedgerFlags) OpenVia(ctx context.Context, g *Globals, wrap func(worker.LedgerClient) worker.LedgerClient) (worker.Ledger, error) {
 	if l.Table == "" {
 		return nil, Usagef("--table is required")
 	}
@@ -47,6 +53,10 @@ func (l *LedgerFlags) Open(ctx context.Context, g *Globals) (worker.Ledger, erro
 		return nil, err
 	}
 	keys := TableSchema(t).Names()
+	var client worker.LedgerClient = db
+	if wrap != nil {
+		client = wrap(db)
+	}
 	if l.Kind == "table" {
 		lt, err := Describe(ctx, db, l.LedgerTable)
 		if err != nil {
@@ -55,7 +65,7 @@ func (l *LedgerFlags) Open(ctx context.Context, g *Globals) (worker.Ledger, erro
 		if lt == nil {
 			return nil, Usagef("--ledger-table %q: table does not exist", l.LedgerTable)
 		}
-		return worker.NewTableLedger(db, l.LedgerTable, l.Job, l.Table, keys)
+		return worker.NewTableLedger(client, l.LedgerTable, l.Job, l.Table, keys)
 	}
-	return worker.NewInlineLedger(db, l.Table, keys, worker.InlineOptions{Prefix: l.Prefix})
+	return worker.NewInlineLedger(client, l.Table, keys, worker.InlineOptions{Prefix: l.Prefix})
 }

@@ -6,7 +6,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/dynapart/dynapart/cmd/dynapart/internal/cli"
 	"github.com/dynapart/dynapart/lock"
 	"github.com/dynapart/dynapart/worker"
 )
@@ -14,23 +13,36 @@ import (
 // Document is the status page's data: what `status --json` prints and /api/status serves. It
 // keeps the fields of the plain `status --json` document (group, workers, meta, finished, slots)
 // and adds the state of each slot, progress, item counts, throughput, ETA and dead letters.
-// Fields that are not known are null, so clients must allow for them.
+// Fields that are not known are null, so clients must allow for them; fields are only added.
 type Document struct {
 	Group    string            `json:"group"`
 	Workers  int               `json:"workers"`
 	Epoch    int64             `json:"epoch"` // the plan epoch: +1 per 'dynapart scale'
 	Meta     map[string]string `json:"meta,omitempty"`
 	Finished bool              `json:"finished"`
-	// Paused is the group's pause flag (dynapart pause / resume).
-	Paused      bool         `json:"paused"`
-	GeneratedAt time.Time    `json:"generated_at"`
-	Slots       []slotDoc    `json:"slots"`
-	Items       *itemCounts  `json:"items"` // from the ledger; null without --table
+	// Paused is the group's pause flag (dynapart pause / resume). A pause for a budget (issue 34)
+	// is to be a second reason beside it, in a field of its own.
+	Paused bool `json:"paused"`
+	// GeneratedAt is when the group was read (the page's last sample).
+	GeneratedAt time.Time `json:"generated_at"`
+	Slots       []slotDoc `json:"slots"`
+	// Items are the ledger's exact counts by state, and DeadLetters its dead letters, as of the
+	// ledger's last read (see Ledger for when); null before one.
+	Items       *itemCounts  `json:"items"`
 	Throughput  throughput   `json:"throughput"`
-	DeadLetters *deadLetters `json:"dead_letters"` // from the ledger; null without --table
-	Worker      *workerDoc   `json:"worker"`       // the serving worker's own stats (work --metrics-addr); else null
+	DeadLetters *deadLetters `json:"dead_letters"`
+	Worker      *workerDoc   `json:"worker"` // the serving worker's own stats (work --metrics-addr); else null
 	// Progress sums the slots' counts (from their checkpoints); null when no slot has any.
 	Progress *groupProgress `json:"progress"`
+	// Ledger says when the ledger was last read, what the read cost and when the next one is;
+	// null when the ledger is not read (status --json without --table, --ledger-interval 0, or a
+	// group that has not recorded its table yet).
+	Ledger *ledgerState `json:"ledger"`
+	// Reads are what the page's server has read since it started: its cost (null for --json).
+	Reads *pageReads `json:"reads"`
+	// Error is the last sample's error, when it failed; the rest is from the sample before.
+	Error string `json:"error,omitempty"`
+	// The follow mode's stream lag (issue 35) is to be a field here once workers record it.
 }
 
 // slotDoc is one slot. Progress is read from the slot's checkpoint; null before its first one.
@@ -66,25 +78,43 @@ type slotProgress struct {
 // itemCounts are the ledger's counts of the source table's items by state.
 type itemCounts = worker.Summary
 
-// throughput is the group's rate of items done over time, and the ETA it gives.
+// throughput is the group's rate of items done over time, how far it is, and the ETA it gives.
+// The counts are the slots' (from their checkpoints, every sample) on top of the ledger's exact
+// ones (every --ledger-interval): done = the ledger's done + what the slots counted since its read.
 type throughput struct {
-	// Done is the items done now (ledger count, else the sum of the known slot counts); null
-	// when neither is known.
-	Done *int64 `json:"done"`
-	// Rate is items done per second over the last RateWindow seconds of samples.
+	// Done is the items done now; null when no count is known. Failed likewise.
+	Done   *int64 `json:"done"`
+	Failed *int64 `json:"failed"`
+	// Total is the items to process: the ledger's count when read, else the table's ItemCount
+	// (DescribeTable, an estimate); TotalSource says which ("ledger", "table_estimate"); null /
+	// "" when neither is known. Left is Total - Done - Failed (at least 0).
+	Total       *int64 `json:"total"`
+	TotalSource string `json:"total_source"`
+	Left        *int64 `json:"left"`
+	// Fraction and FailedFraction are Done / Total and Failed / Total (0..1): the overall bar.
+	Fraction       *float64 `json:"fraction"`
+	FailedFraction *float64 `json:"failed_fraction"`
+	// Rate is items done or failed per second over the last RateWindow seconds of samples, or,
+	// before two samples, the slots' read rate (RateSource "samples" or "checkpoints").
 	Rate       float64 `json:"rate"`
 	RateWindow float64 `json:"rate_window_seconds"`
-	// ETASeconds is the time left at Rate for the items neither done nor failed; 0 when none is
-	// left, null when it cannot be told (no counts, or no progress yet).
+	RateSource string  `json:"rate_source"`
+	// ETASeconds is Left at Rate, the shares of free slots counted at the group's rate: 0 when
+	// nothing is left; null when it cannot be told (no counts, no progress, or the group paused).
 	ETASeconds *float64 `json:"eta_seconds"`
-	// Samples are the done counts seen, oldest first, with the rate since the sample before.
-	Samples []sample `json:"samples"`
+	// Samples are the slots' counts at each sample, oldest first, with the rate of items done
+	// over the samples of the 10 s before (0 for the first); one per IntervalSeconds,
+	// WindowSeconds kept.
+	Samples         []sample `json:"samples"`
+	IntervalSeconds float64  `json:"interval_seconds"`
+	WindowSeconds   float64  `json:"window_seconds"`
 }
 
 type sample struct {
-	T    int64   `json:"t"` // unix ms
-	Done int64   `json:"done"`
-	Rate float64 `json:"rate"`
+	T      int64   `json:"t"` // unix ms
+	Done   int64   `json:"done"`
+	Failed int64   `json:"failed"`
+	Rate   float64 `json:"rate"`
 }
 
 // deadLetters are the first dead letters of the ledger and how many there are.
@@ -105,19 +135,17 @@ type workerDoc struct {
 	worker.Stats
 }
 
-// reader reads a group's status document.
+// groupReader reads the group's part of the document (slots, progress: the lease table), as
+// the page's sampler does on every tick.
+type groupReader interface {
+	read(ctx context.Context, now time.Time) (*Document, error)
+}
+
+// reader is the groupReader of a lease table: one Query of the group's items per read, and a
+// DescribeTable of the source table every statusItemsEvery for the share estimate.
 type reader struct {
 	locks *lock.Client
 	group string
-	// ledger gives item counts and dead letters; nil when not known. When openLedger is set, the
-	// first read opens it (so a worker makes no DynamoDB call for its page before someone looks).
-	ledger     worker.Ledger
-	openLedger func(context.Context) (worker.Ledger, error)
-	// stats and owner are the serving worker's; stats is nil outside a worker.
-	stats func() worker.Stats
-	owner string
-	// maxDead bounds the dead letters listed (all are counted).
-	maxDead int
 	// tables describes the source table for the share estimate (nil: no estimate); items is
 	// its last item count, read at itemsAt.
 	tables  tableDescriber
@@ -125,8 +153,8 @@ type reader struct {
 	itemsAt time.Time
 }
 
-// read builds the document without throughput (see Page for that). Not safe for
-// concurrent use (Page serializes reads).
+// read reads the group: its slots, their progress and the group's sums, without throughput,
+// ledger or worker (see Page for those). Not safe for concurrent use (one sampler calls it).
 func (r *reader) read(ctx context.Context, now time.Time) (*Document, error) {
 	st, err := r.locks.GroupStatus(ctx, r.group)
 	if err != nil {
@@ -134,24 +162,11 @@ func (r *reader) read(ctx context.Context, now time.Time) (*Document, error) {
 	}
 	doc := &Document{Group: r.group, Workers: st.N, Epoch: st.Epoch, Meta: st.Meta, Finished: groupFinished(st), Paused: st.Paused, GeneratedAt: now.UTC(),
 		Slots: []slotDoc{}, Throughput: throughput{Samples: []sample{}}}
-	if r.stats != nil {
-		doc.Worker = &workerDoc{Owner: r.owner, Stats: r.stats()}
-	}
 	plan := planOf(st)
 	for _, s := range st.Slots {
 		doc.Slots = append(doc.Slots, slotDoc{slotJSON: newSlotJSON(s, plan), State: slotState(s)})
 	}
 	r.fillProgress(ctx, doc, st, now)
-	if r.ledger == nil && r.openLedger != nil {
-		if r.ledger, err = r.openLedger(ctx); err != nil {
-			return nil, err
-		}
-	}
-	if r.ledger != nil {
-		if err := r.readLedger(ctx, doc); err != nil {
-			return nil, err
-		}
-	}
 	return doc, nil
 }
 
@@ -170,56 +185,13 @@ func slotState(s lock.SlotStatus) string {
 	}
 }
 
-// readLedger adds the item counts and the dead letters (a scan of the table, or of the ledger
-// table's job, each).
-func (r *reader) readLedger(ctx context.Context, doc *Document) error {
-	sum, err := r.ledger.Summarize(ctx)
-	if err != nil {
-		return err
+// slotCounts are the sums of the slots' done and failed counts (from their checkpoints) and
+// whether any slot has counts.
+func (d *Document) slotCounts() (done, failed int64, known bool) {
+	if d.Progress == nil {
+		return 0, 0, false
 	}
-	doc.Items = &sum
-	dl := &deadLetters{Items: []deadLetterItem{}}
-	err = r.ledger.DeadLetters(ctx, func(d worker.DeadLetter) error {
-		dl.Total++
-		if len(dl.Items) >= r.maxDead {
-			return nil
-		}
-		key, err := cli.PlainJSON(d.Key)
-		if err != nil {
-			return err
-		}
-		dl.Items = append(dl.Items, deadLetterItem{Key: key, Attempts: d.Attempts, Error: d.Error, At: d.At.UTC()})
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	doc.DeadLetters = dl
-	return nil
-}
-
-// doneCount is the group's items done: the ledger's count, else the sum of the known slot counts.
-func (d *Document) doneCount() (int64, bool) {
-	if d.Items != nil {
-		return d.Items.Done, true
-	}
-	var n int64
-	known := false
-	for _, s := range d.Slots {
-		if s.Progress != nil {
-			n += s.Progress.Done
-			known = true
-		}
-	}
-	return n, known
-}
-
-// remaining is the items neither done nor failed, when the ledger was read.
-func (d *Document) remaining() (int64, bool) {
-	if d.Items == nil {
-		return 0, false
-	}
-	return d.Items.Total - d.Items.Done - d.Items.Failed, true
+	return d.Progress.Done, d.Progress.Failed, true
 }
 
 func printJSONIndent(w io.Writer, v any) error {

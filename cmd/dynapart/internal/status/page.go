@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"os/signal"
-	"sync"
 	"syscall"
 	"time"
 
@@ -29,96 +28,6 @@ import (
 //go:embed web
 var webFiles embed.FS
 
-const (
-	// pageSamples is how many throughput samples the page keeps (at the default interval, 10 min).
-	pageSamples = 300
-	// rateWindow is the span the rate and ETA are measured over.
-	rateWindow = 30 * time.Second
-	// maxDeadLetters bounds the dead letters listed on the page (all are counted).
-	maxDeadLetters = 50
-)
-
-// Page serves the page and its JSON. A read happens at most once per every, however many
-// viewers poll (with a ledger, each read scans the table); every read adds a throughput sample.
-type Page struct {
-	reader *reader
-	every  time.Duration
-	now    func() time.Time
-
-	mu      sync.Mutex
-	last    *Document
-	lastAt  time.Time
-	samples []sample
-}
-
-func newPage(r *reader, every time.Duration) *Page {
-	return &Page{reader: r, every: every, now: time.Now}
-}
-
-// current returns the latest document, reading a new one when the last is older than every.
-func (p *Page) current(ctx context.Context) (*Document, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	now := p.now()
-	if p.last != nil && now.Sub(p.lastAt) < p.every {
-		return p.last, nil
-	}
-	doc, err := p.reader.read(ctx, now)
-	if err != nil {
-		return nil, err
-	}
-	p.addSample(doc, now)
-	p.last, p.lastAt = doc, now
-	return doc, nil
-}
-
-// addSample records the done count and fills in doc's throughput.
-func (p *Page) addSample(doc *Document, now time.Time) {
-	done, ok := doc.doneCount()
-	if !ok {
-		return
-	}
-	s := sample{T: now.UnixMilli(), Done: done}
-	if n := len(p.samples); n > 0 {
-		prev := p.samples[n-1]
-		if dt := float64(s.T-prev.T) / 1000; dt > 0 {
-			s.Rate = max(0, float64(s.Done-prev.Done)/dt)
-		}
-	}
-	p.samples = append(p.samples, s)
-	if len(p.samples) > pageSamples {
-		p.samples = p.samples[len(p.samples)-pageSamples:]
-	}
-	doc.Throughput = throughputOf(p.samples, doc)
-}
-
-// throughputOf measures the rate over the samples of the last statusRateWindow and the ETA.
-func throughputOf(samples []sample, doc *Document) throughput {
-	last := samples[len(samples)-1]
-	first := last
-	for i := len(samples) - 1; i >= 0 && last.T-samples[i].T <= rateWindow.Milliseconds(); i-- {
-		first = samples[i]
-	}
-	tp := throughput{Done: &last.Done, Samples: append([]sample(nil), samples...)}
-	if dt := float64(last.T-first.T) / 1000; dt > 0 {
-		tp.Rate = max(0, float64(last.Done-first.Done)/dt)
-		tp.RateWindow = dt
-	}
-	if left, ok := doc.remaining(); ok {
-		switch {
-		case left <= 0:
-			zero := 0.0
-			tp.ETASeconds = &zero
-		case tp.Rate > 0:
-			eta := float64(left) / tp.Rate
-			tp.ETASeconds = &eta
-		}
-	} else if doc.Progress != nil {
-		tp.ETASeconds = doc.Progress.ETASeconds // without the ledger: the slots' estimate
-	}
-	return tp
-}
-
 // Mount adds the page (/ and /assets/) and /api/status to mux.
 func (p *Page) Mount(mux *http.ServeMux) {
 	assets, _ := fs.Sub(webFiles, "web") // cannot fail: web is embedded
@@ -134,7 +43,7 @@ func (p *Page) Mount(mux *http.ServeMux) {
 	})
 	mux.Handle("GET /assets/", http.StripPrefix("/assets/", http.FileServerFS(assets)))
 	mux.HandleFunc("GET /api/status", func(w http.ResponseWriter, r *http.Request) {
-		doc, err := p.current(r.Context())
+		doc, err := p.view(r.Context())
 		w.Header().Set("Cache-Control", "no-store")
 		if err != nil {
 			w.Header().Set("Content-Type", "application/json")
@@ -180,39 +89,48 @@ func servePage(ctx context.Context, p *Page, l net.Listener, out io.Writer) erro
 
 // pageFlags are the status command's flags for the JSON document and the live page.
 type pageFlags struct {
-	serve    string
-	interval time.Duration
-	ledger   cli.LedgerFlags
+	serve          string
+	interval       time.Duration
+	ledgerInterval time.Duration
+	ledger         cli.LedgerFlags
 }
 
 func (s *pageFlags) add(f *pflag.FlagSet) {
 	f.StringVar(&s.serve, "serve", "", "serve a live status page (and /api/status) on this address, e.g. 127.0.0.1:8080, until interrupted")
-	f.DurationVar(&s.interval, "interval", 2*time.Second, "--serve: the least time between two reads of the group (and, with --table, of the ledger)")
-	f.StringVar(&s.ledger.Table, "table", "", "source table: adds item counts, ETA and dead letters (read from the ledger; each read scans the table)")
-	f.StringVar(&s.ledger.Job, "job", "default", "with --table: job name (table ledger)")
-	f.StringVar(&s.ledger.Kind, "ledger", "inline", "with --table: ledger, inline or table")
-	f.StringVar(&s.ledger.LedgerTable, "ledger-table", worker.DefaultLedgerTable, "with --table: ledger table, for --ledger table")
-	f.StringVar(&s.ledger.Prefix, "attr-prefix", worker.DefaultAttrPrefix, "with --table: inline ledger attribute prefix")
+	f.DurationVar(&s.interval, "interval", 2*time.Second,
+		"--serve: how often the page's server reads the group (one Query of the lease table), whether or not anyone watches")
+	f.DurationVar(&s.ledgerInterval, "ledger-interval", defaultLedgerEvery,
+		"--serve: how often it reads the ledger's exact counts and dead letters (scans of the table); 0: never")
+	f.StringVar(&s.ledger.Table, "table", "", "source table; read from the group (a different one is refused). With --json: add the ledger's counts and dead letters (one read)")
+	f.StringVar(&s.ledger.Job, "job", "default", "job name; read from the group (a different one is refused)")
+	f.StringVar(&s.ledger.Kind, "ledger", "inline", "ledger, inline or table; read from the group (a different one is refused)")
+	f.StringVar(&s.ledger.LedgerTable, "ledger-table", worker.DefaultLedgerTable, "ledger table; read from the group (a different one is refused)")
+	f.StringVar(&s.ledger.Prefix, "attr-prefix", worker.DefaultAttrPrefix, "inline ledger attribute prefix; read from the group (a different one is refused)")
 }
 
 // validate checks the flags before anything is read.
-func (s *pageFlags) validate(cmd *cobra.Command) error {
+func (s *pageFlags) validate() error {
 	if s.interval <= 0 {
 		return cli.Usagef("--interval must be positive, got %s", s.interval)
 	}
-	if s.ledger.Table == "" {
-		for _, name := range []string{"job", "ledger", "ledger-table", "attr-prefix"} {
-			if cmd.Flags().Changed(name) {
-				return cli.Usagef("--%s needs --table", name)
-			}
-		}
+	if s.ledgerInterval < 0 {
+		return cli.Usagef("--ledger-interval must be 0 (never) or positive, got %s", s.ledgerInterval)
 	}
 	return nil
 }
 
+// readsLedger says whether the document has the ledger's counts: the page's unless
+// --ledger-interval is 0; --json's only with --table (a scan per call).
+func (s *pageFlags) readsLedger() bool {
+	if s.serve == "" {
+		return s.ledger.Table != ""
+	}
+	return s.ledgerInterval > 0
+}
+
 // run prints the status document once (--json) or serves the live page (--serve).
 func (s *pageFlags) run(cmd *cobra.Command, g *cli.Globals, group, leaseTable string) error {
-	if err := s.validate(cmd); err != nil {
+	if err := s.validate(); err != nil {
 		return err
 	}
 	var l net.Listener
@@ -224,19 +142,12 @@ func (s *pageFlags) run(cmd *cobra.Command, g *cli.Globals, group, leaseTable st
 		defer l.Close()
 	}
 	ctx := cmd.Context()
-	lc, db, err := g.LeaseClientAndDB(ctx, leaseTable)
+	page, err := s.newPage(cmd, g, group, leaseTable)
 	if err != nil {
 		return err
 	}
-	r := &reader{locks: lc, group: group, maxDead: maxDeadLetters, tables: db}
-	if s.ledger.Table != "" {
-		if r.ledger, err = s.ledger.Open(ctx, g); err != nil {
-			return err
-		}
-	}
-	page := newPage(r, s.interval)
 	if s.serve == "" {
-		doc, err := page.current(ctx)
+		doc, err := page.once(ctx)
 		if err != nil {
 			return err
 		}
@@ -244,21 +155,90 @@ func (s *pageFlags) run(cmd *cobra.Command, g *cli.Globals, group, leaseTable st
 	}
 	sctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	return servePage(sctx, page, l, cmd.OutOrStdout())
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		page.Run(sctx)
+	}()
+	err = servePage(sctx, page, l, cmd.OutOrStdout())
+	stop()
+	<-sampled
+	return err
 }
 
-// workerPageEvery is the least time between two reads of the worker's status page.
-const workerPageEvery = 5 * time.Second
-
-// WorkerPage is the status page a worker serves next to /metrics: its group, its own stats,
-// and the ledger's counts and dead letters. It makes no DynamoDB call until the page is read.
-func WorkerPage(g *cli.Globals, lf cli.LedgerFlags, w *worker.Worker) (*Page, error) {
-	cfg := w.Config()
-	lc, err := lock.New(cfg.Client, cfg.LeaseTable)
+// newPage makes the page of group, its reads metered, after checking the ledger flags given
+// against the group's meta item (exit 2 when they disagree).
+func (s *pageFlags) newPage(cmd *cobra.Command, g *cli.Globals, group, leaseTable string) (*Page, error) {
+	ctx := cmd.Context()
+	lc, db, err := g.LeaseClientAndDB(ctx, leaseTable)
 	if err != nil {
 		return nil, err
 	}
-	r := &reader{locks: lc, group: cfg.Group, stats: w.Stats, owner: cfg.Owner, maxDead: maxDeadLetters, tables: cfg.Client,
-		openLedger: func(ctx context.Context) (worker.Ledger, error) { return lf.Open(ctx, g) }}
-	return newPage(r, workerPageEvery), nil
+	st, err := lc.GroupStatus(ctx, group)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkLedgerFlags(cmd.Flags(), s.ledger, st.Meta); err != nil {
+		return nil, err
+	}
+	lease := &readMeter{}
+	locks, err := lock.New(meteredLeaseDB{db, lease}, leaseTable)
+	if err != nil {
+		return nil, err
+	}
+	page := newPage(&reader{locks: locks, group: group, tables: db}, s.interval, realClock())
+	page.lease = lease
+	if s.readsLedger() {
+		page.ledger = newLedgerCache(s.ledgerInterval, page.clock, func(ctx context.Context, meta map[string]string, m *readMeter) (worker.Ledger, cli.LedgerFlags, error) {
+			lf, ok := s.ledgerOf(meta)
+			if !ok {
+				return nil, lf, nil
+			}
+			led, err := lf.OpenVia(ctx, g, func(db worker.LedgerClient) worker.LedgerClient { return meteredLedgerDB{db, m} })
+			return led, lf, err
+		})
+	}
+	return page, nil
+}
+
+// ledgerOf is the group's ledger as its meta records it, else (a group that has not run yet)
+// the flags' when --table was given.
+func (s *pageFlags) ledgerOf(meta map[string]string) (cli.LedgerFlags, bool) {
+	if lf, _, ok := recordedLedger(meta); ok {
+		return lf, true
+	}
+	return s.ledger, s.ledger.Table != ""
+}
+
+// newLedgerCache reads the ledger opened by open every every (at most), metered.
+func newLedgerCache(every time.Duration, clock pageClock, open func(context.Context, map[string]string, *readMeter) (worker.Ledger, cli.LedgerFlags, error)) *ledgerCache {
+	m := &readMeter{}
+	return &ledgerCache{every: every, maxDead: maxDeadLetters, meter: m, now: clock.now,
+		open: func(ctx context.Context, meta map[string]string) (worker.Ledger, cli.LedgerFlags, error) {
+			return open(ctx, meta, m)
+		}}
+}
+
+// workerPageEvery is how often a worker's page samples the group while someone watches it.
+const workerPageEvery = 5 * time.Second
+
+// WorkerPage is the status page a worker serves next to /metrics: its group, its own stats, and
+// the ledger's counts and dead letters. Its Run samples the group only while someone has looked
+// in the last 10 minutes, and reads the ledger at most every 5 minutes, only if someone looked
+// since the last read: a worker's page costs nothing while nobody watches.
+func WorkerPage(g *cli.Globals, lf cli.LedgerFlags, w *worker.Worker) (*Page, error) {
+	cfg := w.Config()
+	lease := &readMeter{}
+	lc, err := lock.New(meteredLeaseDB{cfg.Client, lease}, cfg.LeaseTable)
+	if err != nil {
+		return nil, err
+	}
+	p := newPage(&reader{locks: lc, group: cfg.Group, tables: cfg.Client}, workerPageEvery, realClock())
+	p.always, p.lease, p.stats, p.owner = false, lease, w.Stats, cfg.Owner
+	p.ledger = newLedgerCache(defaultLedgerEvery, p.clock, func(ctx context.Context, _ map[string]string, m *readMeter) (worker.Ledger, cli.LedgerFlags, error) {
+		led, err := lf.OpenVia(ctx, g, func(db worker.LedgerClient) worker.LedgerClient { return meteredLedgerDB{db, m} })
+		return led, lf, err
+	})
+	p.ledger.onView = true
+	return p, nil
 }

@@ -25,7 +25,7 @@ type tableDescriber interface {
 }
 
 // groupProgress is the group's progress: the sums of the slots' counts, the rate of the current
-// passes, and the ETA of the slowest unfinished slot. Estimated (see ShareEstimate).
+// passes, the items left and the group's ETA. Estimated (see ShareEstimate).
 type groupProgress struct {
 	Done    int64 `json:"done"`
 	Failed  int64 `json:"failed"`
@@ -35,9 +35,17 @@ type groupProgress struct {
 	// ItemsEstimate is the source table's ItemCount from DescribeTable, an estimate; null when
 	// unknown.
 	ItemsEstimate *int64 `json:"items_estimate"`
-	// ETASeconds is when the last unfinished slot's pass should end, at its rate; 0 when every
-	// slot is finished; null when a slot's cannot be told.
+	// Left is the items neither done nor failed: ItemsEstimate - Done - Failed, at least 0; null
+	// without an estimate. Fraction is Done / ItemsEstimate (0..1), null without one.
+	Left     *int64   `json:"left"`
+	Fraction *float64 `json:"fraction"`
+	// ETASeconds is the group's: 0 when every slot is finished or nothing is left; else Left at
+	// Rate, so the shares of free slots (no worker) count at the rate of the working ones, and no
+	// sooner than the slowest working slot's own ETA; null when it cannot be told (no estimate, or
+	// no slot reading).
 	ETASeconds *float64 `json:"eta_seconds"`
+	// FreeSlots counts the slots 0..N-1 neither finished nor held: their shares wait for a worker.
+	FreeSlots int `json:"free_slots"`
 }
 
 // estimateItems is the source table's item count from DescribeTable (nil when unknown).
@@ -99,39 +107,62 @@ func slotProgressOf(s lock.SlotStatus, share *int64) (p *slotProgress, fraction 
 	return p, fraction
 }
 
-// groupProgressOf sums the slots' progress; nil when no slot has counts.
-func groupProgressOf(slots []slotDoc, items *int64) *groupProgress {
+// groupProgressOf sums the slots' progress; nil when no slot has counts. n is the group's N.
+func groupProgressOf(slots []slotDoc, n int, items *int64) *groupProgress {
 	g := &groupProgress{ItemsEstimate: items}
-	known, etaKnown := false, true
-	var eta float64
+	known, finished := false, 0
+	var slowest *float64
 	for _, s := range slots {
-		if s.Finished {
-			if s.Progress != nil {
-				g.Done, g.Failed, g.Scanned = g.Done+s.Progress.Done, g.Failed+s.Progress.Failed, g.Scanned+s.Progress.Scanned
-				known = true
-			}
-			continue
+		switch {
+		case s.Slot < n && s.Finished:
+			finished++
+		case s.Slot < n && !s.Held:
+			g.FreeSlots++
 		}
-		if s.Progress == nil {
-			etaKnown = false
+		p := s.Progress
+		if p == nil {
 			continue
 		}
 		known = true
-		p := s.Progress
-		g.Done, g.Failed, g.Scanned, g.Rate = g.Done+p.Done, g.Failed+p.Failed, g.Scanned+p.Scanned, g.Rate+p.Rate
-		if p.ETASeconds == nil {
-			etaKnown = false
-		} else {
-			eta = max(eta, *p.ETASeconds)
+		g.Done, g.Failed, g.Scanned = g.Done+p.Done, g.Failed+p.Failed, g.Scanned+p.Scanned
+		if s.Finished {
+			continue
+		}
+		g.Rate += p.Rate
+		if p.ETASeconds != nil && (slowest == nil || *p.ETASeconds > *slowest) {
+			slowest = p.ETASeconds
 		}
 	}
 	if !known {
 		return nil
 	}
-	if etaKnown {
-		g.ETASeconds = &eta
+	if items != nil {
+		left := max(0, *items-g.Done-g.Failed)
+		g.Left = &left
+		if *items > 0 {
+			f := min(1, float64(g.Done)/float64(*items))
+			g.Fraction = &f
+		}
 	}
+	g.ETASeconds = groupETA(g.Left, g.Rate, slowest, n > 0 && finished == n)
 	return g
+}
+
+// groupETA is the time left: 0 when every slot is finished or nothing is left, else left at rate
+// (no sooner than slowest, the slowest working slot's ETA); nil when it cannot be told.
+func groupETA(left *int64, rate float64, slowest *float64, allFinished bool) *float64 {
+	if allFinished {
+		zero := 0.0
+		return &zero
+	}
+	if left == nil {
+		return nil
+	}
+	eta := etaOf(*left, rate, false)
+	if eta != nil && *eta > 0 && slowest != nil {
+		*eta = max(*eta, *slowest)
+	}
+	return eta
 }
 
 // fillProgress sets each slot's progress and fraction from its checkpoint and the group's sums.
@@ -146,21 +177,22 @@ func (r *reader) fillProgress(ctx context.Context, doc *Document, st *lock.Group
 	for i := range doc.Slots {
 		doc.Slots[i].Progress, doc.Slots[i].Fraction = slotProgressOf(st.Slots[i], share)
 	}
-	doc.Progress = groupProgressOf(doc.Slots, r.items)
+	doc.Progress = groupProgressOf(doc.Slots, st.N, r.items)
 }
 
 // statusItemsEvery is how often the status page re-reads the table's item count.
 const statusItemsEvery = time.Minute
 
-// printProgressText prints each slot's counts, rate and ETA from its checkpoint, and the group's.
-func printProgressText(w io.Writer, slots []lock.SlotStatus, n int, items *int64) {
+// printProgressText prints each slot's counts, rate and ETA from its checkpoint, the group's sums,
+// and a line with the group's fraction done, items left and ETA.
+func printProgressText(w io.Writer, slots []lock.SlotStatus, n int, items *int64, paused bool) {
 	share := shareOf(items, n)
 	docs := make([]slotDoc, len(slots))
 	for i, s := range slots {
-		docs[i] = slotDoc{slotJSON: slotJSON{Slot: s.Slot, Finished: s.Finished}}
+		docs[i] = slotDoc{slotJSON: slotJSON{Slot: s.Slot, Finished: s.Finished, Held: s.Held}}
 		docs[i].Progress, _ = slotProgressOf(s, share)
 	}
-	g := groupProgressOf(docs, items)
+	g := groupProgressOf(docs, n, items)
 	if g == nil {
 		return
 	}
@@ -180,6 +212,30 @@ func printProgressText(w io.Writer, slots []lock.SlotStatus, n int, items *int64
 	}
 	fmt.Fprintf(tw, "group\t\t%d\t%d\t%d\t%.1f\t%s\n", g.Done, g.Failed, g.Scanned, g.Rate, etaText(g.ETASeconds))
 	_ = tw.Flush()
+	fmt.Fprintln(w, groupSummary(g, paused))
+}
+
+// groupSummary is the group's line under the progress table: "group: 4223 of ~20000 done (21.1%),
+// 15777 left, ETA 3m12s; 1 slot free, its share counted at the group's rate".
+func groupSummary(g *groupProgress, paused bool) string {
+	s := fmt.Sprintf("group: %d done", g.Done)
+	if g.ItemsEstimate != nil && g.Fraction != nil {
+		s = fmt.Sprintf("group: %d of ~%d done (%.1f%%)", g.Done, *g.ItemsEstimate, *g.Fraction*100)
+	}
+	if g.Left != nil {
+		s += fmt.Sprintf(", %d left", *g.Left)
+	}
+	s += ", ETA " + etaText(g.ETASeconds)
+	if paused && g.ETASeconds != nil && *g.ETASeconds > 0 {
+		s += " once resumed (PAUSED)"
+	}
+	switch {
+	case g.FreeSlots == 1:
+		s += "; 1 slot free, its share counted at the group's rate"
+	case g.FreeSlots > 1:
+		s += fmt.Sprintf("; %d slots free, their shares counted at the group's rate", g.FreeSlots)
+	}
+	return s
 }
 
 func etaText(s *float64) string {

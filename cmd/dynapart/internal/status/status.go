@@ -1,7 +1,9 @@
 // Package status is `dynapart status`: a group's slots for people (status.go), the status
 // document of --json (document.go, with the slots' progress from progress.go and their units from
 // plan.go) and the live page that serves it (--serve: page.go and web/, also served by a worker's
-// --metrics-addr).
+// --metrics-addr). The page's server samples the group on its own clock (sampler.go, throughput.go)
+// and reads the ledger at an interval of its own (ledgerread.go), both metered (cost.go); where
+// the ledger is comes from the group's meta item (groupledger.go).
 package status
 
 import (
@@ -49,6 +51,34 @@ type statusJSON struct {
 	Slots    []slotJSON        `json:"slots"`
 }
 
+const statusLong = `Shows, for each slot of --group: the owner (worker id), its fencing token, whether the lease is
+held now and until when, whether the slot's share is finished, and how far its checkpoint is.
+The group of a work command is TABLE/JOB unless --group was given (e.g. users/default).
+
+The group line says PAUSED while the group is paused (dynapart pause). Below the slots, each
+slot's progress as saved with its checkpoint: pass, items done and failed, items read in this
+pass, the rate and the ETA of the pass, the group's sums, and a line with the group's fraction
+done, items left and ETA (the shares of free slots counted at the group's rate). A slot's share
+is estimated as the table's item count (DescribeTable) / N, so the ETA is an estimate. No scan
+of the table.
+
+The source table, the ledger, the job, the ledger table and the attribute prefix are read from
+the group's meta item (the work command recorded them): --table and the ledger flags are not
+needed, and one that disagrees with the group is refused (exit 2).
+
+--json prints one JSON document: the slots (with their state: working, finished, released,
+expired or free, and progress), the paused flag, the group's progress, throughput and ETA; with
+--table also the ledger's exact item counts and dead letters (one read of the ledger: a scan).
+
+--serve ADDR serves a live page with the same data (slots with progress bars, the overall bar,
+throughput over time, ETA, dead letters with their errors) that refreshes itself, and the
+document at /api/status; it runs until interrupted. The page's server reads the group every
+--interval whether or not anyone watches, so the chart has the job's history from before the
+first view, and the ledger every --ledger-interval (default 5m), one read at a time, shown with
+its age and its cost in read units; a view reads nothing, so an open page costs one Query of the
+lease table per --interval plus one ledger read per --ledger-interval however many people watch.
+The page's files are in the binary.`
+
 // New is `dynapart status`.
 func New(g *cli.Globals) *cobra.Command {
 	var group, leaseTable string
@@ -57,23 +87,11 @@ func New(g *cli.Globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show a group's slots: owner, token, expiry, checkpoint, finished",
-		Long: `Shows, for each slot of --group: the owner (worker id), its fencing token, whether the lease is
-held now and until when, whether the slot's share is finished, and how far its checkpoint is.
-The group of a work command is TABLE/JOB unless --group was given (e.g. users/default).
-
-The group line says PAUSED while the group is paused (dynapart pause). Below the slots, each
-slot's progress as saved with its checkpoint: pass, items done and failed, items read in this
-pass, the rate and the ETA of the pass, and the group's sums; a slot's share is estimated as the
-table's item count (DescribeTable) / N, so the ETA is an estimate. No scan of the table.
-
---json prints one JSON document: the slots (with their state: working, finished, released,
-expired or free, and progress), the paused flag, the group's progress and, with --table and the
-ledger flags, item counts from the ledger, dead letters and ETA. --serve ADDR serves a live page with the same data (slots with progress bars,
-throughput over time, ETA, dead letters with their errors) that refreshes itself, and the
-document at /api/status; it runs until interrupted. The page's files are in the binary.`,
+		Long:  statusLong,
 		Example: `  dynapart status --group users/default
   dynapart status --group users/default --json | jq '.slots[] | select(.held)'
-  dynapart status --group users/default --table users --serve 127.0.0.1:8080`,
+  dynapart status --group users/default --json --table users | jq .items
+  dynapart status --group users/default --serve 127.0.0.1:8080 --ledger-interval 10m`,
 		Args: cli.UsageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if group == "" {
@@ -91,6 +109,9 @@ document at /api/status; it runs until interrupted. The page's files are in the 
 			if err != nil {
 				return err
 			}
+			if err := checkLedgerFlags(cmd.Flags(), live.ledger, st.Meta); err != nil {
+				return err
+			}
 			out := statusJSON{Group: group, Workers: st.N, Epoch: st.Epoch, Meta: st.Meta, Finished: groupFinished(st), Paused: st.Paused}
 			plan := planOf(st)
 			for _, s := range st.Slots {
@@ -106,7 +127,7 @@ document at /api/status; it runs until interrupted. The page's files are in the 
 				return nil
 			}
 			printText(cmd.OutOrStdout(), out)
-			printProgressText(cmd.OutOrStdout(), st.Slots, st.N, estimateItems(ctx, db, st.Meta["table"]))
+			printProgressText(cmd.OutOrStdout(), st.Slots, st.N, estimateItems(ctx, db, st.Meta["table"]), st.Paused)
 			return nil
 		},
 	}

@@ -295,7 +295,21 @@ func (r *workRun) serveMetrics(ctx context.Context) (func(), error) {
 		return nil, err
 	}
 	r.metrics.mount = page.Mount
-	return r.metrics.serve(ctx, r.f.metricsAddr)
+	stopServing, err := r.metrics.serve(ctx, r.f.metricsAddr)
+	if err != nil {
+		return nil, err
+	}
+	pctx, stopPage := context.WithCancel(ctx)
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		page.Run(pctx) // samples only while someone watches
+	}()
+	return func() {
+		stopServing()
+		stopPage()
+		<-sampled
+	}, nil
 }
 
 // logDone logs the worker's stats at the end of the run.

@@ -1,9 +1,14 @@
 // dynapart status page: polls api/status and renders it. No dependencies.
+// The server samples the group on its own clock and reads the ledger at its own interval; a poll
+// only fetches what it has, so polling costs no DynamoDB read.
 "use strict";
 (function () {
-  const REFRESH_MS = 2000;
   const $ = (id) => document.getElementById(id);
-  const fmtInt = (n) => (n === null || n === undefined ? "–" : Number(n).toLocaleString("en-US"));
+  const known = (v) => v !== null && v !== undefined;
+  const fmtInt = (n) => (known(n) ? Number(n).toLocaleString("en-US") : "–");
+  const fmtPct = (f) => (f * 100).toFixed(f > 0 && f < 0.001 ? 2 : 1) + "%";
+  const fmtUnits = (u) => (u >= 100 ? Math.round(u).toLocaleString("en-US") : u.toFixed(1));
+  let refreshMs = 2000;
 
   function text(el, v) { el.textContent = v; }
 
@@ -15,7 +20,7 @@
   }
 
   function fmtDuration(s) {
-    if (s === null || s === undefined) return "–";
+    if (!known(s)) return "–";
     if (s < 1) return "done";
     s = Math.round(s);
     const h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), sec = s % 60;
@@ -24,22 +29,44 @@
     return sec + "s";
   }
 
+  function fmtAge(s) { return s < 1 ? "just now" : fmtDuration(s) + " ago"; }
+
   function fmtTime(iso) {
     if (!iso || iso.startsWith("0001-")) return "–";
     return new Date(iso).toLocaleTimeString("en-GB");
   }
 
+  // bar is a progress bar with a short label inside; fraction null draws it striped (unknown).
   function bar(fraction, label) {
     const b = document.createElement("div");
-    b.className = "bar" + (fraction === null || fraction === undefined ? " unknown" : "");
+    b.className = "bar" + (known(fraction) ? "" : " unknown");
     const f = document.createElement("div");
     f.className = "fill";
     f.style.width = fraction ? Math.min(100, fraction * 100).toFixed(1) + "%" : "0%";
     const t = document.createElement("div");
-    t.className = "txt";
+    t.className = "txt fits";
     t.textContent = label;
     b.append(f, t);
     return b;
+  }
+
+  // slotLabels are a slot's short label (inside its bar) and its details (the line below).
+  function slotLabels(doc, s) {
+    const p = s.progress;
+    let short = s.state, details = [];
+    if (p) {
+      const handled = p.done + p.failed;
+      short = known(p.share_estimate) && !s.finished
+        ? fmtInt(handled) + " / ~" + fmtInt(p.share_estimate) + (known(s.fraction) ? " · " + fmtPct(s.fraction) : "")
+        : fmtInt(p.done) + " done";
+      details.push("pass " + p.pass, fmtInt(p.scanned) + " scanned", fmtInt(p.failed) + " failed");
+      if (!s.finished && p.rate > 0) details.push(p.rate.toFixed(0) + "/s", "ETA " + fmtDuration(p.eta_seconds));
+    }
+    if (s.finished) short = "finished" + (p ? " · " + fmtInt(p.done) + " done" : "");
+    if (doc.paused && s.state === "working") details.push("paused");
+    if (s.retired) details.push("retired by a scale-down");
+    else if (s.segments) details.push("units " + s.segments);
+    return [short, details.join(" · ")];
   }
 
   function renderSlots(doc) {
@@ -55,88 +82,90 @@
       pill.textContent = s.state;
       st.append(pill);
       tr.append(st, td(s.held ? fmtTime(s.expires_at) : "–", "expires"));
-      let label = s.state;
-      if (s.progress) {
-        const p = s.progress;
-        label = fmtInt(p.done) + " done · " + fmtInt(p.scanned) +
-          (p.share_estimate !== null ? " of ~" + fmtInt(p.share_estimate) : "") + " scanned · " + fmtInt(p.failed) + " failed";
-        if (!s.finished && p.rate > 0) label += " · " + p.rate.toFixed(0) + "/s · ETA " + fmtDuration(p.eta_seconds);
-        if (doc.paused && s.state === "working") label += " · paused";
-      }
-      else if (s.fraction === 1) label = "finished";
-      if (s.retired) label += " · retired by a scale-down";
-      else if (s.segments) label += " · units " + s.segments;
-      const p = td("", "progress");
-      p.append(bar(s.fraction, label));
-      tr.append(p);
+      const [short, details] = slotLabels(doc, s);
+      const cell = td("", "progress");
+      const more = document.createElement("div");
+      more.className = "details fits";
+      more.textContent = details;
+      cell.append(bar(s.fraction, short), more);
+      tr.append(cell);
       body.append(tr);
     }
     text($("slot-count"), doc.slots.length + " of " + doc.workers + (doc.epoch ? " · plan epoch " + doc.epoch : ""));
   }
 
+  // groupState is the group's state word. A pause for a budget (issue 34) is to be told here too.
+  function groupState(doc) {
+    if (doc.paused) return "paused";
+    if (doc.workers === 0) return "never run";
+    if (doc.finished) return "finished";
+    return doc.slots.some((s) => s.state === "working") ? "running" : "idle";
+  }
+
+  function etaText(doc) {
+    const tp = doc.throughput;
+    if (known(tp.eta_seconds)) return fmtDuration(tp.eta_seconds);
+    if (doc.paused) return "paused";
+    if (tp.left > 0 && doc.progress && doc.progress.free_slots > 0) return "no worker";
+    return "–";
+  }
+
+  function etaNote(doc) {
+    const tp = doc.throughput, free = doc.progress ? doc.progress.free_slots : 0;
+    if (doc.paused && tp.left > 0) return "dynapart resume to go on";
+    if (!known(tp.eta_seconds) || tp.eta_seconds === 0) return free > 0 && tp.left > 0 ? free + " slot" + (free > 1 ? "s" : "") + " free, no worker reading" : "";
+    let note = fmtInt(tp.left) + " left at " + tp.rate.toFixed(1) + "/s";
+    if (free > 0) note += "; " + free + " free slot" + (free > 1 ? "s" : "") + " counted at that rate";
+    return note;
+  }
+
   function renderCounts(doc) {
-    const it = doc.items;
-    text($("items-done"), it ? fmtInt(it.done) : (doc.throughput.done !== null ? fmtInt(doc.throughput.done) : "–"));
-    const est = doc.progress && doc.progress.items_estimate !== null ? "~" + fmtInt(doc.progress.items_estimate) : "?";
-    text($("items-total"), it ? fmtInt(it.total) : est);
+    const tp = doc.throughput, it = doc.items, est = tp.total_source === "table_estimate" ? "~" : "";
+    text($("items-done"), fmtInt(tp.done));
+    text($("items-total"), known(tp.total) ? est + fmtInt(tp.total) : "?");
+    const width = (f) => (known(f) ? Math.min(100, f * 100).toFixed(1) + "%" : "0%");
+    $("group-bar").style.width = width(tp.fraction);
+    $("group-bar-failed").style.width = width(tp.failed_fraction);
+    text($("group-bar-label"), known(tp.fraction)
+      ? fmtPct(tp.fraction) + " done" + (tp.failed > 0 ? " · " + fmtPct(tp.failed_fraction) + " failed" : "") + " · " + fmtInt(tp.left) + " left"
+      : "total unknown");
     text($("items-pending"), it ? fmtInt(it.pending) : "–");
     text($("items-claimed"), it ? fmtInt(it.claimed) : "–");
     text($("items-failed"), it ? fmtInt(it.failed) : "–");
-    const pct = (n) => (it && it.total > 0 ? ((n / it.total) * 100).toFixed(1) + "%" : "0%");
-    $("group-bar").style.width = it ? pct(it.done) : "0%";
-    $("group-bar-failed").style.width = it ? pct(it.failed) : "0%";
-    text($("rate"), doc.throughput.done === null ? "–" : doc.throughput.rate.toFixed(1));
-    text($("eta"), fmtDuration(doc.throughput.eta_seconds));
+    text($("items-note"), "pending · claimed · failed, " +
+      (doc.ledger && known(doc.ledger.age_seconds) ? "read " + fmtAge(doc.ledger.age_seconds) : "not read yet"));
+    text($("rate"), known(tp.done) ? tp.rate.toFixed(1) : "–");
+    text($("rate-note"), tp.rate_source === "samples" ? "over the last " + Math.round(tp.rate_window_seconds) + " s" : tp.rate_source ? "slots' read rate" : "");
+    text($("eta"), etaText(doc));
+    text($("eta-note"), etaNote(doc));
     text($("paused"), doc.paused ? "paused" : "no");
-    const working = doc.slots.some((s) => s.state === "working");
-    let state = doc.workers === 0 ? "never run" : doc.finished ? "finished" : working ? "running" : "idle";
-    if (doc.paused) state = "paused";
+    const state = groupState(doc);
     text($("group-state"), state);
+    $("group-state").className = "value state-" + state.replace(" ", "-");
+    $("paused-banner").hidden = !doc.paused;
+    text($("resume-cmd"), "dynapart resume --group " + doc.group);
   }
 
-  function renderChart(doc) {
-    const svg = $("chart");
-    const W = 800, H = 200, pad = 28;
-    const ns = "http://www.w3.org/2000/svg";
-    svg.replaceChildren();
-    const samples = doc.throughput.samples.slice(1); // the first sample has no rate
-    if (samples.length < 1) {
-      text($("chart-note"), doc.throughput.done === null
-        ? "No item counts: give --table (and the ledger flags) to chart throughput."
-        : "Waiting for a second sample…");
-      return;
+  function renderLedger(doc) {
+    const l = doc.ledger;
+    let note;
+    if (!l) {
+      note = doc.meta && doc.meta.table
+        ? "The ledger is not read (--ledger-interval 0, or status --json without --table)."
+        : "The group has not recorded its table yet (it has not run): no ledger to read.";
+    } else if (!known(l.read_at)) {
+      note = l.error ? "Reading the ledger failed: " + l.error : "Reading the ledger of " + l.table + "…";
+    } else {
+      note = "Ledger (" + l.kind + ", " + l.table + (l.kind === "table" ? ", job " + l.job : "") + ") read " +
+        fmtAge(l.age_seconds) + " in " + l.duration_seconds.toFixed(1) + " s: " + fmtUnits(l.read_units) + " read units, " +
+        l.requests + " requests" + (l.reading ? "; reading again now" : l.next_at ? "; next at " + fmtTime(l.next_at) : "") +
+        (l.error ? ". Last read failed: " + l.error : "");
     }
-    text($("chart-note"), samples.length + " samples");
-    const maxRate = Math.max(1, ...samples.map((s) => s.rate));
-    const t0 = samples[0].t, t1 = Math.max(samples[samples.length - 1].t, t0 + 1);
-    const x = (t) => pad + ((t - t0) / (t1 - t0)) * (W - 2 * pad);
-    const y = (r) => H - pad - (r / maxRate) * (H - 2 * pad);
-    for (const frac of [0, 0.5, 1]) {
-      const l = document.createElementNS(ns, "line");
-      l.setAttribute("class", "grid");
-      l.setAttribute("x1", pad); l.setAttribute("x2", W - pad);
-      l.setAttribute("y1", y(maxRate * frac)); l.setAttribute("y2", y(maxRate * frac));
-      const lab = document.createElementNS(ns, "text");
-      lab.setAttribute("x", 2); lab.setAttribute("y", y(maxRate * frac) + 4);
-      lab.textContent = Math.round(maxRate * frac);
-      svg.append(l, lab);
-    }
-    for (const [t, anchor] of [[t0, "start"], [t1, "end"]]) {
-      const lab = document.createElementNS(ns, "text");
-      lab.setAttribute("x", x(t)); lab.setAttribute("y", H - 8);
-      lab.setAttribute("text-anchor", anchor);
-      lab.textContent = new Date(t).toLocaleTimeString("en-GB");
-      svg.append(lab);
-    }
-    const pts = samples.map((s) => x(s.t).toFixed(1) + "," + y(s.rate).toFixed(1));
-    if (pts.length === 1) pts.unshift(pad + "," + y(samples[0].rate).toFixed(1));
-    const area = document.createElementNS(ns, "polygon");
-    area.setAttribute("class", "area");
-    area.setAttribute("points", pts.join(" ") + " " + x(t1).toFixed(1) + "," + y(0) + " " + pts[0].split(",")[0] + "," + y(0));
-    const line = document.createElementNS(ns, "polyline");
-    line.setAttribute("class", "line");
-    line.setAttribute("points", pts.join(" "));
-    svg.append(area, line);
+    text($("ledger-note"), note);
+    const r = doc.reads;
+    text($("reads"), r ? "this page's reads since " + fmtTime(r.since) + ": " + fmtInt(r.group_reads) + " group reads (" +
+      fmtUnits(r.lease_read_units) + " RCU), " + fmtInt(r.ledger_reads) + " ledger reads (" + fmtUnits(r.ledger_read_units) +
+      " RCU); " + fmtInt(r.views) + " views, which read nothing" : "");
   }
 
   function renderDeadLetters(doc) {
@@ -145,11 +174,13 @@
     const dl = doc.dead_letters;
     if (!dl) {
       text($("dl-total"), "");
-      text($("dl-note"), "Give --table (and the ledger flags) to list dead letters.");
+      text($("dl-note"), "Listed from the ledger once it has been read.");
       return;
     }
     text($("dl-total"), dl.total + " items");
-    text($("dl-note"), dl.total > dl.items.length ? "showing the first " + dl.items.length : (dl.total === 0 ? "none" : ""));
+    const age = doc.ledger && known(doc.ledger.age_seconds) ? " (as of " + fmtAge(doc.ledger.age_seconds) + ")" : "";
+    const shown = dl.total > dl.items.length ? "showing the first " + dl.items.length : dl.total === 0 ? "none" : "";
+    text($("dl-note"), shown + (shown && age ? " " : "") + age.trim());
     for (const d of dl.items) {
       const tr = document.createElement("tr");
       tr.append(td(JSON.stringify(d.key), "key"), td(d.attempts, "attempts"), td(fmtTime(d.at), "at"), td(d.error, "err"));
@@ -175,17 +206,34 @@
     }
   }
 
+  // markCut gives every label that does not fit its box its full text as a tooltip, and marks it
+  // (data-cut), so that a reader can still see it all and a test can tell.
+  function markCut() {
+    for (const el of document.querySelectorAll(".fits")) {
+      const cut = el.scrollWidth > el.clientWidth + 1;
+      el.dataset.cut = cut ? "1" : "0";
+      el.title = cut ? el.textContent : "";
+    }
+  }
+
   function render(doc) {
     text($("group"), doc.group);
     document.title = "dynapart · " + doc.group;
     renderCounts(doc);
     renderSlots(doc);
-    renderChart(doc);
+    window.dynapartChart($("chart"), $("chart-note"), doc);
     renderWorker(doc);
+    renderLedger(doc);
     renderDeadLetters(doc);
-    text($("updated"), "updated " + fmtTime(doc.generated_at));
+    markCut();
+    text($("updated"), "sampled " + fmtTime(doc.generated_at));
+    $("error").hidden = !doc.error;
+    text($("error"), doc.error ? "the last sample failed: " + doc.error : "");
     document.body.dataset.generatedAt = doc.generated_at;
     document.body.dataset.loaded = "1";
+    const every = doc.throughput.interval_seconds * 1000;
+    refreshMs = Math.min(10000, Math.max(1000, every || 2000));
+    text($("refresh"), "refreshes every " + refreshMs / 1000 + " s");
   }
 
   async function refresh() {
@@ -193,13 +241,12 @@
       const r = await fetch("api/status", { cache: "no-store" });
       const doc = await r.json();
       if (!r.ok) throw new Error(doc.error || r.statusText);
-      $("error").hidden = true;
       render(doc);
     } catch (e) {
       $("error").hidden = false;
       text($("error"), String(e.message || e));
     } finally {
-      setTimeout(refresh, REFRESH_MS);
+      setTimeout(refresh, refreshMs);
     }
   }
   refresh();
