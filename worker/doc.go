@@ -181,8 +181,9 @@
 // timer, the checkpoint saver, the handler pool and the completer, each a method of pass, which
 // embeds its slot; share.go is what a pass reads (the slot's whole share, or its share with units
 // marked for thieves); dispatch.go hands scanned items to the handlers (prefiltering and batch
-// claims); process.go claims one item, runs the handler and records the outcome; handlers.go and
-// completeonly.go hold the handler timing and complete-only mode; steal.go, unitpass.go and
+// claims); process.go claims one item, runs the handler and records the outcome; effects.go is
+// how a handler's effects reach the ledger (WithEffects); handlers.go and completeonly.go hold the
+// handler timing and complete-only mode; steal.go, unitpass.go and
 // unitmarker.go work stealing; pause.go the pause and resize watch; slotcheckpoint.go the slot
 // checkpoint and its counts; join.go, replan.go, planstart.go and resize.go the group's plan
 // (joining, changing plans, resizing); aliases.go the names that moved to package ledger.
