@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -193,21 +194,27 @@ func notSent(k ddbfault.Kind) bool { return k == ddbfault.ErrorBeforeSend }
 
 func ctxT() context.Context { return context.Background() }
 
-// mcFlags sets rapid's check count and average steps unless the command line did.
+// mcFlags sets rapid's check count and average steps unless the command line did (read once,
+// before any test sets them: flag.Visit also lists flags set by flag.Set).
 func mcFlags(checks, steps int) {
-	set := map[string]bool{}
-	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if !set["rapid.checks"] {
-		_ = flag.Set("rapid.checks", strconv.Itoa(checks))
+	mcUserFlagsOnce.Do(func() {
+		flag.Visit(func(f *flag.Flag) { mcUserFlags[f.Name] = true })
+	})
+	set := func(name, v string) {
+		if !mcUserFlags[name] {
+			_ = flag.Set(name, v)
+		}
 	}
-	if !set["rapid.steps"] {
-		_ = flag.Set("rapid.steps", strconv.Itoa(steps))
-	}
-	if !set["rapid.nofailfile"] {
-		// The seed a failure prints replays it; a fail file would be written into the source tree.
-		_ = flag.Set("rapid.nofailfile", "true")
-	}
+	set("rapid.checks", strconv.Itoa(checks))
+	set("rapid.steps", strconv.Itoa(steps))
+	// The seed a failure prints replays it; a fail file would be written into the source tree.
+	set("rapid.nofailfile", "true")
 }
+
+var (
+	mcUserFlagsOnce sync.Once
+	mcUserFlags     = map[string]bool{}
+)
 
 // rawRow reads item i's state row with the raw client (consistent); nil when it has none.
 func (m *modelRun) rawRow(t *rapid.T, i int) map[string]types.AttributeValue {
@@ -301,7 +308,7 @@ func TestLedgerModel(t *testing.T) {
 	ddbtest.ForEachBackend(t, func(t *testing.T, b ddbtest.Backend) {
 		checks := 15
 		if b.Name == "moto" {
-			checks = 4 // moto's server answers an order of magnitude slower
+			checks = 3 // moto's server answers an order of magnitude slower, and takes CPU from the rest of make test
 		}
 		mcFlags(checks, 40)
 		for _, kind := range []string{"inline", "table"} {

@@ -97,3 +97,38 @@ func runAllWithin(t *testing.T, d time.Duration, h Handler, cfgs ...Config) []er
 		return nil
 	}
 }
+
+// An item whose state another client removes while its handler runs (an operator's reset, or a
+// rewrite): the worker's completion finds its claim lost, and the once-job looks at the item again
+// instead of acknowledging it, so it returns with the item done (handled twice: the reset asked for
+// that), in both claim modes.
+func TestResetWhileClaimedIsHandledAgain(t *testing.T) {
+	for _, batch := range []bool{false, true} {
+		t.Run(fmt.Sprintf("batch=%v", batch), func(t *testing.T) {
+			f := newFixture(t, 5)
+			c := fastTimings(f.config(LedgerInline))
+			c.Workers, c.Once, c.BatchClaims, c.Concurrency = 1, true, batch, 1
+			w, err := New(c)
+			require.NoError(t, err)
+			var mu sync.Mutex
+			handled := map[string]int{}
+			h := func(ctx context.Context, it Item) error {
+				mu.Lock()
+				handled[keyID(it.Key)]++
+				first := keyID(it.Key) == itemKey(2) && handled[itemKey(2)] == 1
+				mu.Unlock()
+				if first { // another client removes the item's state while its handler runs
+					_, err := f.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(f.table), Key: skey(itemKey(2)),
+						UpdateExpression: aws.String("REMOVE dp_status, dp_claim, dp_claim_until")})
+					require.NoError(t, err)
+				}
+				return nil
+			}
+			require.NoError(t, runOnceWithin(t, w, h, time.Minute))
+			require.Equal(t, 2, handled[itemKey(2)], "handled again after the reset")
+			st, err := f.ledger(t, LedgerInline, "").State(context.Background(), skey(itemKey(2)))
+			require.NoError(t, err)
+			require.Equal(t, StatusDone, st.Status, "the once-job returned with the reset item done")
+		})
+	}
+}

@@ -168,7 +168,8 @@ func TestTransform(t *testing.T) {
 		require.NotNil(t, c, v)
 		require.Len(t, c.ItemsPerSec, 2, v)
 		require.Positive(t, c.ItemsPerSec.Min(), v)
-		require.Equal(t, Sample{1, 1}, c.Cost.TableWCU, v) // one write per item
+		require.GreaterOrEqual(t, c.Cost.TableWCU.Min(), 1.0, v) // one write per item (a little more
+		require.LessOrEqual(t, c.Cost.TableWCU.Max(), 1.5, v)    // after a lease lost by load)
 		require.GreaterOrEqual(t, c.Cost.Requests.Min(), 1.0, v)
 	}
 	require.Equal(t, Sample{1, 1}, res.Transform.Cell(VariantMigrationLoop, 4).Cost.WCU)
@@ -176,12 +177,16 @@ func TestTransform(t *testing.T) {
 	for v, floor := range map[string]float64{VariantPlain: 1, VariantCompleteOnly: 1, VariantClaim: 2, VariantMigrationLoop: 1, VariantTransform: 1} {
 		c := res.Billing.Cell(v, BillingConcurrency)
 		require.NotNil(t, c, v)
-		require.Equal(t, Sample{floor, floor}, c.Cost.TableWCU, v)
+		// The floor, or a little more when a loaded machine makes a worker lose its lease and
+		// write again for the items it had in flight (refused writes are billed too).
+		require.GreaterOrEqual(t, c.Cost.TableWCU.Min(), floor, v)
+		require.LessOrEqual(t, c.Cost.TableWCU.Max(), floor+0.5, v)
 		require.Positive(t, c.Cost.RCU.Min(), v)
 	}
 	batched := res.Billing.Cell(VariantBatched, BillingConcurrency).Cost
+	claim := res.Billing.Cell(VariantClaim, BillingConcurrency).Cost
 	require.GreaterOrEqual(t, batched.TableWCU.Min(), 2.0) // claims and completions, 1 to 2 WCU each
-	require.Less(t, batched.Requests.Max(), 1.0)
+	require.Less(t, batched.Requests.Max(), claim.Requests.Min(), "batches save requests")
 
 	md := res.Markdown(Plots{})
 	for _, want := range []string{
