@@ -31,12 +31,9 @@ func newFreezable(db ddbfault.Next) *freezable {
 	fc := ddbfault.New(db)
 	f := &freezable{DynamoDBClient: workerClient(fc)}
 	fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
-		if in, ok := call.In.(*dynamodb.UpdateItemInput); ok {
-			if id, ok := in.Key["id"].(*types.AttributeValueMemberS); ok && f.frozen() {
-				f.held.Store(id.Value, true)
-			}
+		if f.wait() {
+			f.hold(call.In)
 		}
-		f.wait()
 		out, err := send(ctx, call.In)
 		switch call.Op {
 		case ddbfault.OpPutItem, ddbfault.OpUpdateItem, ddbfault.OpTransactWriteItems:
@@ -69,13 +66,26 @@ func (f *freezable) frozen() bool {
 	return f.gate != nil && !f.thawed.Load()
 }
 
-// wait blocks while frozen; it ignores ctx, as a stopped process notices nothing.
-func (f *freezable) wait() {
+// wait blocks while frozen and reports whether it did; it ignores ctx, as a stopped process
+// notices nothing. A call is held when wait blocks it, not when a check before it saw the
+// freeze: a call that entered between the two would be held unrecorded.
+func (f *freezable) wait() bool {
 	f.mu.Lock()
-	g := f.gate
+	g, thawed := f.gate, f.thawed.Load()
 	f.mu.Unlock()
-	if g != nil {
-		<-g
+	if g == nil || thawed {
+		return false
+	}
+	<-g
+	return true
+}
+
+// hold records the item of a held UpdateItem (a claim or a completion).
+func (f *freezable) hold(in any) {
+	if u, ok := in.(*dynamodb.UpdateItemInput); ok {
+		if id, ok := u.Key["id"].(*types.AttributeValueMemberS); ok {
+			f.held.Store(id.Value, true)
+		}
 	}
 }
 
