@@ -60,11 +60,13 @@ const (
 	OpTransactWriteItems = "TransactWriteItems"
 	OpBatchGetItem       = "BatchGetItem"
 	OpBatchWriteItem     = "BatchWriteItem"
+	// OpBatchExecuteStatement: a batch of PartiQL statements (the ledgers' batched writes).
+	OpBatchExecuteStatement = "BatchExecuteStatement"
 	OpCreateTable        = "CreateTable"
 )
 
 // WriteOps are the operations that change items.
-var WriteOps = []string{OpPutItem, OpUpdateItem, OpDeleteItem, OpTransactWriteItems, OpBatchWriteItem}
+var WriteOps = []string{OpPutItem, OpUpdateItem, OpDeleteItem, OpTransactWriteItems, OpBatchWriteItem, OpBatchExecuteStatement}
 
 // Fault is one fault to inject.
 type Fault struct {

@@ -3,6 +3,7 @@ package ddbfault
 import (
 	"context"
 	"crypto/rand"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -184,4 +185,37 @@ func (c *Client) BatchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItem
 		send: func(ctx context.Context, in *dynamodb.BatchWriteItemInput) (*dynamodb.BatchWriteItemOutput, error) {
 			return c.next.BatchWriteItem(ctx, in, o...)
 		}})
+}
+
+// BatchExecuteStatement implements Next. The tables are those the statements name (the first
+// quoted name of each); the keys are not known to it.
+func (c *Client) BatchExecuteStatement(ctx context.Context, in *dynamodb.BatchExecuteStatementInput, o ...func(*dynamodb.Options)) (*dynamodb.BatchExecuteStatementOutput, error) {
+	var tables []string
+	for _, s := range in.Statements {
+		tables = append(tables, statementTable(aws.ToString(s.Statement)))
+	}
+	return run(ctx, c, call[dynamodb.BatchExecuteStatementInput, dynamodb.BatchExecuteStatementOutput]{op: OpBatchExecuteStatement, in: in, tables: tables,
+		send: func(ctx context.Context, in *dynamodb.BatchExecuteStatementInput) (*dynamodb.BatchExecuteStatementOutput, error) {
+			return c.next.BatchExecuteStatement(ctx, in, o...)
+		},
+		noOld: func(in *dynamodb.BatchExecuteStatementInput) *dynamodb.BatchExecuteStatementInput {
+			cp := *in
+			cp.Statements = make([]types.BatchStatementRequest, len(in.Statements))
+			for i, s := range in.Statements {
+				s.ReturnValuesOnConditionCheckFailure = ""
+				cp.Statements[i] = s
+			}
+			return &cp
+		}})
+}
+
+// statementTable is the first double-quoted name of a PartiQL statement (its table, as the ledgers
+// write them), or "" when there is none.
+func statementTable(s string) string {
+	_, rest, ok := strings.Cut(s, `"`)
+	if !ok {
+		return ""
+	}
+	name, _, _ := strings.Cut(rest, `"`)
+	return name
 }

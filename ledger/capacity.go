@@ -7,49 +7,58 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// capacityMeter sums the write capacity the ledger's writes consume. Asking DynamoDB for a write's
-// consumed capacity is not free: on DynamoDB Local it costs about a fifth of the write
-// throughput. So unless every write must be settled on its cost (a write rate is held:
-// Config.WriteRate), one write in capacitySample asks, and the total is estimated as the asking
-// writes' WCU times writes/asked: exact for writes of equal size, an estimate otherwise. A ledger
-// keeps one meter for single writes and one for transactions, whose sizes differ.
+// capacityMeter sums the write capacity the ledger's writes consume, by DynamoDB's billing rules:
+// every write sent costs at least its floor (1 WCU per item written, also when its condition
+// fails; 2 per item of a transaction), and an item over 1 KB more, as DynamoDB reports it. Asking
+// DynamoDB for a write's consumed capacity is not free: on DynamoDB Local it costs about a fifth of
+// the write throughput. So unless every write must be settled on its cost (a write rate is held:
+// Config.WriteRate), one write in capacitySample asks, and the total is the floors of all writes
+// scaled by what the asking writes cost against their floors: exact for writes of equal size, an
+// estimate otherwise. A report below the floor (DynamoDB Local reports 2 WCU for a whole
+// transaction, and nothing for a PartiQL batch) counts as the floor. A ledger keeps one meter per
+// kind of write (single writes, transactions, statement batches), whose sizes differ.
 type capacityMeter struct {
 	mu            sync.Mutex
 	writes, asked int64
-	wcu           float64 // of the writes that asked and were answered
+	floor         float64 // of every write counted
+	askedFloor    float64 // of the writes that asked and were answered
+	wcu           float64 // of the writes that asked and were answered, each at least its floor
 }
 
 // capacitySample: without a write rate, one write in capacitySample asks for its capacity.
 const capacitySample = 16
 
-// ask counts a write and says whether it asks for its consumed capacity: every write does when
-// every is set (a write rate is held), otherwise the first and one in capacitySample.
-func (m *capacityMeter) ask(every bool) types.ReturnConsumedCapacity {
+// ask counts a write whose least charge is floor WCU and says whether it asks for its consumed
+// capacity: every write does when every is set (a write rate is held), otherwise the first and
+// one in capacitySample.
+func (m *capacityMeter) ask(every bool, floor float64) types.ReturnConsumedCapacity {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.writes++
+	m.floor += floor
 	if every || m.writes%capacitySample == 1 {
 		return types.ReturnConsumedCapacityTotal
 	}
 	return types.ReturnConsumedCapacityNone
 }
 
-// add records the capacity an asking write was answered with.
-func (m *capacityMeter) add(cs []types.ConsumedCapacity) {
+// add records the capacity an asking write whose least charge is floor was answered with.
+func (m *capacityMeter) add(cs []types.ConsumedCapacity, floor float64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.asked++
-	m.wcu += sumWCU(cs)
+	m.askedFloor += floor
+	m.wcu += max(sumWCU(cs), floor)
 }
 
 // total is the estimated WCU of all the writes counted.
 func (m *capacityMeter) total() float64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.asked == 0 {
-		return 0
+	if m.askedFloor == 0 {
+		return m.floor
 	}
-	return m.wcu * float64(m.writes) / float64(m.asked)
+	return m.floor * m.wcu / m.askedFloor
 }
 
 // wcuOf is the write capacity c reports (none: 0).
@@ -72,4 +81,6 @@ func sumWCU(cs []types.ConsumedCapacity) float64 {
 	return u
 }
 
-func (l *core) consumedWCU() float64 { return l.meter.total() + l.txMeter.total() }
+func (l *core) consumedWCU() float64 {
+	return l.meter.total() + l.txMeter.total() + l.stmtMeter.total()
+}

@@ -18,13 +18,17 @@ type claimBatch struct {
 	outs    []ClaimOutcome
 }
 
-// claimChunk claims up to BatchSize items in one transaction. A cancelled transaction names, per
+// claimChunk claims up to BatchSize items in one statement batch (see claimStatements) or else in
+// one transaction. A cancelled transaction names, per
 // item, why: items whose condition failed are reported with the state they hold and dropped; the
 // rest (cancelled only because another item failed, or conflicting with another transaction) are
 // tried again. After claimConflictRounds conflicts the remaining items are claimed one by one.
 func (b *claimBatch) claimChunk(ctx context.Context, chunk []int) error {
 	l := b.l
 	pending := chunk
+	if l.usesStatements() {
+		return b.claimStatements(ctx, chunk)
+	}
 	conflicts := 0
 	for len(pending) > 0 {
 		if len(pending) == 1 || conflicts >= claimConflictRounds {

@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -49,11 +48,13 @@ func (b *completion) chunk(ctx context.Context, lo, hi int) {
 		writes[i] = w
 		pending = append(pending, i)
 	}
+	if l.usesStatements() {
+		b.singles(ctx, b.statements(ctx, pending, writes))
+		return
+	}
 	for round := 0; len(pending) > 0; round++ {
 		if len(pending) == 1 || round >= claimConflictRounds {
-			for _, i := range pending {
-				b.errs[i] = l.complete(ctx, b.claims[i], b.now)
-			}
+			b.singles(ctx, pending)
 			return
 		}
 		items := make([]types.TransactWriteItem, len(pending))
@@ -87,7 +88,6 @@ func (b *completion) chunk(ctx context.Context, lo, hi int) {
 // An item refused without an image of its row (a backend that leaves it out, a repeat sent without
 // asking) is settled by reading the row, as Complete does.
 func (b *completion) reasons(ctx context.Context, pending []int, writes []fencedWrite, reasons []types.CancellationReason) []int {
-	l := b.l
 	var again []int
 	for j, reason := range reasons {
 		i := pending[j]
@@ -95,18 +95,25 @@ func (b *completion) reasons(ctx context.Context, pending []int, writes []fenced
 			again = append(again, i)
 			continue
 		}
-		l.condFailures.Add(1)
-		if len(reason.Item) == 0 {
-			b.errs[i] = l.settleFenced(ctx, writes[i], nil)
-			continue
-		}
-		if l.applied(OpComplete, reason.Item, writes[i].vals) {
-			continue // done by this claim already (a retried request whose answer was lost)
-		}
-		b.errs[i] = &ClaimLostError{Op: OpComplete, Claim: b.claims[i], Found: l.decodeState(reason.Item),
-			where: fmt.Sprintf("%s %q", l.name, l.row.table)}
+		b.errs[i] = b.refused(ctx, writes[i], reason.Item)
 	}
 	return again
+}
+
+// refused settles a completion its condition refused, from the image old of its row: nil when the
+// row shows it done by this claim already (a retried request whose answer was lost), else a
+// *ClaimLostError. An answer without an image (a backend that leaves it out, a repeat sent without
+// asking) is settled by reading the row, as Complete does.
+func (b *completion) refused(ctx context.Context, w fencedWrite, old map[string]types.AttributeValue) error {
+	b.l.condFailures.Add(1)
+	return b.l.settleFenced(ctx, w, old)
+}
+
+// singles completes the claims idxs one UpdateItem at a time.
+func (b *completion) singles(ctx context.Context, idxs []int) {
+	for _, i := range idxs {
+		b.errs[i] = b.l.complete(ctx, b.claims[i], b.now)
+	}
 }
 
 // setErrs sets errs[i] = err for each i of idxs.

@@ -127,8 +127,14 @@ type core struct {
 	prefix   string        // the inline ledger's attribute prefix ("" for the table ledger)
 	source   string        // the table ledger's source table ("" for the inline ledger: row.table)
 
-	meter        capacityMeter // single writes
-	txMeter      capacityMeter // transactions
+	meter     capacityMeter // single writes
+	txMeter   capacityMeter // transactions
+	stmtMeter capacityMeter // PartiQL statement batches
+	// noStatements: batched claims and completions go in transactions (WithoutStatementBatches,
+	// a client without BatchExecuteStatement, or a backend that failed a statement batch as a
+	// whole).
+	noStatements atomic.Bool
+	stmtFailures atomic.Int64 // statement batches in a row that failed as a whole
 	condFailures atomic.Int64
 	gate         *WriteGate // every write passes through it (nil: none)
 }
@@ -168,6 +174,8 @@ func newCore(db Client, s coreSpec) (*core, error) {
 	s.shape.audit = s.opts.audit
 	l := &core{db: db, name: s.name, keyAttrs: append([]string(nil), s.keyAttrs...), names: s.names, row: s.row,
 		skew: s.opts.skew, gate: s.opts.gate, ops: map[Op]*compiled{}, prefix: s.prefix, source: s.source}
+	_, batches := db.(statementBatcher)
+	l.noStatements.Store(s.opts.noStatements || !batches)
 	for op, t := range machine(s.shape) {
 		l.ops[op] = compile(t, s.names)
 	}

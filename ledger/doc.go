@@ -102,9 +102,21 @@
 //
 // # Costs
 //
-// Each transition is one write of the state row (1 WCU for an item under 1 KB; 2 per item in a
-// transaction). The fresh forms exist because DynamoDB Local evaluates a short condition faster;
-// on DynamoDB the cost is the same.
+// Each transition is one write of the state row (1 WCU for an item under 1 KB, also when its
+// condition fails; 2 per item in a transaction). The fresh forms exist because DynamoDB Local
+// evaluates a short condition faster; on DynamoDB the cost is the same.
+//
+// Batched claims (Claim with several requests) and batched completions (CompleteBatch) are sent as
+// PartiQL statement batches (BatchExecuteStatement, statement.go): each statement is the same
+// transition rendered as an UPDATE, a single conditional write billed as one and answered on its
+// own, so a batch costs what its writes would cost one by one, in one request. A statement refused
+// by its condition is settled from the old item its answer carries (or a read), a batch whose
+// answer was lost as a whole like a transaction's, and a throttled or conflicting statement is sent
+// again. PartiQL has no form for an ADD to a missing count, so claims of items with a state
+// (OpClaim) are single UpdateItems; the table ledger's fresh claims, which create their rows
+// (UPDATE does not), and every batch of a ledger built WithoutStatementBatches (or whose backend
+// failed statement batches as a whole) go in transactions. ConsumedWCU counts every write at no
+// less than DynamoDB's least charge.
 //
 // # Example
 //

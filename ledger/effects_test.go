@@ -33,10 +33,10 @@ func newEffectsEnv(t *testing.T, kind string) *effectsEnv {
 	e := &effectsEnv{fc: ddbfault.New(db), raw: db, source: source, other: ddbtest.CreateTable(t, db, ddbtest.Key{Name: "pk", Type: "S"})}
 	var err error
 	if kind == "inline" {
-		e.l, err = NewInline(e.fc, source, names)
+		e.l, err = NewInline(e.fc, source, names, lcOpts(t)...)
 	} else {
 		e.ledger = lcLedgerTable(t, db)
-		e.l, err = NewTable(e.fc, e.ledger, "job", source, names)
+		e.l, err = NewTable(e.fc, e.ledger, "job", source, names, lcOpts(t)...)
 	}
 	require.NoError(t, err)
 	return e

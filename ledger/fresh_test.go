@@ -32,14 +32,14 @@ func freshLedgers(t *testing.T) map[string]func(t *testing.T) (Ledger, *readCoun
 		"inline": func(t *testing.T) (Ledger, *readCounter, func(keys ...Key)) {
 			db, source, names := lcSourceTable(t)
 			rc := newReadCounter(db)
-			l, err := NewInline(rc, source, names)
+			l, err := NewInline(rc, source, names, lcOpts(t)...)
 			require.NoError(t, err)
 			return l, rc, lcSeeder(t, db, source)
 		},
 		"table": func(t *testing.T) (Ledger, *readCounter, func(keys ...Key)) {
 			db, source, names := lcSourceTable(t)
 			rc := newReadCounter(db)
-			l, err := NewTable(rc, lcLedgerTable(t, db), "job-1", source, names)
+			l, err := NewTable(rc, lcLedgerTable(t, db), "job-1", source, names, lcOpts(t)...)
 			require.NoError(t, err)
 			return l, rc, lcSeeder(t, db, source)
 		},

@@ -121,12 +121,12 @@ func (l *core) updateItem(ctx context.Context, in *dynamodb.UpdateItemInput) (*d
 		return nil, err
 	}
 	var seen atomic.Int64
-	in.ReturnConsumedCapacity = l.meter.ask(l.gate.holdsRate())
+	in.ReturnConsumedCapacity = l.meter.ask(l.gate.holdsRate(), 1)
 	out, err := l.db.UpdateItem(ctx, in, l.gate.option(&seen)...)
 	var c []types.ConsumedCapacity
 	if err == nil && out.ConsumedCapacity != nil {
 		c = []types.ConsumedCapacity{*out.ConsumedCapacity}
-		l.meter.add(c)
+		l.meter.add(c, 1)
 	}
 	l.gate.after(taken, max(sumWCU(c), 1), c != nil, throttledAttempts(seen.Load(), err))
 	return out, err
@@ -147,16 +147,15 @@ func (l *core) transactItems(ctx context.Context, in *dynamodb.TransactWriteItem
 		return nil, err
 	}
 	var seen atomic.Int64
-	in.ReturnConsumedCapacity = l.txMeter.ask(l.gate.holdsRate())
+	floor := 2 * float64(len(in.TransactItems)) // DynamoDB's least charge; DynamoDB Local reports 2 in all
+	in.ReturnConsumedCapacity = l.txMeter.ask(l.gate.holdsRate(), floor)
 	out, err := l.db.TransactWriteItems(ctx, in, l.gate.option(&seen)...)
 	var c []types.ConsumedCapacity
 	if err == nil && len(out.ConsumedCapacity) > 0 {
 		c = out.ConsumedCapacity
-		l.txMeter.add(c)
+		l.txMeter.add(c, floor)
 	}
-	// Settled on no less than DynamoDB's least charge, 2 WCU per item: DynamoDB Local reports 2
-	// for a whole transaction.
-	consumed := max(sumWCU(c), 2*float64(len(in.TransactItems)))
+	consumed := max(sumWCU(c), floor)
 	l.gate.after(taken, consumed, len(c) > 0, throttledAttempts(seen.Load(), err))
 	return out, err
 }

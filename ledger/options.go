@@ -11,6 +11,7 @@ type options struct {
 	skew         time.Duration
 	gate         *WriteGate
 	audit        bool
+	noStatements bool
 }
 
 // WithPrefix starts the name of every inline state attribute (<prefix>status, <prefix>owner, ...).
@@ -35,6 +36,12 @@ func WithWriteGate(g *WriteGate) Option { return func(o *options) { o.gate = g }
 // WithCompleteOnlyAudit makes complete-only writes also record who completed the item (owner,
 // slot, token) and count the attempt. Defaults to off: status, done_at and the write's id only.
 func WithCompleteOnlyAudit() Option { return func(o *options) { o.audit = true } }
+
+// WithoutStatementBatches writes batched claims and completions as transactions
+// (TransactWriteItems, 2 WCU per item) instead of PartiQL statement batches (BatchExecuteStatement,
+// 1 WCU per item), for a backend that lacks PartiQL conditions (moto). Defaults to statement
+// batches when the client has BatchExecuteStatement.
+func WithoutStatementBatches() Option { return func(o *options) { o.noStatements = true } }
 
 func collect(opts []Option) options {
 	o := options{prefix: DefaultAttrPrefix}

@@ -45,31 +45,58 @@ func TestClaimRefusedWithoutOldImageSettled(t *testing.T) {
 	}
 }
 
-// TestBatchClaimRefusedWithoutOldImageSettled: the same for a claim transaction whose repeat is
-// cancelled with ConditionalCheckFailed reasons that carry no old items.
+// TestBatchClaimRefusedWithoutOldImageSettled: the same for a batched claim whose repeat is refused
+// by conditions that carry no old items: a claim transaction cancelled with ConditionalCheckFailed
+// reasons (transaction batches, and the table ledger's fresh claims), or a statement batch whose
+// statements fail their conditions (the inline ledger's statement batches).
 func TestBatchClaimRefusedWithoutOldImageSettled(t *testing.T) {
-	for _, kind := range []LedgerKind{LedgerInline, LedgerTable} {
-		t.Run(string(kind), func(t *testing.T) {
+	variants := []struct {
+		kind       LedgerKind
+		statements bool
+	}{{LedgerInline, false}, {LedgerTable, false}, {LedgerInline, true}}
+	for _, v := range variants {
+		name := string(v.kind)
+		if v.statements {
+			name += "-statements"
+		}
+		t.Run(name, func(t *testing.T) {
 			const n = 8
 			f := newFixture(t, n)
 			var lose onceFlag
 			fc := ddbfault.New(f.db)
-			fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
-				in := call.In.(*dynamodb.TransactWriteItemsInput)
-				if in.TransactItems[0].Update == nil || !isTransition(&dynamodb.UpdateItemInput{UpdateExpression: in.TransactItems[0].Update.UpdateExpression}, ":until") || !lose.first() {
-					return send(ctx, in)
-				}
-				if _, err := send(ctx, in); err != nil { // lands
-					return nil, err
-				}
-				for _, it := range in.TransactItems {
-					it.Update.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureNone
-				}
-				in.ClientRequestToken = nil
-				return send(ctx, in) // a new transaction: cancelled, no old items
-			}, ddbfault.OpTransactWriteItems)
-			c := f.config(kind)
+			if v.statements {
+				fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+					in := call.In.(*dynamodb.BatchExecuteStatementInput)
+					if !isClaimStatement(in.Statements[0]) || !lose.first() {
+						return send(ctx, in)
+					}
+					if _, err := send(ctx, in); err != nil { // lands
+						return nil, err
+					}
+					for i := range in.Statements {
+						in.Statements[i].ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureNone
+					}
+					return send(ctx, in) // the repeat: every condition fails, no old items
+				}, ddbfault.OpBatchExecuteStatement)
+			} else {
+				fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+					in := call.In.(*dynamodb.TransactWriteItemsInput)
+					if in.TransactItems[0].Update == nil || !isTransition(&dynamodb.UpdateItemInput{UpdateExpression: in.TransactItems[0].Update.UpdateExpression}, ":until") || !lose.first() {
+						return send(ctx, in)
+					}
+					if _, err := send(ctx, in); err != nil { // lands
+						return nil, err
+					}
+					for _, it := range in.TransactItems {
+						it.Update.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureNone
+					}
+					in.ClientRequestToken = nil
+					return send(ctx, in) // a new transaction: cancelled, no old items
+				}, ddbfault.OpTransactWriteItems)
+			}
+			c := f.config(v.kind)
 			c.Client, c.Workers, c.Once, c.Concurrency, c.MaxAttempts, c.BatchClaims = workerClient(fc), 1, true, 4, 1, true
+			c.TransactionBatches = !v.statements
 			c.ClaimTTL, c.PollInterval = 5*time.Second, 50*time.Millisecond
 			c.Segments = 1 // the items in one page: one batch
 			requireEachHandledOnce(t, f, c, n, &lose)

@@ -103,6 +103,9 @@ func (w *Worker) ledgerOptions() []ledger.Option {
 	if w.cfg.CompleteOnlyAudit {
 		opts = append(opts, ledger.WithCompleteOnlyAudit())
 	}
+	if w.cfg.TransactionBatches {
+		opts = append(opts, ledger.WithoutStatementBatches())
+	}
 	return opts
 }
 

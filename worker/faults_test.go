@@ -161,7 +161,8 @@ func TestClaimUnknownOutcomeKeepsAttempt(t *testing.T) {
 
 // TestBatchReadBackFailureKeepsAttempt: a batch of claims lands but reading their attempt
 // numbers back fails. The claims must not use up an attempt. (The inline ledger's items are in a
-// due retry, so the scan does not see them fresh and their claims are read back.)
+// due retry, so the scan does not see them fresh and their claims are read back; only a
+// transaction batch reads back, a statement batch claims such items one UpdateItem each.)
 func TestBatchReadBackFailureKeepsAttempt(t *testing.T) {
 	for _, kind := range []LedgerKind{LedgerInline, LedgerTable} {
 		t.Run(string(kind), func(t *testing.T) {
@@ -192,6 +193,7 @@ func TestBatchReadBackFailureKeepsAttempt(t *testing.T) {
 			c := fastTimings(f.config(kind))
 			c.Workers = 1
 			c.Client, c.Once, c.MaxAttempts, c.ClaimTTL, c.BatchClaims = workerClient(fc), true, 1, time.Second, true
+			c.TransactionBatches = true
 			c.Segments = 1 // the items in one page: one batch
 			w, err := New(c)
 			require.NoError(t, err)

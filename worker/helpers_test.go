@@ -7,11 +7,13 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/require"
@@ -148,9 +150,13 @@ func newCrashable(db ddbfault.Next) *crashable {
 					c.touch(it.Update.Key)
 				}
 			}
+		case *dynamodb.BatchExecuteStatementInput:
+			for _, st := range in.Statements {
+				c.touch(statementItemKeys(st)...)
+			}
 		}
 		return send(ctx, call.In)
-	}, ddbfault.OpGetItem, ddbfault.OpPutItem, ddbfault.OpUpdateItem, ddbfault.OpQuery, ddbfault.OpScan, ddbfault.OpTransactWriteItems)
+	}, ddbfault.OpGetItem, ddbfault.OpPutItem, ddbfault.OpUpdateItem, ddbfault.OpQuery, ddbfault.OpScan, ddbfault.OpTransactWriteItems, ddbfault.OpBatchExecuteStatement)
 	return c
 }
 
@@ -206,4 +212,21 @@ func (h *handlerCalls) record(it Item) {
 	defer h.mu.Unlock()
 	h.calls[id]++
 	h.attempts[id] = append(h.attempts[id], it.Attempt)
+}
+
+// isClaimStatement reports a PartiQL statement of a claim (it sets the claim's expiry).
+func isClaimStatement(st types.BatchStatementRequest) bool {
+	return strings.Contains(aws.ToString(st.Statement), `claim_until" = ?`)
+}
+
+// statementItemKeys are the fixture item keys among a statement's parameters (the fixtures' ids
+// start with "item-"), as {"id": id}.
+func statementItemKeys(st types.BatchStatementRequest) []map[string]types.AttributeValue {
+	var keys []map[string]types.AttributeValue
+	for _, p := range st.Parameters {
+		if v, ok := p.(*types.AttributeValueMemberS); ok && strings.HasPrefix(v.Value, "item-") {
+			keys = append(keys, map[string]types.AttributeValue{"id": v})
+		}
+	}
+	return keys
 }

@@ -48,7 +48,7 @@ func newCutHolder(f *fixture) *cutHolder {
 		}
 		return c.sendCounted(ctx, call, send)
 	}, ddbfault.OpUpdateItem)
-	c.fc.OnCall(c.sendCounted, ddbfault.OpTransactWriteItems)
+	c.fc.OnCall(c.sendCounted, ddbfault.OpTransactWriteItems, ddbfault.OpBatchExecuteStatement)
 	return c
 }
 

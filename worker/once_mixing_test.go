@@ -18,7 +18,7 @@ func spyWrites(db ddbfault.Next, wrote chan<- string) DynamoDBClient {
 	fc := ddbfault.New(db)
 	fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
 		table := ""
-		if call.Op != ddbfault.OpTransactWriteItems {
+		if call.Op != ddbfault.OpTransactWriteItems && call.Op != ddbfault.OpBatchExecuteStatement {
 			table = call.Tables[0]
 		}
 		select {
@@ -26,7 +26,7 @@ func spyWrites(db ddbfault.Next, wrote chan<- string) DynamoDBClient {
 		default:
 		}
 		return send(ctx, call.In)
-	}, ddbfault.OpPutItem, ddbfault.OpUpdateItem, ddbfault.OpTransactWriteItems)
+	}, ddbfault.OpPutItem, ddbfault.OpUpdateItem, ddbfault.OpTransactWriteItems, ddbfault.OpBatchExecuteStatement)
 	return workerClient(fc)
 }
 

@@ -40,13 +40,19 @@ func newClaimCounter(db ddbfault.Next) *claimCounter {
 					c.claims.Add(1)
 				}
 			}
+		case *dynamodb.BatchExecuteStatementInput:
+			for _, st := range in.Statements {
+				if isClaimStatement(st) {
+					c.claims.Add(1)
+				}
+			}
 		case *dynamodb.GetItemInput:
 			if sk, ok := in.Key["sk"].(*types.AttributeValueMemberN); ok && sk.Value == "-1" {
 				c.pauseReads.Add(1)
 			}
 		}
 		return send(ctx, call.In)
-	}, ddbfault.OpUpdateItem, ddbfault.OpTransactWriteItems, ddbfault.OpGetItem)
+	}, ddbfault.OpUpdateItem, ddbfault.OpTransactWriteItems, ddbfault.OpBatchExecuteStatement, ddbfault.OpGetItem)
 	return c
 }
 

@@ -36,11 +36,11 @@ func newFreezable(db ddbfault.Next) *freezable {
 		}
 		out, err := send(ctx, call.In)
 		switch call.Op {
-		case ddbfault.OpPutItem, ddbfault.OpUpdateItem, ddbfault.OpTransactWriteItems:
+		case ddbfault.OpPutItem, ddbfault.OpUpdateItem, ddbfault.OpTransactWriteItems, ddbfault.OpBatchExecuteStatement:
 			f.wrote(err)
 		}
 		return out, err
-	}, ddbfault.OpGetItem, ddbfault.OpQuery, ddbfault.OpScan, ddbfault.OpPutItem, ddbfault.OpUpdateItem, ddbfault.OpTransactWriteItems)
+	}, ddbfault.OpGetItem, ddbfault.OpQuery, ddbfault.OpScan, ddbfault.OpPutItem, ddbfault.OpUpdateItem, ddbfault.OpTransactWriteItems, ddbfault.OpBatchExecuteStatement)
 	return f
 }
 

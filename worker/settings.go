@@ -113,7 +113,9 @@ var settings = []Setting{
 	{Field: "PageSize", Flag: "page-size", Help: "items per scan request; smaller pages checkpoint more often"},
 
 	{Field: "Concurrency", Flag: "concurrency", Default: 16, Help: "handlers in flight"},
-	{Field: "BatchClaims", Flag: "batch-claims", Help: "claim up to 25 items of a page in one transaction"},
+	{Field: "BatchClaims", Flag: "batch-claims", Help: "claim and complete up to 25 items of a page in one request (a PartiQL statement batch, 1 WCU per item)"},
+	{Field: "TransactionBatches", Flag: "transaction-batches",
+		Help: "write --batch-claims' batches as transactions (2 WCU per item), for a DynamoDB without PartiQL conditions such as moto"},
 	{Field: "CompleteOnly", Flag: "complete-only", GroupField: "meta.complete_only", AddedLater: true,
 		Help: "no claim: handle, then complete with one conditional write"},
 	{Field: "CompleteOnlyAudit"},

@@ -38,7 +38,7 @@ func TestExactlyOnce(t *testing.T) {
 	variants := []struct {
 		kind  LedgerKind
 		batch bool
-	}{{LedgerInline, false}, {LedgerTable, false}, {LedgerTable, true}}
+	}{{LedgerInline, false}, {LedgerTable, false}, {LedgerTable, true}, {LedgerInline, true}}
 	for _, v := range variants {
 		kind := v.kind
 		name := string(kind)

@@ -42,12 +42,16 @@ func newRecorder(db *dynamodb.Client) *recorder {
 		case *dynamodb.ScanInput:
 			index = in.IndexName
 		}
+		action := call.Op
+		if call.Op == ddbfault.OpBatchExecuteStatement {
+			action = "PartiQLUpdate" // IAM authorises each statement of a batch by its kind; ours are UPDATEs
+		}
 		for _, table := range call.Tables {
-			r.note(call.Op, table, index)
+			r.note(action, table, index)
 		}
 		return send(ctx, call.In)
 	}, ddbfault.OpGetItem, ddbfault.OpPutItem, ddbfault.OpUpdateItem, ddbfault.OpQuery, ddbfault.OpScan,
-		ddbfault.OpDescribeTable, ddbfault.OpTransactWriteItems, ddbfault.OpBatchGetItem)
+		ddbfault.OpDescribeTable, ddbfault.OpTransactWriteItems, ddbfault.OpBatchGetItem, ddbfault.OpBatchExecuteStatement)
 	return r
 }
 

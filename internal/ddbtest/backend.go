@@ -47,6 +47,10 @@ const (
 	// CapBinaryKeySegments: parallel Scan (Segment, TotalSegments) of a table whose partition key
 	// is binary (moto answers 500 for it).
 	CapBinaryKeySegments Capability = "binary-key-segments"
+	// CapPartiQLConditions: BatchExecuteStatement with conditional PartiQL UPDATEs of several
+	// clauses, each statement answered on its own (ConditionalCheckFailed with the old item). moto's
+	// server answers such a statement with an HTTP 500, and does not report a failed condition.
+	CapPartiQLConditions Capability = "partiql-conditions"
 )
 
 // Backend is one DynamoDB implementation.
@@ -94,7 +98,7 @@ func localBackend() Backend {
 func Backends() []Backend {
 	local := localBackend()
 	moto := Backend{Name: "moto", start: startMoto,
-		Lacks: []Capability{CapStreams, CapTransactionCapacity, CapRestart, CapConcurrentIsolation, CapBinaryKeySegments}}
+		Lacks: []Capability{CapStreams, CapTransactionCapacity, CapRestart, CapConcurrentIsolation, CapBinaryKeySegments, CapPartiQLConditions}}
 	all := []Backend{local, moto}
 	pick := os.Getenv("DYNAPART_TEST_BACKENDS")
 	if pick == "" {
@@ -142,6 +146,16 @@ func Need(t testing.TB, c Capability) {
 		b = localBackend()
 	}
 	b.Require(t, c)
+}
+
+// Has reports whether the backend of t (the nearest enclosing ForEachBackend subtest's, else the
+// default endpoint's) has the capability, for a test that adapts to it instead of skipping.
+func Has(t testing.TB, c Capability) bool {
+	b, ok := boundBackend(t)
+	if !ok {
+		b = localBackend()
+	}
+	return b.Has(c)
 }
 
 // boundBackend is the backend of the nearest enclosing ForEachBackend subtest.
