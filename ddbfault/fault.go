@@ -62,7 +62,7 @@ const (
 	OpBatchWriteItem     = "BatchWriteItem"
 	// OpBatchExecuteStatement: a batch of PartiQL statements (the ledgers' batched writes).
 	OpBatchExecuteStatement = "BatchExecuteStatement"
-	OpCreateTable        = "CreateTable"
+	OpCreateTable           = "CreateTable"
 )
 
 // WriteOps are the operations that change items.
