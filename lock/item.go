@@ -71,6 +71,8 @@ type metaItem struct {
 	reset  int64 // the epoch the last ResetGroup started (0: never reset)
 	meta   map[string]string
 	paused bool
+	reason string // why paused (PausedByOperator, PausedByBudget; "" before reasons were kept)
+	budget Budget
 }
 
 func avS(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
@@ -136,7 +138,7 @@ func decodeMeta(m map[string]types.AttributeValue) metaItem {
 		return metaItem{}
 	}
 	mi := metaItem{exists: true, n: int(getN(m, attrN)), epoch: getN(m, attrEpoch), reset: getN(m, attrResetEpoch), meta: map[string]string{},
-		paused: getB(m, attrPaused)}
+		paused: getB(m, attrPaused), reason: getS(m, attrPausedReason), budget: decodeBudget(m)}
 	if mm, ok := m[attrMeta].(*types.AttributeValueMemberM); ok {
 		for k, v := range mm.Value {
 			if s, ok := v.(*types.AttributeValueMemberS); ok {

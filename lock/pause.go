@@ -39,13 +39,23 @@ func (c *Client) setPaused(ctx context.Context, group string, paused bool) (bool
 	if group == "" {
 		return false, bad("group", "must not be empty")
 	}
+	// A pause records the operator as its reason unless the group is paused already (a budget's
+	// pause keeps its reason); a resume removes the reason.
+	upd := "SET #paused = :p, #reason = if_not_exists(#reason, :operator)"
+	if !paused {
+		upd = "SET #paused = :p REMOVE #reason"
+	}
+	vals := map[string]types.AttributeValue{":p": avB(paused)}
+	if paused {
+		vals[":operator"] = avS(PausedByOperator)
+	}
 	out, err := c.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(c.table),
 		Key:                       key(groupPK(group), metaSK),
-		UpdateExpression:          aws.String("SET #paused = :p"),
+		UpdateExpression:          aws.String(upd),
 		ConditionExpression:       aws.String("attribute_exists(#pk)"),
-		ExpressionAttributeNames:  map[string]string{"#paused": attrPaused, "#pk": attrPK},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":p": avB(paused)},
+		ExpressionAttributeNames:  map[string]string{"#paused": attrPaused, "#pk": attrPK, "#reason": attrPausedReason},
+		ExpressionAttributeValues: vals,
 		ReturnValues:              types.ReturnValueUpdatedOld,
 	})
 	if _, ok := conditionFailed(err); ok {

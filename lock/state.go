@@ -16,7 +16,11 @@ type GroupState struct {
 	// under an older epoch belong to the run before the reset.
 	ResetEpoch int64
 	Paused     bool
-	Meta       map[string]string
+	// PausedReason says why the group is paused: PausedByOperator or PausedByBudget ("" when not
+	// paused, or paused before reasons were kept).
+	PausedReason string
+	Budget       Budget
+	Meta         map[string]string
 }
 
 // GroupState reads the group's meta item with one consistent GetItem (half an RCU for a meta item
@@ -38,7 +42,8 @@ func (m metaItem) state() GroupState {
 	if !m.exists {
 		return GroupState{}
 	}
-	return GroupState{Exists: true, N: m.n, Epoch: m.epoch, ResetEpoch: m.reset, Paused: m.paused, Meta: maps.Clone(m.meta)}
+	return GroupState{Exists: true, N: m.n, Epoch: m.epoch, ResetEpoch: m.reset, Paused: m.paused,
+		PausedReason: m.pausedReason(), Budget: m.budget, Meta: maps.Clone(m.meta)}
 }
 
 // OldPlanHolders returns, in order, the slots of the group (any slot item, also those at or past
@@ -66,4 +71,12 @@ func (c *Client) OldPlanHolders(ctx context.Context, group string, epoch int64) 
 		}
 	}
 	return held, nil
+}
+
+// pausedReason is the reason of a pause, "" when not paused.
+func (m metaItem) pausedReason() string {
+	if !m.paused {
+		return ""
+	}
+	return m.reason
 }

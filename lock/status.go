@@ -20,8 +20,12 @@ type GroupStatus struct {
 	// ResetEpoch is the epoch the last ResetGroup started (0: never reset).
 	ResetEpoch int64
 	Meta       map[string]string
-	// Paused is the group's pause flag (PauseGroup / ResumeGroup).
-	Paused bool
+	// Paused is the group's pause flag (PauseGroup / ResumeGroup), PausedReason why (see
+	// GroupState.PausedReason).
+	Paused       bool
+	PausedReason string
+	// Budget is the group's capacity budget and reported consumption (see SetBudget).
+	Budget Budget
 	Slots  []SlotStatus
 }
 
@@ -54,7 +58,8 @@ func (c *Client) GroupStatus(ctx context.Context, group string) (*GroupStatus, e
 	if err != nil {
 		return nil, err
 	}
-	st := &GroupStatus{Group: group, N: meta.n, Epoch: meta.epoch, ResetEpoch: meta.reset, Meta: meta.meta, Paused: meta.paused}
+	st := &GroupStatus{Group: group, N: meta.n, Epoch: meta.epoch, ResetEpoch: meta.reset, Meta: meta.meta, Paused: meta.paused,
+		PausedReason: meta.pausedReason(), Budget: meta.budget}
 	n := meta.n
 	for s := range slots {
 		n = max(n, s+1)

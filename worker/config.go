@@ -101,6 +101,18 @@ type Config struct {
 	// adapts: a throttled write halves the allowed rate, which climbs back by WriteRate/10 each
 	// second without one (Stats.WriteThrottles, Stats.WriteRateAllowed). Defaults to 0 (unlimited).
 	WriteRate float64
+	// MaxWCU and MaxRCU record a capacity budget on the group (lock.SetBudget, when the worker
+	// first holds a slot): the write units (ledger writes) and read units (scans) the group's workers
+	// may consume in all. While the group has a budget each slot holder adds its consumption to
+	// the group's every BudgetInterval (one write), and the holder that finds the budget reached
+	// pauses the group (lock.PauseForBudget): no new claims, handlers in flight finish, slots kept,
+	// until an operator raises the budget and resumes. A budget below what the group has consumed
+	// is refused (Run returns a *lock.BudgetBelowUsageError). Defaults to 0 (no budget; a budget
+	// already on the group stays).
+	MaxWCU, MaxRCU float64
+	// BudgetInterval is how often a slot holder of a group with a budget reports its consumption.
+	// Defaults to 5s.
+	BudgetInterval time.Duration
 	// PageSize is the number of items a scan request evaluates. Smaller pages checkpoint more
 	// often (a successor rescans less), larger ones cost fewer requests. Defaults to 1000 (or the
 	// scan package's automatic size when ReadRate is set).
@@ -335,6 +347,12 @@ func (c *Config) validate() error {
 		return bad("ReadRate", "must be a finite number >= 0, got %g", c.ReadRate)
 	case !(c.WriteRate >= 0) || math.IsInf(c.WriteRate, 1):
 		return bad("WriteRate", "must be a finite number >= 0 (0: unlimited), got %g", c.WriteRate)
+	case !(c.MaxWCU >= 0) || math.IsInf(c.MaxWCU, 1):
+		return bad("MaxWCU", "must be a finite number >= 0 (0: no budget), got %g", c.MaxWCU)
+	case !(c.MaxRCU >= 0) || math.IsInf(c.MaxRCU, 1):
+		return bad("MaxRCU", "must be a finite number >= 0 (0: no budget), got %g", c.MaxRCU)
+	case c.BudgetInterval < 0:
+		return bad("BudgetInterval", "must be >= 0, got %s", c.BudgetInterval)
 	case c.PageSize < 0:
 		return bad("PageSize", "must not be negative, got %d", c.PageSize)
 	case c.SubSegments < 1 || c.SubSegments > maxSegments:

@@ -186,7 +186,9 @@ func (s *slot) readGroup() (resized bool) {
 		}
 		return false
 	}
-	return s.applyGroup(read, st)
+	resized = s.applyGroup(read, st)
+	s.reportUsage(ctx, st)
+	return resized
 }
 
 // applyGroup applies read number read (see pauseState.nextRead) of the group's meta item to the
@@ -196,7 +198,8 @@ func (s *slot) applyGroup(read uint64, st lock.GroupState) (resized bool) {
 	w, lease := s.w, s.lease
 	if w.pause.setRead(read, st.Paused, w.cfg.Clock.Now()) {
 		if st.Paused {
-			w.cfg.Logger.Info("dynapart: group paused: no new claims, items in flight finish, the slot is kept", "slot", lease.Slot())
+			w.cfg.Logger.Info("dynapart: group paused: no new claims, items in flight finish, the slot is kept", "slot", lease.Slot(),
+				"reason", st.PausedReason)
 		} else {
 			w.cfg.Logger.Info("dynapart: group resumed: claiming again from the checkpoint", "slot", lease.Slot())
 		}

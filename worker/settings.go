@@ -109,6 +109,12 @@ var settings = []Setting{
 	{Field: "WriteRate", Flag: "write-rate",
 		Help: "limit this worker's ledger writes (claims, completions, retries, dead letters, releases) to so many WCU per second, " +
 			"backing off when throttled (default unlimited; must be > 0 when given)"},
+	{Field: "MaxWCU", Flag: "max-wcu",
+		Help: "budget: the write units the group's workers may consume in all; reached, the group pauses itself (raise it with resume --max-wcu)"},
+	{Field: "MaxRCU", Flag: "max-rcu",
+		Help: "budget: the read units (scans) the group's workers may consume in all; reached, the group pauses itself (raise it with resume --max-rcu)"},
+	{Field: "BudgetInterval", Flag: "budget-interval", Default: 5 * time.Second,
+		Help: "how often each slot holder adds its consumption to the group's budget (one write; only while the group has a budget)"},
 	// PageSize defaults to 1000, or to the scan package's automatic size when ReadRate is set.
 	{Field: "PageSize", Flag: "page-size", Help: "items per scan request; smaller pages checkpoint more often"},
 

@@ -19,6 +19,7 @@ type Worker struct {
 	running atomic.Bool
 	stats   counters
 	pause   *pauseState // the group's pause flag while a slot is held
+	budget  budgetState // the group's capacity budget, as this worker records and reports it
 
 	mu      sync.Mutex
 	slot    int
@@ -77,6 +78,7 @@ func (w *Worker) Run(ctx context.Context, h Handler) error {
 	if err != nil {
 		return err
 	}
+	defer w.flushUsage(e)
 	var stopAt time.Time
 	if dl, ok := ctx.Deadline(); ok {
 		stopAt = dl.Add(-w.cfg.DeadlineMargin)
@@ -89,6 +91,10 @@ func (w *Worker) Run(ctx context.Context, h Handler) error {
 		case lease == nil:
 			state = runFinished
 			continue
+		}
+		if err := w.recordBudget(ctx, e); err != nil {
+			w.releaseRefused(lease)
+			return err
 		}
 		end, err := w.runSlot(ctx, e, lease, h, stopAt)
 		if err != nil {

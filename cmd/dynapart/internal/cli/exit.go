@@ -50,5 +50,6 @@ func IsUsage(err error) bool {
 	var ue *UsageError
 	var ce *worker.ConfigError
 	var te *lock.TableError
-	return errors.As(err, &ue) || errors.As(err, &ce) || errors.As(err, &te) || errors.Is(err, lock.ErrGroupMismatch)
+	return errors.As(err, &ue) || errors.As(err, &ce) || errors.As(err, &te) || errors.Is(err, lock.ErrGroupMismatch) ||
+		lock.IsBudgetBelowUsage(err)
 }

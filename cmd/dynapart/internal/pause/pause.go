@@ -24,6 +24,7 @@ func NewResume(g *cli.Globals) *cobra.Command {
 
 func pauseCmd(g *cli.Globals, pause bool) *cobra.Command {
 	var group, leaseTable string
+	var limits lock.Limits
 	cmd := &cobra.Command{
 		Use:   "pause",
 		Short: "Pause a group: its workers stop claiming items but keep their slots",
@@ -41,7 +42,7 @@ meta item: never run, or a typo) exits 2 and nothing is written.`,
   dynapart resume --group users/default`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runPause(cmd, g, group, leaseTable, pause)
+			return runPause(cmd, g, pauseArgs{group: group, leaseTable: leaseTable, pause: pause, limits: limits})
 		},
 	}
 	if !pause {
@@ -50,7 +51,16 @@ meta item: never run, or a typo) exits 2 and nothing is written.`,
 		cmd.Long = `Clears the group's pause flag (see 'dynapart pause'). Within one heartbeat every worker of the
 group claims again; each pass goes on from where it stopped, nothing already read is read again
 beyond the page in progress. Resuming a group that is not paused is a no-op (exit 0). A group that
-does not exist exits 2 and nothing is written.`
+does not exist exits 2 and nothing is written.
+
+A group that paused itself at its budget (work --max-wcu/--max-rcu; status says "paused (budget)")
+needs a larger budget before it goes on: --max-wcu and --max-rcu record it first, then resume. A
+budget below what the group has consumed is refused with exit 2, the figures named, and nothing
+written.`
+		cmd.Example = `  dynapart resume --group users/default
+  dynapart resume --group users/default --max-wcu 200000`
+		cmd.Flags().Float64Var(&limits.WCU, "max-wcu", 0, "raise the group's write budget to this many WCU in all, then resume")
+		cmd.Flags().Float64Var(&limits.RCU, "max-rcu", 0, "raise the group's read budget to this many RCU in all, then resume")
 	}
 	f := cmd.Flags()
 	f.StringVar(&group, "group", "", "lease group (required; work's default is TABLE/JOB)")
@@ -58,14 +68,35 @@ does not exist exits 2 and nothing is written.`
 	return cmd
 }
 
-func runPause(cmd *cobra.Command, g *cli.Globals, group, leaseTable string, pause bool) error {
+// pauseArgs are pause's and resume's flags.
+type pauseArgs struct {
+	group, leaseTable string
+	pause             bool
+	limits            lock.Limits // resume: the budget to record first (zero: none)
+}
+
+func runPause(cmd *cobra.Command, g *cli.Globals, a pauseArgs) error {
+	group, leaseTable, pause := a.group, a.leaseTable, a.pause
 	if group == "" {
 		return cli.Usagef("--group is required (the work command's --group, default TABLE/JOB)")
+	}
+	if a.limits.WCU < 0 || a.limits.RCU < 0 {
+		return cli.Usagef("--max-wcu and --max-rcu must be > 0")
 	}
 	ctx := cmd.Context()
 	lc, err := g.LeaseClient(ctx, leaseTable)
 	if err != nil {
 		return err
+	}
+	if a.limits != (lock.Limits{}) {
+		b, err := lc.SetBudget(ctx, group, a.limits)
+		if errors.Is(err, lock.ErrGroupNotFound) {
+			return cli.Usagef("group %q does not exist in %q (nothing written): %v", group, leaseTable, err)
+		}
+		if err != nil {
+			return err // a budget below the consumption is a usage error (exit 2), with its figures
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "group %s: budget %s\n", group, BudgetText(b))
 	}
 	set, verb := lc.ResumeGroup, "resumed"
 	if pause {
@@ -94,4 +125,16 @@ func printPause(cmd *cobra.Command, group, verb string, changed bool) error {
 		fmt.Fprintf(out, "group %s: resumed; its workers claim again within one heartbeat\n", group)
 	}
 	return nil
+}
+
+// BudgetText is a budget and its consumption as status and resume print it, e.g.
+// "1200.0 of 5000 WCU, 310.5 of 1000 RCU" (a unit without a budget shows its consumption only).
+func BudgetText(b lock.Budget) string {
+	part := func(used, max float64, unit string) string {
+		if max > 0 {
+			return fmt.Sprintf("%.1f of %g %s", used, max, unit)
+		}
+		return fmt.Sprintf("%.1f %s (no budget)", used, unit)
+	}
+	return part(b.UsedWCU, b.MaxWCU, "WCU") + ", " + part(b.UsedRCU, b.MaxRCU, "RCU")
 }

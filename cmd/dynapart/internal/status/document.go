@@ -20,9 +20,14 @@ type Document struct {
 	Epoch    int64             `json:"epoch"` // the plan epoch: +1 per 'dynapart scale'
 	Meta     map[string]string `json:"meta,omitempty"`
 	Finished bool              `json:"finished"`
-	// Paused is the group's pause flag (dynapart pause / resume). A pause for a budget (issue 34)
-	// is to be a second reason beside it, in a field of its own.
-	Paused bool `json:"paused"`
+	// Paused is the group's pause flag (dynapart pause / resume), PausedReason why: "operator"
+	// (dynapart pause), "budget" (the group reached its budget); null when not paused (or paused
+	// before reasons were kept).
+	Paused       bool    `json:"paused"`
+	PausedReason *string `json:"paused_reason"`
+	// Budget is the group's capacity budget and its workers' reported consumption (work
+	// --max-wcu/--max-rcu, resume --max-wcu/--max-rcu); null when the group has none.
+	Budget *budgetDoc `json:"budget"`
 	// GeneratedAt is when the group was read (the page's last sample).
 	GeneratedAt time.Time `json:"generated_at"`
 	Slots       []slotDoc `json:"slots"`
@@ -161,7 +166,7 @@ func (r *reader) read(ctx context.Context, now time.Time) (*Document, error) {
 		return nil, err
 	}
 	doc := &Document{Group: r.group, Workers: st.N, Epoch: st.Epoch, Meta: st.Meta, Finished: groupFinished(st), Paused: st.Paused, GeneratedAt: now.UTC(),
-		Slots: []slotDoc{}, Throughput: throughput{Samples: []sample{}}}
+		PausedReason: pausedReason(st), Budget: newBudgetDoc(st.Budget), Slots: []slotDoc{}, Throughput: throughput{Samples: []sample{}}}
 	plan := planOf(st)
 	for _, s := range st.Slots {
 		doc.Slots = append(doc.Slots, slotDoc{slotJSON: newSlotJSON(s, plan), State: slotState(s)})
@@ -198,4 +203,36 @@ func printJSONIndent(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// budgetDoc is a group's budget: the units its workers may consume in all (null: no limit on
+// that unit) and what they reported consuming.
+type budgetDoc struct {
+	MaxWCU  *float64 `json:"max_wcu"`
+	MaxRCU  *float64 `json:"max_rcu"`
+	UsedWCU float64  `json:"used_wcu"`
+	UsedRCU float64  `json:"used_rcu"`
+	Reached bool     `json:"reached"`
+}
+
+func newBudgetDoc(b lock.Budget) *budgetDoc {
+	if !b.Set() {
+		return nil
+	}
+	limit := func(f float64) *float64 {
+		if f <= 0 {
+			return nil
+		}
+		return &f
+	}
+	return &budgetDoc{MaxWCU: limit(b.MaxWCU), MaxRCU: limit(b.MaxRCU), UsedWCU: b.UsedWCU, UsedRCU: b.UsedRCU, Reached: b.Reached()}
+}
+
+// pausedReason is the group's pause reason, nil when not paused or not recorded.
+func pausedReason(st *lock.GroupStatus) *string {
+	if !st.Paused || st.PausedReason == "" {
+		return nil
+	}
+	r := st.PausedReason
+	return &r
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dynapart/dynapart/cmd/dynapart/internal/cli"
+	"github.com/dynapart/dynapart/cmd/dynapart/internal/pause"
 	"github.com/dynapart/dynapart/lock"
 	"github.com/dynapart/dynapart/scan"
 	"github.com/dynapart/dynapart/worker"
@@ -48,6 +49,8 @@ type statusJSON struct {
 	Meta     map[string]string `json:"meta,omitempty"`
 	Finished bool              `json:"finished"`
 	Paused   bool              `json:"paused"`
+	Reason   string            `json:"-"` // why paused
+	Budget   lock.Budget       `json:"-"`
 	Slots    []slotJSON        `json:"slots"`
 }
 
@@ -55,7 +58,9 @@ const statusLong = `Shows, for each slot of --group: the owner (worker id), its 
 held now and until when, whether the slot's share is finished, and how far its checkpoint is.
 The group of a work command is TABLE/JOB unless --group was given (e.g. users/default).
 
-The group line says PAUSED while the group is paused (dynapart pause). Below the slots, each
+The group line says PAUSED while the group is paused (dynapart pause, or by itself when it reached
+its budget: work --max-wcu/--max-rcu), and a budget line shows the units its workers reported
+consuming against it (JSON: "paused_reason" and "budget"). Below the slots, each
 slot's progress as saved with its checkpoint: pass, items done and failed, items read in this
 pass, the rate and the ETA of the pass, the group's sums, and a line with the group's fraction
 done, items left and ETA (the shares of free slots counted at the group's rate). A slot's share
@@ -112,7 +117,8 @@ func New(g *cli.Globals) *cobra.Command {
 			if err := checkLedgerFlags(cmd.Flags(), live.ledger, st.Meta); err != nil {
 				return err
 			}
-			out := statusJSON{Group: group, Workers: st.N, Epoch: st.Epoch, Meta: st.Meta, Finished: groupFinished(st), Paused: st.Paused}
+			out := statusJSON{Group: group, Workers: st.N, Epoch: st.Epoch, Meta: st.Meta, Finished: groupFinished(st), Paused: st.Paused,
+				Reason: st.PausedReason, Budget: st.Budget}
 			plan := planOf(st)
 			for _, s := range st.Slots {
 				out.Slots = append(out.Slots, newSlotJSON(s, plan))
@@ -150,10 +156,16 @@ func orDash(s string) string {
 // with its position as passes and segments done.
 func printText(w io.Writer, st statusJSON) {
 	paused := ""
-	if st.Paused {
+	switch {
+	case st.Paused && st.Reason == lock.PausedByBudget:
+		paused = ", PAUSED (budget reached: dynapart resume --max-wcu/--max-rcu to raise it and go on)"
+	case st.Paused:
 		paused = ", PAUSED (dynapart resume to go on)"
 	}
 	fmt.Fprintf(w, "group %s: %d slots, plan epoch %d, finished=%v%s\n", st.Group, st.Workers, st.Epoch, st.Finished, paused)
+	if st.Budget.Set() {
+		fmt.Fprintf(w, "budget: %s consumed\n", pause.BudgetText(st.Budget))
+	}
 	if len(st.Meta) > 0 {
 		keys := make([]string, 0, len(st.Meta))
 		for k := range st.Meta {

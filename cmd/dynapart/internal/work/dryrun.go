@@ -135,22 +135,23 @@ func (d *dryRun) count(ctx context.Context, res *slotDryRun, attrs map[string]ty
 }
 
 // itemWCU estimates the write capacity a run spends on one item that succeeds at its first
-// attempt: a claim and a completion (one write with --complete-only). A write costs 1 WCU per KB
-// of the item written: the item itself for the inline ledger, a small ledger row for the table
-// ledger. A claim in a transaction (--batch-claims) costs twice.
+// attempt, by DynamoDB's billing rules: a claim and a completion (one write with --complete-only).
+// A write costs 1 WCU per KB of the item written: the item itself for the inline ledger, a small
+// ledger row for the table ledger. Batched claims and completions (--batch-claims) are single
+// writes in statement batches and cost the same; as transactions (--transaction-batches) each
+// costs twice.
 func (d *dryRun) itemWCU(attrs map[string]types.AttributeValue) float64 {
 	perWrite := 1.0
 	if d.ledger == nil {
 		perWrite = math.Max(1, math.Ceil(float64(itemSize(attrs))/1024))
 	}
+	if d.f.cfg.BatchClaims && d.f.cfg.TransactionBatches {
+		perWrite *= 2
+	}
 	if d.f.cfg.CompleteOnly {
 		return perWrite
 	}
-	claim := perWrite
-	if d.f.cfg.BatchClaims {
-		claim *= 2
-	}
-	return claim + perWrite
+	return 2 * perWrite
 }
 
 // itemSize approximates DynamoDB's item size: attribute names plus values.
@@ -223,6 +224,8 @@ func (d *dryRun) print(out io.Writer, slots []slotDryRun) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	fmt.Fprintf(out, "estimated cost of the job: %.0f WCU and %.1f RCU in all (the scans as DynamoDB reported them, "+
+		"the ledger's writes at DynamoDB's rates if every item succeeds at its first attempt)\n", total.WCU, total.RCU)
 	if d.f.cfg.ReadRate > 0 {
 		fmt.Fprintf(out, "at --read-rate %.0f a slot reads its share in about %s\n", d.f.cfg.ReadRate,
 			time.Duration(maxRCU(slots)/d.f.cfg.ReadRate*float64(time.Second)).Round(time.Second))

@@ -94,8 +94,9 @@
     text($("slot-count"), doc.slots.length + " of " + doc.workers + (doc.epoch ? " · plan epoch " + doc.epoch : ""));
   }
 
-  // groupState is the group's state word. A pause for a budget (issue 34) is to be told here too.
+  // groupState is the group's state word: a pause for the group's budget says so.
   function groupState(doc) {
+    if (doc.paused && doc.paused_reason === "budget") return "paused (budget)";
     if (doc.paused) return "paused";
     if (doc.workers === 0) return "never run";
     if (doc.finished) return "finished";
@@ -141,9 +142,24 @@
     text($("paused"), doc.paused ? "paused" : "no");
     const state = groupState(doc);
     text($("group-state"), state);
-    $("group-state").className = "value state-" + state.replace(" ", "-");
+    $("group-state").className = "value state-" + (doc.paused ? "paused" : state.replace(" ", "-"));
     $("paused-banner").hidden = !doc.paused;
-    text($("resume-cmd"), "dynapart resume --group " + doc.group);
+    const budgetPause = doc.paused && doc.paused_reason === "budget";
+    text($("paused-title"), budgetPause ? "Paused: the group reached its budget." : "Paused.");
+    text($("resume-cmd"), "dynapart resume --group " + doc.group + (budgetPause ? " --max-wcu N" : ""));
+    renderBudget(doc);
+  }
+
+  // renderBudget shows consumed units against the group's budget (hidden without one).
+  function renderBudget(doc) {
+    const b = doc.budget;
+    $("budget-card").hidden = !b;
+    if (!b) return;
+    const part = (used, max, unit) => (known(max) ? fmtInt(Math.round(used)) + " / " + fmtInt(max) + " " + unit : fmtInt(Math.round(used)) + " " + unit);
+    text($("budget"), part(b.used_wcu, b.max_wcu, "WCU") + " · " + part(b.used_rcu, b.max_rcu, "RCU"));
+    const frac = Math.max(known(b.max_wcu) ? b.used_wcu / b.max_wcu : 0, known(b.max_rcu) ? b.used_rcu / b.max_rcu : 0);
+    $("budget-bar").style.width = Math.min(100, frac * 100).toFixed(1) + "%";
+    text($("budget-note"), b.reached ? "reached: the group paused itself" : fmtPct(frac) + " of the budget consumed");
   }
 
   function renderLedger(doc) {
