@@ -97,9 +97,10 @@
 //     checkpoint.
 //   - Meta item, pk "group#<name>", sk -1. n (the group's slot count), epoch (the plan epoch, +1
 //     per [Client.ResizeGroup] and [Client.ResetGroup]; absent: 0), reset_epoch (the epoch the
-//     last reset started), meta (the caller's [WithGroupMeta] values) and paused (see
-//     [Client.PauseGroup]). Written by the group's first holder after its take, ResizeGroup,
-//     ResetGroup, PauseGroup and ResumeGroup.
+//     last reset started), meta (the caller's [WithGroupMeta] values), paused and paused_reason
+//     (see [Client.PauseGroup]), and the group's budget: budget_wcu, budget_rcu, used_wcu,
+//     used_rcu (see [Client.SetBudget]). Written by the group's first holder after its take,
+//     ResizeGroup, ResetGroup, PauseGroup, ResumeGroup, SetBudget, AddUsage and PauseForBudget.
 //   - Mutex item, pk "mutex#<name>", sk 0: the attributes of a slot item. Written by [Mutex].
 //   - Unit marker, pk "units#<group>#e<epoch>#s<slot>#p<pass>.<run>" (see [UnitPass]), sk the scan
 //     unit (segment or shard). owner, slot and token (the slot lease holding the unit), done

@@ -168,7 +168,9 @@
 // once per heartbeat and, while it is set, claims nothing new (batch claims whose handler has not
 // started are given back), lets handlers in flight finish, starts no pass, does not mark its slot
 // finished, and keeps its lease; [Stats].Paused says so. On resume the pass goes on where it
-// stopped. Each slot's checkpoint also carries its counts (items done and failed, items read and
+// stopped. A group with a capacity budget ([Config].MaxWCU, MaxRCU) pauses itself the same way
+// when its workers' reported consumption reaches it (budget.go; see lock.Client.SetBudget). Each
+// slot's checkpoint also carries its counts (items done and failed, items read and
 // working time in the current pass), which [ParseSlotProgress] reads back for `dynapart status`.
 //
 // # Code map
@@ -184,7 +186,8 @@
 // claims); process.go claims one item, runs the handler and records the outcome; effects.go is
 // how a handler's effects reach the ledger (WithEffects); handlers.go and completeonly.go hold the
 // handler timing and complete-only mode; steal.go, unitpass.go and
-// unitmarker.go work stealing; pause.go the pause and resize watch; slotcheckpoint.go the slot
+// unitmarker.go work stealing; pause.go the pause and resize watch; budget.go the group's budget;
+// slotcheckpoint.go the slot
 // checkpoint and its counts; join.go, replan.go, planstart.go and resize.go the group's plan
 // (joining, changing plans, resizing); aliases.go the names that moved to package ledger.
 //
