@@ -284,6 +284,147 @@ func TestReviewTableRedrivenRowBatchClaim(t *testing.T) {
 	t.Logf("ConsumedWCU %.1f", w)
 }
 
+// TestReviewInlineOddSchema: the inline ledger on a table with a binary partition key and a number
+// sort key, an attribute prefix with punctuation, two RemoveOnDone attributes, and one item deleted
+// between the scan and the claim: the batched claim and completion are one statement batch each,
+// the deleted item is not re-created, and the removed attributes are gone.
+func TestReviewInlineOddSchema(t *testing.T) {
+	ctx := context.Background()
+	ddbtest.Need(t, ddbtest.CapPartiQLConditions)
+	db, source, names := lcSourceTable(t, ddbtest.Key{Name: "b-key", Type: "B"}, ddbtest.Key{Name: "n.sort", Type: "N"})
+	fc := ddbfault.New(db)
+	l, err := NewInline(fc, source, names, WithPrefix("x-y.'z "), WithRemoveOnDone("a b", "c"))
+	require.NoError(t, err)
+	key := func(i int) Key {
+		return Key{"b-key": &types.AttributeValueMemberB{Value: []byte{0, byte(i), 0xff}}, "n.sort": &types.AttributeValueMemberN{Value: fmt.Sprintf("%d.5e-3", i)}}
+	}
+	var keys []Key
+	for i := range 4 {
+		k := key(i)
+		keys = append(keys, k)
+		item := map[string]types.AttributeValue{"a b": attrS("1"), "c": attrS("2")}
+		for n, v := range k {
+			item[n] = v
+		}
+		_, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(source), Item: item})
+		require.NoError(t, err)
+	}
+	_, err = db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(source), Key: keys[2]})
+	require.NoError(t, err)
+	outs, err := l.Claim(ctx, freshReqs(keys, "A", lcT0))
+	require.NoError(t, err)
+	require.Equal(t, int64(1), fc.CallsByOp()[ddbfault.OpBatchExecuteStatement])
+	var claims []Claim
+	for i, o := range outs {
+		t.Logf("item %d: %+v", i, o)
+		if i == 2 {
+			require.False(t, o.Claimed)
+			continue
+		}
+		require.True(t, o.Claimed, "item %d", i)
+		claims = append(claims, o.Claim)
+	}
+	out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(source), Key: keys[2], ConsistentRead: aws.Bool(true)})
+	require.NoError(t, err)
+	require.Empty(t, out.Item, "the deleted item is not re-created")
+	for i, err := range l.CompleteBatch(ctx, claims, lcT0) {
+		require.NoError(t, err, "claim %d", i)
+	}
+	require.Equal(t, int64(2), fc.CallsByOp()[ddbfault.OpBatchExecuteStatement])
+	require.Zero(t, fc.CallsByOp()[ddbfault.OpTransactWriteItems])
+	for _, c := range claims {
+		out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(source), Key: c.Key, ConsistentRead: aws.Bool(true)})
+		require.NoError(t, err)
+		require.Equal(t, StatusDone, l.stateOnItem(out.Item).Status)
+		require.NotContains(t, out.Item, "a b")
+		require.NotContains(t, out.Item, "c")
+	}
+}
+
+// TestReviewLandedButAnsweredError: statements that landed but were answered InternalServerError
+// are sent again; the repeat is refused and settled as the caller's own write (claims: claimed at
+// attempt 1; completions: done), inline and table ledger.
+func TestReviewLandedButAnsweredError(t *testing.T) {
+	ctx := context.Background()
+	ddbtest.Need(t, ddbtest.CapPartiQLConditions)
+	landedISE := func(idx ...int) ddbfault.Hook {
+		n := 0
+		return func(hctx context.Context, c ddbfault.Call, send ddbfault.Send) (any, error) {
+			n++
+			out, err := send(hctx, c.In)
+			if err != nil || n > 1 {
+				return out, err
+			}
+			o := out.(*dynamodb.BatchExecuteStatementOutput)
+			for _, i := range idx {
+				o.Responses[i] = types.BatchStatementResponse{Error: &types.BatchStatementError{Code: types.BatchStatementErrorCodeEnumInternalServerError, Message: aws.String("injected")}}
+			}
+			return o, nil
+		}
+	}
+	for _, table := range []bool{false, true} {
+		t.Run(fmt.Sprint("table=", table), func(t *testing.T) {
+			db, source, names := lcSourceTable(t)
+			fc := ddbfault.New(db)
+			var l Ledger
+			var err error
+			if table {
+				l, err = NewTable(fc, lcLedgerTable(t, db), "job", source, names)
+			} else {
+				l, err = NewInline(fc, source, names)
+			}
+			require.NoError(t, err)
+			keys := lcKeys(0, 5)
+			lcSeeder(t, db, source)(keys...)
+			rm := fc.OnCall(landedISE(0, 2, 4), ddbfault.OpBatchExecuteStatement)
+			outs, err := l.Claim(ctx, freshReqs(keys, "A", lcT0))
+			rm()
+			require.NoError(t, err)
+			var claims []Claim
+			for i, o := range outs {
+				require.True(t, o.Claimed, "item %d: %+v", i, o)
+				require.Equal(t, 1, o.Claim.Attempt)
+				require.Equal(t, o.Claim.ID, lcState(t, l, keys[i]).Claim)
+				claims = append(claims, o.Claim)
+			}
+			rm = fc.OnCall(landedISE(1, 3), ddbfault.OpBatchExecuteStatement)
+			errs := l.CompleteBatch(ctx, claims, lcT0)
+			rm()
+			for i, err := range errs {
+				require.NoError(t, err, "claim %d", i)
+				require.Equal(t, StatusDone, lcState(t, l, keys[i]).Status)
+			}
+			t.Logf("calls %v WCU %.1f", fc.CallsByOp(), l.ConsumedWCU())
+		})
+	}
+}
+
+// TestReviewThrottledStatementsCountedTwice: statements a batch answers as throttled were not
+// written (DynamoDB bills no capacity for a throttled request), but executeStatements counts
+// every statement of every batch at 1 WCU: sent again, each throttled statement is counted twice.
+func TestReviewThrottledStatementsCountedTwice(t *testing.T) {
+	ctx := context.Background()
+	e := newStmtEnv(t, 4)
+	keys := lcKeys(0, 4)
+	n := 0
+	e.fc.OnCall(func(hctx context.Context, c ddbfault.Call, send ddbfault.Send) (any, error) {
+		n++
+		if n == 1 {
+			return stmtHook(map[int]types.BatchStatementErrorCodeEnum{
+				0: types.BatchStatementErrorCodeEnumThrottlingError, 1: types.BatchStatementErrorCodeEnumThrottlingError,
+			})(hctx, c, send)
+		}
+		return send(hctx, c.In)
+	}, ddbfault.OpBatchExecuteStatement)
+	outs, err := e.l.Claim(ctx, freshReqs(keys, "A", lcT0))
+	require.NoError(t, err)
+	for _, o := range outs {
+		require.True(t, o.Claimed)
+	}
+	t.Logf("batches %d, ConsumedWCU %.1f", n, e.l.ConsumedWCU())
+	require.InDelta(t, 4, e.l.ConsumedWCU(), 1e-9, "4 items written once each (the throttled statements were not written)")
+}
+
 var (
 	_ = errors.New
 	_ = fmt.Sprintf

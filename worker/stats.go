@@ -55,8 +55,11 @@ type Stats struct {
 	// and read to their end (see Config.NoSteal).
 	Stolen int64 `json:"stolen"`
 
-	RCU float64 `json:"rcu"` // read capacity consumed by the scans
-	WCU float64 `json:"wcu"` // write capacity consumed by the ledger (estimated from 1 write in 16 unless WriteRate is set)
+	RCU float64 `json:"rcu"` // read capacity consumed by the scans, as DynamoDB reported it
+	// WCU is the write capacity consumed by the ledger's writes, by DynamoDB's billing rules: every
+	// write at least 1 WCU (also when its condition fails), an item of a transaction 2, more for an
+	// item over 1 KB as DynamoDB reports it (asked of 1 write in 16 unless WriteRate is set).
+	WCU float64 `json:"wcu"`
 	// WriteThrottles counts the ledger's write attempts DynamoDB throttled (those the SDK retried
 	// included, and transactions cancelled for throttling).
 	WriteThrottles int64 `json:"write_throttles"`
