@@ -1,15 +1,19 @@
 package ledger
 
 import (
+	"errors"
 	"sync"
+
+	"github.com/dynapart/dynapart/internal/capacity"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
 // capacityMeter sums the write capacity the ledger's writes consume, by DynamoDB's billing rules:
-// every write sent costs at least its floor (1 WCU per item written, also when its condition
-// fails; 2 per item of a transaction), and an item over 1 KB more, as DynamoDB reports it. Asking
+// every write DynamoDB bills costs at least its floor (1 WCU per item written, also when its
+// condition fails; 2 per item of a transaction; nothing for a throttled or invalid request), and an
+// item over 1 KB more, as DynamoDB reports it. Asking
 // DynamoDB for a write's consumed capacity is not free: on DynamoDB Local it costs about a fifth of
 // the write throughput. So unless every write must be settled on its cost (a write rate is held:
 // Config.WriteRate), one write in capacitySample asks, and the total is the floors of all writes
@@ -20,7 +24,7 @@ import (
 type capacityMeter struct {
 	mu            sync.Mutex
 	writes, asked int64
-	floor         float64 // of every write counted
+	floor         float64 // of every write billed
 	askedFloor    float64 // of the writes that asked and were answered
 	wcu           float64 // of the writes that asked and were answered, each at least its floor
 }
@@ -28,27 +32,31 @@ type capacityMeter struct {
 // capacitySample: without a write rate, one write in capacitySample asks for its capacity.
 const capacitySample = 16
 
-// ask counts a write whose least charge is floor WCU and says whether it asks for its consumed
-// capacity: every write does when every is set (a write rate is held), otherwise the first and
-// one in capacitySample.
-func (m *capacityMeter) ask(every bool, floor float64) types.ReturnConsumedCapacity {
+// ask counts a write and says whether it asks for its consumed capacity: every write does when
+// every is set (a write rate is held), otherwise the first and one in capacitySample. settle then
+// charges it.
+func (m *capacityMeter) ask(every bool) types.ReturnConsumedCapacity {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.writes++
-	m.floor += floor
 	if every || m.writes%capacitySample == 1 {
 		return types.ReturnConsumedCapacityTotal
 	}
 	return types.ReturnConsumedCapacityNone
 }
 
-// add records the capacity an asking write whose least charge is floor was answered with.
-func (m *capacityMeter) add(cs []types.ConsumedCapacity, floor float64) {
+// settle charges an asked write its least charge, billed (0 for a request DynamoDB does not bill:
+// throttled or invalid), and records the capacity it was answered with, if any.
+func (m *capacityMeter) settle(billed float64, cs []types.ConsumedCapacity) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.floor += billed
+	if cs == nil {
+		return
+	}
 	m.asked++
-	m.askedFloor += floor
-	m.wcu += max(sumWCU(cs), floor)
+	m.askedFloor += billed
+	m.wcu += max(sumWCU(cs), billed)
 }
 
 // total is the estimated WCU of all the writes counted.
@@ -83,4 +91,15 @@ func sumWCU(cs []types.ConsumedCapacity) float64 {
 
 func (l *core) consumedWCU() float64 {
 	return l.meter.total() + l.txMeter.total() + l.stmtMeter.total()
+}
+
+// billed is what DynamoDB bills a single write or a transaction of floor WCU that ended with err:
+// nothing when it was throttled, refused as invalid or conflicted with a transaction (nothing was
+// written or checked), else floor (a failed condition is billed too).
+func billed(floor float64, err error) float64 {
+	var tc *types.TransactionConflictException
+	if err != nil && (capacity.IsThrottle(err) || IsValidation(err) || errors.As(err, &tc)) {
+		return 0
+	}
+	return floor
 }

@@ -14,9 +14,11 @@ import (
 // (DynamoDB Local's 2 WCU for a whole transaction, or none at all) counts as the floor.
 func TestCapacityMeter(t *testing.T) {
 	answer := func(m *capacityMeter, every bool, floor, wcu float64) {
-		if m.ask(every, floor) == types.ReturnConsumedCapacityTotal {
-			m.add([]types.ConsumedCapacity{{CapacityUnits: aws.Float64(wcu)}}, floor)
+		var cs []types.ConsumedCapacity
+		if m.ask(every) == types.ReturnConsumedCapacityTotal {
+			cs = []types.ConsumedCapacity{{CapacityUnits: aws.Float64(wcu)}}
 		}
+		m.settle(floor, cs)
 	}
 	var sampled capacityMeter
 	require.Zero(t, sampled.total())
@@ -41,7 +43,10 @@ func TestCapacityMeter(t *testing.T) {
 
 	var silent capacityMeter // a batch whose answers report nothing
 	for range 3 {
-		silent.ask(true, 25)
+		silent.ask(true)
+		silent.settle(25, nil)
 	}
-	require.InDelta(t, 75, silent.total(), 1e-9, "1 WCU per statement when nothing is reported")
+	silent.ask(true)
+	silent.settle(billed(25, &types.ProvisionedThroughputExceededException{}), nil)
+	require.InDelta(t, 75, silent.total(), 1e-9, "1 WCU per statement when nothing is reported, none for a throttled request")
 }

@@ -45,6 +45,9 @@ func (l *core) claim(ctx context.Context, reqs []ClaimRequest) ([]ClaimOutcome, 
 	b := &claimBatch{l: l, reqs: reqs, rowKeys: rowKeys, outs: outs}
 	for start := 0; start < len(todo); start += BatchSize {
 		if err := b.claimChunk(ctx, todo[start:min(start+BatchSize, len(todo))]); err != nil {
+			// The claims this call made before the error are given back: the caller learns of
+			// none of them, so none may use up an attempt.
+			b.undoSettled(ctx, b.claimedSoFar())
 			return nil, err
 		}
 	}

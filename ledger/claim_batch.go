@@ -166,6 +166,17 @@ func (b *claimBatch) readBack(ctx context.Context, idxs []int) error {
 	return nil
 }
 
+// claimedSoFar are the requests whose claim this call has made (and would report).
+func (b *claimBatch) claimedSoFar() []int {
+	var idxs []int
+	for i, o := range b.outs {
+		if o.Claimed {
+			idxs = append(idxs, i)
+		}
+	}
+	return idxs
+}
+
 // undoSettled gives the claims idxs back (best effort, OpRelease on each claim's id) under a
 // settling write's context: nothing is written once ctx's fence (the lease) has ended.
 func (b *claimBatch) undoSettled(ctx context.Context, idxs []int) {

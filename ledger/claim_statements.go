@@ -89,6 +89,9 @@ func (b *claimBatch) claimStatementRound(ctx context.Context, pending []int, rou
 			b.outs[i] = o
 		case stmtInvalid:
 			b.outs[i] = ClaimOutcome{Err: fmt.Errorf("%w: %w", ErrUnprocessable, statementErr(a))}
+		case stmtDenied:
+			l.denied()
+			redo = append(redo, i) // an UpdateItem, which the policy may allow
 		case stmtFatal:
 			return nil, nil, l.wrapErr("claim (statement batch)", l.row.table, statementErr(a))
 		case stmtAgain:

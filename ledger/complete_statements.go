@@ -15,7 +15,10 @@ import (
 // them when the backend refused the batch as invalid.
 func (b *completion) statements(ctx context.Context, pending []int, writes []fencedWrite) []int {
 	l := b.l
-	var single []int // invalid in a statement: a single write names the error
+	// Invalid in a statement (a single write names the error), or a key already in the batch
+	// (DynamoDB refuses a batch that names a key twice).
+	var single []int
+	pending, single = distinctRows(l, pending, writes)
 	for round := 0; len(pending) > 1 && round < claimConflictRounds; round++ {
 		stmts := make([]types.BatchStatementRequest, len(pending))
 		for j, i := range pending {
@@ -56,6 +59,9 @@ func (b *completion) statements(ctx context.Context, pending []int, writes []fen
 				b.errs[i] = l.wrapErr("complete (statement batch)", l.row.table, statementErr(a))
 			case stmtInvalid:
 				single = append(single, i)
+			case stmtDenied:
+				l.denied()
+				single = append(single, i)
 			case stmtAgain:
 				again = append(again, i)
 				backoffNeeded = backoffNeeded || bo
@@ -70,4 +76,19 @@ func (b *completion) statements(ctx context.Context, pending []int, writes []fen
 		}
 	}
 	return append(single, pending...)
+}
+
+// distinctRows splits idxs into the first completion of each row and the repeats.
+func distinctRows(l *core, idxs []int, writes []fencedWrite) (first, repeats []int) {
+	seen := make(map[string]bool, len(idxs))
+	for _, i := range idxs {
+		id := l.rowID(writes[i].rowKey)
+		if seen[id] {
+			repeats = append(repeats, i)
+			continue
+		}
+		seen[id] = true
+		first = append(first, i)
+	}
+	return first, repeats
 }

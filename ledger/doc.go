@@ -112,11 +112,14 @@
 // own, so a batch costs what its writes would cost one by one, in one request. A statement refused
 // by its condition is settled from the old item its answer carries (or a read), a batch whose
 // answer was lost as a whole like a transaction's, and a throttled or conflicting statement is sent
-// again. PartiQL has no form for an ADD to a missing count, so claims of items with a state
-// (OpClaim) are single UpdateItems; the table ledger's fresh claims, which create their rows
-// (UPDATE does not), and every batch of a ledger built WithoutStatementBatches (or whose backend
-// failed statement batches as a whole) go in transactions. ConsumedWCU counts every write at no
-// less than DynamoDB's least charge.
+// again. The table ledger's fresh claims create their rows, which an UPDATE does not: they are
+// INSERTs (a row that exists fails with DuplicateItem and is claimed by an UpdateItem under the
+// transition's own condition). PartiQL has no form for an ADD to a missing count, so claims of
+// items with a state (OpClaim) are single UpdateItems. A Claim that fails after some of its claims
+// landed gives those back (OpRelease), so no claim its caller never learned of uses up an attempt.
+// Every batch of a ledger built WithoutStatementBatches, or whose backend failed statement batches
+// as a whole or denied a statement (IAM), goes in transactions. ConsumedWCU counts every write
+// DynamoDB bills (not a throttled or invalid one) at no less than its least charge.
 //
 // # Example
 //

@@ -121,13 +121,13 @@ func (l *core) updateItem(ctx context.Context, in *dynamodb.UpdateItemInput) (*d
 		return nil, err
 	}
 	var seen atomic.Int64
-	in.ReturnConsumedCapacity = l.meter.ask(l.gate.holdsRate(), 1)
+	in.ReturnConsumedCapacity = l.meter.ask(l.gate.holdsRate())
 	out, err := l.db.UpdateItem(ctx, in, l.gate.option(&seen)...)
 	var c []types.ConsumedCapacity
 	if err == nil && out.ConsumedCapacity != nil {
 		c = []types.ConsumedCapacity{*out.ConsumedCapacity}
-		l.meter.add(c, 1)
 	}
+	l.meter.settle(billed(1, err), c)
 	l.gate.after(taken, max(sumWCU(c), 1), c != nil, throttledAttempts(seen.Load(), err))
 	return out, err
 }
@@ -148,13 +148,13 @@ func (l *core) transactItems(ctx context.Context, in *dynamodb.TransactWriteItem
 	}
 	var seen atomic.Int64
 	floor := 2 * float64(len(in.TransactItems)) // DynamoDB's least charge; DynamoDB Local reports 2 in all
-	in.ReturnConsumedCapacity = l.txMeter.ask(l.gate.holdsRate(), floor)
+	in.ReturnConsumedCapacity = l.txMeter.ask(l.gate.holdsRate())
 	out, err := l.db.TransactWriteItems(ctx, in, l.gate.option(&seen)...)
 	var c []types.ConsumedCapacity
 	if err == nil && len(out.ConsumedCapacity) > 0 {
 		c = out.ConsumedCapacity
-		l.txMeter.add(c, floor)
 	}
+	l.txMeter.settle(billed(floor, err), c)
 	consumed := max(sumWCU(c), floor)
 	l.gate.after(taken, consumed, len(c) > 0, throttledAttempts(seen.Load(), err))
 	return out, err

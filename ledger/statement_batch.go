@@ -32,7 +32,8 @@ const (
 	stmtRefused                   // its condition failed (the answer may carry the old item)
 	stmtInvalid                   // the item cannot take the write (too large, invalid)
 	stmtAgain                     // throttled, conflicting with a transaction, or a server error: send again
-	stmtFatal                     // the table is missing or access is denied: the call fails
+	stmtDenied                    // IAM denies the statement (a policy without PartiQLUpdate/Insert)
+	stmtFatal                     // the table is missing: the call fails
 )
 
 // answerOf classifies one statement's answer; backoff is set for answers that call for one.
@@ -45,7 +46,9 @@ func answerOf(r types.BatchStatementResponse) (a stmtAnswer, backoff bool) {
 		return stmtRefused, false
 	case types.BatchStatementErrorCodeEnumValidationError, types.BatchStatementErrorCodeEnumItemCollectionSizeLimitExceeded:
 		return stmtInvalid, false
-	case types.BatchStatementErrorCodeEnumResourceNotFound, types.BatchStatementErrorCodeEnumAccessDenied:
+	case types.BatchStatementErrorCodeEnumAccessDenied:
+		return stmtDenied, false
+	case types.BatchStatementErrorCodeEnumResourceNotFound:
 		return stmtFatal, false
 	case types.BatchStatementErrorCodeEnumInternalServerError, types.BatchStatementErrorCodeEnumDuplicateItem:
 		// Outcome unknown: sent again, a write that landed fails its condition with an image that
@@ -80,22 +83,27 @@ func (l *core) executeStatements(ctx context.Context, stmts []types.BatchStateme
 		return nil, err
 	}
 	var seen atomic.Int64
-	in := &dynamodb.BatchExecuteStatementInput{Statements: stmts, ReturnConsumedCapacity: l.stmtMeter.ask(l.gate.holdsRate(), floor)}
+	in := &dynamodb.BatchExecuteStatementInput{Statements: stmts, ReturnConsumedCapacity: l.stmtMeter.ask(l.gate.holdsRate())}
 	out, err := l.db.(statementBatcher).BatchExecuteStatement(ctx, in, l.gate.option(&seen)...)
 	var c []types.ConsumedCapacity
 	throttled := throttledAttempts(seen.Load(), err)
+	charged := billed(floor, err) // a batch whose answer was lost is charged in full
 	if err == nil {
+		charged = 0
 		if len(out.ConsumedCapacity) > 0 {
 			c = out.ConsumedCapacity
-			l.stmtMeter.add(c, floor)
 		}
 		for _, r := range out.Responses {
 			if r.Error != nil && capacity.IsThrottleReason(string(r.Error.Code)) {
 				throttled++
 			}
+			if statementBilled(r) {
+				charged++
+			}
 		}
 	}
-	l.gate.after(taken, max(sumWCU(c), floor), len(c) > 0, throttled)
+	l.stmtMeter.settle(charged, c)
+	l.gate.after(taken, max(sumWCU(c), charged), len(c) > 0, throttled)
 	if err == nil && len(out.Responses) != len(stmts) {
 		err = fmt.Errorf("statement batch: %d answers for %d statements", len(out.Responses), len(stmts))
 	}
@@ -105,6 +113,11 @@ func (l *core) executeStatements(ctx context.Context, stmts []types.BatchStateme
 	}
 	return out.Responses, nil
 }
+
+// denied falls back to single writes and transactions for good: IAM denies the statements (a
+// policy written before statement batches, without dynamodb:PartiQLUpdate and PartiQLInsert), where
+// UpdateItem and TransactWriteItems are allowed.
+func (l *core) denied() { l.noStatements.Store(true) }
 
 // statementsAnswered counts statement batches that failed as a whole, and falls back to
 // transactions after statementFailuresToFallBack of them in a row (at once when the backend refused
@@ -117,6 +130,19 @@ func (l *core) statementsAnswered(err error) {
 	case IsValidation(err) || l.stmtFailures.Add(1) >= statementFailuresToFallBack:
 		l.noStatements.Store(true)
 	}
+}
+
+// statementBilled reports whether DynamoDB bills a statement so answered: one that wrote, or whose
+// condition failed (or whose INSERT met a row); not one throttled, refused, conflicting or failed.
+func statementBilled(r types.BatchStatementResponse) bool {
+	if r.Error == nil {
+		return true
+	}
+	switch r.Error.Code {
+	case types.BatchStatementErrorCodeEnumConditionalCheckFailed, types.BatchStatementErrorCodeEnumDuplicateItem:
+		return true
+	}
+	return false
 }
 
 // statementErr is the error a statement's answer carries, for a caller's error.

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/require"
@@ -42,12 +43,16 @@ func newRecorder(db *dynamodb.Client) *recorder {
 		case *dynamodb.ScanInput:
 			index = in.IndexName
 		}
-		action := call.Op
-		if call.Op == ddbfault.OpBatchExecuteStatement {
-			action = "PartiQLUpdate" // IAM authorises each statement of a batch by its kind; ours are UPDATEs
+		if in, ok := call.In.(*dynamodb.BatchExecuteStatementInput); ok {
+			// IAM authorises each statement of a batch by its kind: PartiQLUpdate, PartiQLInsert.
+			for i, st := range in.Statements {
+				verb, _, _ := strings.Cut(aws.ToString(st.Statement), " ")
+				r.note("PartiQL"+strings.ToUpper(verb[:1])+strings.ToLower(verb[1:]), call.Tables[i], nil)
+			}
+			return send(ctx, call.In)
 		}
 		for _, table := range call.Tables {
-			r.note(action, table, index)
+			r.note(call.Op, table, index)
 		}
 		return send(ctx, call.In)
 	}, ddbfault.OpGetItem, ddbfault.OpPutItem, ddbfault.OpUpdateItem, ddbfault.OpQuery, ddbfault.OpScan,

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dynapart/dynapart/follow"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -42,26 +44,9 @@ type shardPos struct {
 // enableStream turns on the lease table's stream (new and old images) unless it is on, and returns
 // a reader that starts at the stream's beginning.
 func enableStream(ctx context.Context, db *dynamodb.Client, sc *dynamodbstreams.Client, table, group string) (*leaseStream, error) {
-	d, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+	arn, _, err := follow.EnableStream(ctx, db, table)
 	if err != nil {
-		return nil, err
-	}
-	arn := aws.ToString(d.Table.LatestStreamArn)
-	spec := d.Table.StreamSpecification
-	if spec == nil || !aws.ToBool(spec.StreamEnabled) || spec.StreamViewType != types.StreamViewTypeNewAndOldImages {
-		if spec != nil && aws.ToBool(spec.StreamEnabled) {
-			return nil, fmt.Errorf("chaos: %s already streams %s, need NEW_AND_OLD_IMAGES", table, spec.StreamViewType)
-		}
-		out, err := db.UpdateTable(ctx, &dynamodb.UpdateTableInput{
-			TableName: aws.String(table),
-			StreamSpecification: &types.StreamSpecification{
-				StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewAndOldImages,
-			},
-		})
-		if err != nil {
-			return nil, fmt.Errorf("chaos: enable the stream of %s: %w", table, err)
-		}
-		arn = aws.ToString(out.TableDescription.LatestStreamArn)
+		return nil, fmt.Errorf("chaos: %w", err)
 	}
 	if arn == "" {
 		return nil, fmt.Errorf("chaos: %s has no stream ARN", table)

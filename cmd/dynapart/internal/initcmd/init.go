@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dynapart/dynapart/cmd/dynapart/internal/cli"
+	"github.com/dynapart/dynapart/follow"
 	"github.com/dynapart/dynapart/lock"
 	"github.com/dynapart/dynapart/scan"
 	"github.com/dynapart/dynapart/worker"
@@ -16,7 +17,7 @@ import (
 // New is `dynapart init`.
 func New(g *cli.Globals) *cobra.Command {
 	var table, leaseTable, ledgerTable, indexName, shardAttr string
-	var index bool
+	var index, stream bool
 	var sf cli.SchemaFlags
 	cmd := &cobra.Command{
 		Use:   "init",
@@ -29,12 +30,16 @@ func New(g *cli.Globals) *cobra.Command {
     and when given for an existing table that has another schema, init stops with exit 2;
   - the lease table --lease-table (pk S, sk N) that holds the slots;
   - the ledger table --ledger-table, when given, for --ledger table jobs;
-  - with --index, the sparse pending index of index mode on the source table.`,
+  - with --index, the sparse pending index of index mode on the source table;
+  - with --stream, the source table's stream (NEW_AND_OLD_IMAGES), on an existing table too; a
+    table whose stream has another view type is named and init stops with exit 2 (the view type
+    of a stream cannot be changed in place). Follow mode, which is to read it, is not built yet.`,
 		Example: `  dynapart init --table users --key id:S
   dynapart init --table files --key file_id:N --index
   dynapart init --table events --key pk:B --sort-key ts:N
   dynapart init --table their-own-table                 # any existing table, its key as it is
-  dynapart init --table users --ledger-table dynapart-ledger`,
+  dynapart init --table users --ledger-table dynapart-ledger
+  dynapart init --table users --stream`,
 		Args: cli.UsageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if table == "" {
@@ -71,6 +76,17 @@ func New(g *cli.Globals) *cobra.Command {
 				}
 				fmt.Fprintf(stderr, "pending index %q (shard attribute %q) ready\n", indexName, shardAttr)
 			}
+			if stream {
+				arn, changed, err := follow.EnableStream(ctx, db, table)
+				if err != nil {
+					return err
+				}
+				verb := "was on"
+				if changed {
+					verb = "turned on"
+				}
+				fmt.Fprintf(stderr, "stream of table %q %s (%s): %s\n", table, verb, follow.ViewType, arn)
+			}
 			return nil
 		},
 	}
@@ -82,6 +98,7 @@ func New(g *cli.Globals) *cobra.Command {
 	f.BoolVar(&index, "index", false, "also create the sparse pending index for --mode index")
 	f.StringVar(&indexName, "index-name", "dp_pending", "name of the pending index")
 	f.StringVar(&shardAttr, "shard-attr", "dp_shard", "shard attribute the pending index is keyed by")
+	f.BoolVar(&stream, "stream", false, "also turn on the source table's stream (NEW_AND_OLD_IMAGES)")
 	return cmd
 }
 

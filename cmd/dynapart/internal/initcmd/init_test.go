@@ -47,3 +47,35 @@ func TestInitTakesAnExistingTablesKeySchema(t *testing.T) {
 	out := c.MustRun("verify", "--table", table)
 	require.Contains(t, out, "total 41  done 41")
 }
+
+// TestInitStream: init --stream turns on an existing table's stream (NEW_AND_OLD_IMAGES), again
+// is a no-op; a table streaming another view type is exit 2, named, and left as it is.
+func TestInitStream(t *testing.T) {
+	c := clitest.New(t)
+	db := ddbtest.Client(t)
+	ctx := context.Background()
+	table := ddbtest.CreateTable(t, db, ddbtest.Key{Name: "id", Type: "S"})
+	leases := ddbtest.TableName(t, "lease")
+	ddbtest.DeleteOnCleanup(t, db, leases)
+	_, stderr, code := c.Run("init", "--table", table, "--lease-table", leases, "--stream")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stderr, "turned on (NEW_AND_OLD_IMAGES)")
+	_, stderr, code = c.Run("init", "--table", table, "--lease-table", leases, "--stream")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stderr, "was on (NEW_AND_OLD_IMAGES)")
+	d, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+	require.NoError(t, err)
+	require.Equal(t, types.StreamViewTypeNewAndOldImages, d.Table.StreamSpecification.StreamViewType)
+
+	other := ddbtest.CreateTable(t, db, ddbtest.Key{Name: "id", Type: "S"})
+	_, err = db.UpdateTable(ctx, &dynamodb.UpdateTableInput{TableName: aws.String(other),
+		StreamSpecification: &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewImage}})
+	require.NoError(t, err)
+	_, stderr, code = c.Run("init", "--table", other, "--lease-table", leases, "--stream")
+	require.Equal(t, 2, code, stderr)
+	require.Contains(t, stderr, "NEW_IMAGE")
+	require.Contains(t, stderr, other)
+	d, err = db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(other)})
+	require.NoError(t, err)
+	require.Equal(t, types.StreamViewTypeNewImage, d.Table.StreamSpecification.StreamViewType)
+}
