@@ -103,14 +103,7 @@ func TestLedgerStatementBatches(t *testing.T) {
 	ctx := context.Background()
 	e := newStmtEnv(t, 28)
 	keys := lcKeys(0, 28)
-	outs, err := e.l.Claim(ctx, freshReqs(keys[:25], "A", lcT0))
-	require.NoError(t, err)
-	claims := make([]Claim, 25)
-	for i, o := range outs {
-		require.True(t, o.Claimed, "item %d", i)
-		require.Equal(t, 1, o.Claim.Attempt)
-		claims[i] = o.Claim
-	}
+	claims := mustClaimFresh(t, e.l, keys[:25])
 	require.Equal(t, int64(1), e.calls(ddbfault.OpBatchExecuteStatement))
 	require.Zero(t, e.calls(ddbfault.OpTransactWriteItems))
 	require.Zero(t, e.calls(ddbfault.OpUpdateItem)+e.calls(ddbfault.OpGetItem)+e.calls(ddbfault.OpBatchGetItem), "nothing read back")
@@ -129,7 +122,7 @@ func TestLedgerStatementBatches(t *testing.T) {
 	// A live claim, an expired one and a fresh item in one batch.
 	live := lcMustClaim(t, e.l, lcReq(keys[25], "X", 1, 1, lcT0), 1)
 	lcMustClaim(t, e.l, lcReq(keys[26], "X", 1, 1, lcT0.Add(-2*lcTTL)), 1)
-	outs, err = e.l.Claim(ctx, freshReqs(keys[25:], "A", lcT0))
+	outs, err := e.l.Claim(ctx, freshReqs(keys[25:], "A", lcT0))
 	require.NoError(t, err)
 	require.False(t, outs[0].Claimed)
 	require.Equal(t, StatusClaimed, outs[0].Found.Status)
@@ -251,26 +244,13 @@ func TestLedgerStatementFallback(t *testing.T) {
 // condition; the completions are one statement batch.
 func TestLedgerTableStatementBatches(t *testing.T) {
 	ctx := context.Background()
-	ddbtest.Need(t, ddbtest.CapPartiQLConditions)
-	db, source, names := lcSourceTable(t)
-	fc := ddbfault.New(db)
-	l, err := NewTable(fc, lcLedgerTable(t, db), "job", source, names)
-	require.NoError(t, err)
-	keys := lcKeys(0, 27)
-	lcSeeder(t, db, source)(keys...)
+	l, fc, keys := newTableStmtLedger(t, 27)
 	live := lcMustClaim(t, l, lcReq(keys[25], "X", 1, 1, lcT0), 1)
 	lcMustClaim(t, l, lcReq(keys[26], "X", 1, 1, lcT0.Add(-2*lcTTL)), 1)
 	before := fc.CallsByOp()
 	wcu := l.ConsumedWCU()
 
-	outs, err := l.Claim(ctx, freshReqs(keys[:25], "A", lcT0))
-	require.NoError(t, err)
-	claims := make([]Claim, 25)
-	for i, o := range outs {
-		require.True(t, o.Claimed, "item %d", i)
-		require.Equal(t, 1, o.Claim.Attempt)
-		claims[i] = o.Claim
-	}
+	claims := mustClaimFresh(t, l, keys[:25])
 	after := fc.CallsByOp()
 	require.Equal(t, before[ddbfault.OpBatchExecuteStatement]+1, after[ddbfault.OpBatchExecuteStatement])
 	require.Equal(t, before[ddbfault.OpTransactWriteItems], after[ddbfault.OpTransactWriteItems], "no transaction")
@@ -284,10 +264,37 @@ func TestLedgerTableStatementBatches(t *testing.T) {
 		require.Equal(t, StatusDone, st.Status)
 	}
 
-	outs, err = l.Claim(ctx, freshReqs(keys[25:], "A", lcT0))
+	outs, err := l.Claim(ctx, freshReqs(keys[25:], "A", lcT0))
 	require.NoError(t, err)
 	require.False(t, outs[0].Claimed)
 	require.Equal(t, live.ID, outs[0].Found.Claim, "the live claim is reported")
 	require.True(t, outs[1].Claimed)
 	require.Equal(t, 2, outs[1].Claim.Attempt, "the expired claim is taken over")
+}
+
+// newTableStmtLedger is a table ledger over a fault-injecting client on DynamoDB Local, with n
+// source items.
+func newTableStmtLedger(t *testing.T, n int) (*Table, *ddbfault.Client, []Key) {
+	ddbtest.Need(t, ddbtest.CapPartiQLConditions)
+	db, source, names := lcSourceTable(t)
+	fc := ddbfault.New(db)
+	l, err := NewTable(fc, lcLedgerTable(t, db), "job", source, names)
+	require.NoError(t, err)
+	keys := lcKeys(0, n)
+	lcSeeder(t, db, source)(keys...)
+	return l, fc, keys
+}
+
+// mustClaimFresh claims keys as fresh items in one call: every claim must land, at attempt 1.
+func mustClaimFresh(t *testing.T, l Ledger, keys []Key) []Claim {
+	t.Helper()
+	outs, err := l.Claim(context.Background(), freshReqs(keys, "A", lcT0))
+	require.NoError(t, err)
+	claims := make([]Claim, len(outs))
+	for i, o := range outs {
+		require.True(t, o.Claimed, "item %d", i)
+		require.Equal(t, 1, o.Claim.Attempt)
+		claims[i] = o.Claim
+	}
+	return claims
 }

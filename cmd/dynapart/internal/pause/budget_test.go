@@ -1,7 +1,6 @@
 package pause_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"testing"
@@ -25,25 +24,8 @@ func TestBudgetPausesAndResumeRaises(t *testing.T) {
 	c := clitest.New(t)
 	table, leases := c.SeededTables(t, items)
 	group := table + "/default"
-	var procs []gatedWorker
-	for i := range 2 {
-		cmd := c.Command("work", "--table", table, "--lease-table", leases, "--workers", "2", "--once",
-			"--exec", "sleep 0.01", "--concurrency", "2", "--lease-ttl", "3s", "--heartbeat", "300ms",
-			"--max-wcu", fmt.Sprint(budget), "--budget-interval", "300ms",
-			"--owner", fmt.Sprintf("w%d", i), "--progress", "json")
-		stdout, err := cmd.StdoutPipe()
-		require.NoError(t, err)
-		var e bytes.Buffer
-		cmd.Stderr = &e
-		require.NoError(t, cmd.Start())
-		procs = append(procs, gatedWorker{progress: clitest.FollowProgress(stdout), wait: cmd.Wait})
-		t.Cleanup(func() {
-			_ = cmd.Process.Kill()
-			if t.Failed() {
-				t.Logf("worker %d stderr:\n%s", i, e.String())
-			}
-		})
-	}
+	procs := startWorkers(t, c, table, leases, "--exec", "sleep 0.01", "--lease-ttl", "3s", "--heartbeat", "300ms",
+		"--max-wcu", fmt.Sprint(budget), "--budget-interval", "300ms")
 	for _, pr := range procs {
 		pr.progress.WaitFor(t, 60*time.Second, func(l progress.Line) bool { return l.Paused })
 	}

@@ -99,11 +99,18 @@ func startGatedWorkers(t *testing.T, c *clitest.CLI, table, leases, gate string)
 	t.Helper()
 	// Every handler waits for the gate file: nothing is done before it exists.
 	script := fmt.Sprintf(`while [ ! -f %s ]; do sleep 0.05; done`, gate)
+	return startWorkers(t, c, table, leases, "--exec", script, "--lease-ttl", "6s", "--heartbeat", "1s")
+}
+
+// startWorkers starts two `work --once --concurrency 2 --progress json` processes of a two-slot
+// group with the extra flags.
+func startWorkers(t *testing.T, c *clitest.CLI, table, leases string, flags ...string) []gatedWorker {
+	t.Helper()
 	var procs []gatedWorker
 	for i := range 2 {
-		cmd := c.Command("work", "--table", table, "--lease-table", leases, "--workers", "2", "--once",
-			"--exec", script, "--concurrency", "2", "--lease-ttl", "6s", "--heartbeat", "1s",
-			"--owner", fmt.Sprintf("w%d", i), "--progress", "json")
+		args := append([]string{"work", "--table", table, "--lease-table", leases, "--workers", "2", "--once",
+			"--concurrency", "2", "--owner", fmt.Sprintf("w%d", i), "--progress", "json"}, flags...)
+		cmd := c.Command(args...)
 		stdout, err := cmd.StdoutPipe()
 		require.NoError(t, err)
 		var e bytes.Buffer
