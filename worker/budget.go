@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -19,9 +20,10 @@ type budgetState struct {
 	last     time.Time // of the last report
 }
 
-// recordBudget records Config.MaxWCU and MaxRCU on the group, once per Run, when the worker first
-// holds a slot (the group exists then). A budget below the group's consumption is refused: Run
-// returns the *lock.BudgetBelowUsageError.
+// recordBudget records Config.MaxWCU and MaxRCU on the group, once per Run: when Run starts if
+// the group exists, else when the worker first holds a slot (the group exists then). A budget
+// below the group's consumption is refused: Run returns the *lock.BudgetBelowUsageError, having
+// taken no slot when the group existed at the start.
 func (w *Worker) recordBudget(ctx context.Context, e *env) error {
 	c := w.cfg
 	b := &w.budget
@@ -31,6 +33,9 @@ func (w *Worker) recordBudget(ctx context.Context, e *env) error {
 		return nil
 	}
 	got, err := e.locks.SetBudget(ctx, c.Group, lock.Limits{WCU: c.MaxWCU, RCU: c.MaxRCU})
+	if errors.Is(err, lock.ErrGroupNotFound) {
+		return nil // a new group: recorded once the worker holds its first slot
+	}
 	if err != nil {
 		return err
 	}

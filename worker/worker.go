@@ -79,6 +79,9 @@ func (w *Worker) Run(ctx context.Context, h Handler) error {
 		return err
 	}
 	defer w.flushUsage(e)
+	if err := w.recordBudget(ctx, e); err != nil {
+		return err
+	}
 	var stopAt time.Time
 	if dl, ok := ctx.Deadline(); ok {
 		stopAt = dl.Add(-w.cfg.DeadlineMargin)

@@ -48,7 +48,10 @@ func TestBudgetPausesAndResumeRaises(t *testing.T) {
 	require.Contains(t, text, "PAUSED (budget reached")
 	require.Contains(t, text, fmt.Sprintf("of %d WCU", budget))
 
-	_, stderr, code := c.Run("resume", "--group", group, "--lease-table", leases, "--max-wcu", "100")
+	_, stderr, code := c.Run("work", "--table", table, "--lease-table", leases, "--once", "--exec", "true", "--max-wcu", "100")
+	require.Equal(t, 2, code, "a worker with a budget below the consumption: %s", stderr)
+	require.Contains(t, stderr, "--max-wcu 100 is below the")
+	_, stderr, code = c.Run("resume", "--group", group, "--lease-table", leases, "--max-wcu", "100")
 	require.Equal(t, 2, code, stderr)
 	require.Contains(t, stderr, "--max-wcu 100 is below the")
 	doc = statusDoc(t, c, group, leases)
