@@ -173,6 +173,7 @@ func documentedDefaults(c Config) Config {
 	orDefault(&c.DeadlineMargin, 2*time.Second)
 	orDefault(&c.WriteTimeout, 30*time.Second)
 	orDefault(&c.LeaseWriteTimeout, 10*time.Second)
+	orDefault(&c.BudgetInterval, 5*time.Second)
 	if c.Ledger == "" {
 		c.Ledger = LedgerInline
 	}
