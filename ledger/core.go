@@ -17,8 +17,10 @@ import (
 // The machinery both ledgers share (core) lives in this package's files, one concern each:
 // machine.go (the transitions), expr.go (their condition and update trees), this file (the core
 // and the compiled transitions), values.go (the values of a write), claim.go and claim_batch.go
-// (claims), complete_batch.go (batched completions), tx.go (a transaction and its cancellation
-// reasons), fenced.go (the fenced transitions), completeonly.go (writes without a claim),
+// (claims), complete_batch.go (batched completions), statement.go and statement_batch.go (a
+// transition as a PartiQL statement, and a batch of them), claim_statements.go and
+// complete_statements.go (batched claims and completions as statement batches), tx.go (a
+// transaction and its cancellation reasons), fenced.go (the fenced transitions), completeonly.go (writes without a claim),
 // decode.go (reading state), scan.go (scans and counting), capacity.go (capacity and errors),
 // keys.go (key encoding), index.go (leaving the pending index, the scan projection), settle.go
 // (settling writes of unknown outcome), gate.go (the write gate every write passes: throttles,
