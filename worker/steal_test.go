@@ -181,9 +181,9 @@ func newCrashTest(t *testing.T, n int) *crashTest {
 
 // crashWorker is one worker of a crashTest: its client and the items in its handlers.
 type crashWorker struct {
-	ct       *crashTest
-	db       *crashable
-	w        *Worker
+	ct *crashTest
+	db *crashable
+	w  *Worker
 	// inFlight are the items whose handler runs or has returned without the completion known to
 	// have landed (guarded by ct.mu): a crash may leave any of them to be handled again.
 	inFlight map[string]bool

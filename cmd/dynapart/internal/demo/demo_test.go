@@ -15,7 +15,7 @@ import (
 // standby's takeover and the scale-up from 3 to 4 slots with a worker that joins without
 // --workers; it must exit 0 with every item done once and the group at N=4, plan epoch 1.
 func TestDemo(t *testing.T) {
-	if testing.Short() {
+	if testing.Short() && !ddbtest.InCI() {
 		t.Skip("runs five worker processes for about a minute")
 	}
 	ddbtest.Client(t)

@@ -2,6 +2,7 @@
 package initcmd
 
 import (
+	"context"
 	"fmt"
 	"io"
 
@@ -77,15 +78,7 @@ func New(g *cli.Globals) *cobra.Command {
 				fmt.Fprintf(stderr, "pending index %q (shard attribute %q) ready\n", indexName, shardAttr)
 			}
 			if stream {
-				arn, changed, err := follow.EnableStream(ctx, db, table)
-				if err != nil {
-					return err
-				}
-				verb := "was on"
-				if changed {
-					verb = "turned on"
-				}
-				fmt.Fprintf(stderr, "stream of table %q %s (%s): %s\n", table, verb, follow.ViewType, arn)
+				return enableStream(ctx, db, table, stderr)
 			}
 			return nil
 		},
@@ -100,6 +93,20 @@ func New(g *cli.Globals) *cobra.Command {
 	f.StringVar(&shardAttr, "shard-attr", "dp_shard", "shard attribute the pending index is keyed by")
 	f.BoolVar(&stream, "stream", false, "also turn on the source table's stream (NEW_AND_OLD_IMAGES)")
 	return cmd
+}
+
+// enableStream turns on the table's stream (follow.EnableStream) and says so on w.
+func enableStream(ctx context.Context, db follow.TableClient, table string, w io.Writer) error {
+	arn, changed, err := follow.EnableStream(ctx, db, table)
+	if err != nil {
+		return err
+	}
+	verb := "was on"
+	if changed {
+		verb = "turned on"
+	}
+	fmt.Fprintf(w, "stream of table %q %s (%s): %s\n", table, verb, follow.ViewType, arn)
+	return nil
 }
 
 // report says on w whether a table was created or existed.
