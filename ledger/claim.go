@@ -100,6 +100,7 @@ func (l *core) claimOne(ctx context.Context, r ClaimRequest, rowKey Key) (ClaimO
 func claimed(r ClaimRequest, attempt int) ClaimOutcome {
 	return ClaimOutcome{Claimed: true, Claim: Claim{
 		Key: r.Key, ID: r.ID, Owner: r.Owner, Slot: r.Slot, Token: r.Token, Until: r.Until, Attempt: attempt,
+		Version: r.Version,
 	}}
 }
 

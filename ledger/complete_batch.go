@@ -30,7 +30,7 @@ type completion struct {
 }
 
 func (b *completion) write(i int) fencedWrite {
-	return fencedWrite{op: OpComplete, c: b.claims[i], vals: values{vClaim: attrS(b.claims[i].ID), vNow: attrMillis(b.now)}}
+	return fencedWrite{op: OpComplete, c: b.claims[i], vals: fenceVals(b.claims[i]).with(vNow, attrMillis(b.now))}
 }
 
 func (b *completion) chunk(ctx context.Context, lo, hi int) {

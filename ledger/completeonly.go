@@ -120,6 +120,9 @@ func (l *core) failOnly(ctx context.Context, r ClaimRequest, f Failure) (Result,
 // failed; false when the item moved on meanwhile.
 func (l *core) exhausted(ctx context.Context, r ClaimRequest, rowKey Key, f Failure) (bool, error) {
 	vals := values{vClaim: attrS(r.ID), vNow: attrMillis(r.Now), vError: attrS(truncateErrorText(f.Error))}
+	if r.Version != "" {
+		vals[vVersion] = attrS(r.Version)
+	}
 	in := l.input(OpExhausted, rowKey, vals)
 	in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
 	_, err := l.update(ctx, in)

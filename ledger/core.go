@@ -80,12 +80,12 @@ func attrNames(prefix string) map[attr]string {
 		aScope: prefix + "scope", aClaim: prefix + "claim", aClaimUntil: prefix + "claim_until",
 		aAttempts: prefix + "attempts", aRetryAt: prefix + "retry_at", aError: prefix + "error",
 		aDoneAt: prefix + "done_at", aFailedAt: prefix + "failed_at",
-		aLastError: prefix + "last_error", aRedriven: prefix + "redriven_at",
+		aLastError: prefix + "last_error", aRedriven: prefix + "redriven_at", aVersion: prefix + "version",
 	}
 }
 
 // stateAttrs are the attributes of an item's state, in the order State and DeadLetters read them.
-var stateAttrs = []attr{aStatus, aOwner, aSlot, aToken, aScope, aClaim, aClaimUntil, aAttempts, aRetryAt, aError, aDoneAt, aFailedAt}
+var stateAttrs = []attr{aStatus, aOwner, aSlot, aToken, aScope, aClaim, aClaimUntil, aAttempts, aRetryAt, aError, aDoneAt, aFailedAt, aVersion}
 
 // compiled is a transition rendered for one ledger: its expressions, built once, and the names
 // and values they use.
@@ -174,6 +174,7 @@ func newCore(db Client, s coreSpec) (*core, error) {
 		return nil, fmt.Errorf("dynapart: %s: negative MaxClockSkew %s", s.name, s.opts.skew)
 	}
 	s.shape.audit = s.opts.audit
+	s.shape.versioned = s.opts.versioned
 	l := &core{db: db, name: s.name, keyAttrs: append([]string(nil), s.keyAttrs...), names: s.names, row: s.row,
 		skew: s.opts.skew, gate: s.opts.gate, ops: map[Op]*compiled{}, prefix: s.prefix, source: s.source}
 	_, batches := db.(statementBatcher)

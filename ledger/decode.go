@@ -54,6 +54,7 @@ func (l *core) decodeState(item map[string]types.AttributeValue) ItemState {
 		RetryAt:    attrTime(item[n[aRetryAt]]),
 		DoneAt:     attrTime(item[n[aDoneAt]]),
 		Error:      attrStr(item[n[aError]]),
+		Version:    attrStr(item[n[aVersion]]),
 	}
 	if st.Status != StatusClaimed {
 		st.ClaimUntil = time.Time{}

@@ -50,7 +50,7 @@ func (l *core) completeWith(ctx context.Context, c Claim, now time.Time, eff *Ef
 	if err != nil {
 		return err
 	}
-	cm := commit{op: OpComplete, rowKey: rowKey, vals: values{vClaim: attrS(c.ID), vNow: attrMillis(now)}, plan: plan,
+	cm := commit{op: OpComplete, rowKey: rowKey, vals: fenceVals(c).with(vNow, attrMillis(now)), plan: plan,
 		token: commitToken(c.ID), claim: c}
 	if l.merges(plan) {
 		return l.fencedMerged(ctx, cm)

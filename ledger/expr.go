@@ -37,8 +37,9 @@ const (
 	aFailedAt   attr = "failedAt"
 	aLastError  attr = "lastError"
 	aRedriven   attr = "redrivenAt"
-	aExists     attr = "exists" // the inline ledger's partition key: every write needs the item
-	aJob        attr = "job"    // the table ledger's row identity (claimSet)
+	aVersion    attr = "version" // the content version handled last (WithVersions)
+	aExists     attr = "exists"  // the inline ledger's partition key: every write needs the item
+	aJob        attr = "job"     // the table ledger's row identity (claimSet)
 	aSource     attr = "source"
 	aItemKey    attr = "itemKey"
 )
@@ -64,6 +65,9 @@ const (
 	vOne      val = "one"
 	vMinusOne val = "minusOne"
 	vNone     val = "none"
+	vZero     val = "zero"
+	vVersion  val = "version" // the content version a write records (Claim.Version)
+	vPrev     val = "prev"    // the claim id a renew found (see OpRenew)
 	vJob      val = "job"
 	vSource   val = "source"
 	vItemKey  val = "itemKey"

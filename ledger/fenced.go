@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"errors"
+	"maps"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -35,7 +36,7 @@ func (l *core) fenced(ctx context.Context, op Op, c Claim, vals values) error {
 	if err != nil {
 		return err
 	}
-	vals[vClaim] = attrS(c.ID)
+	maps.Copy(vals, fenceVals(c))
 	in := l.input(op, rowKey, vals)
 	in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
 	_, err = l.update(ctx, in)

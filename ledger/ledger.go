@@ -74,6 +74,10 @@ type ClaimRequest struct {
 	// ID identifies the claim (or a complete-only write): unique per request. The ledger makes
 	// one when it is empty; a caller that repeats a request whose answer it lost sends the same.
 	ID string
+	// Version is the content version the caller handles (ContentVersion of the item as the
+	// handler sees it, after the item's own effects): a versioned ledger records it with the
+	// write that finishes the item. Claims carry it on to their Claim.
+	Version string
 }
 
 // Claim is a claim held by the caller. Its ID fences every later write.
@@ -85,6 +89,10 @@ type Claim struct {
 	Token   int64
 	Attempt int // 1 for the first claim of an item, +1 for every later claim (a release gives one back)
 	Until   time.Time
+	// Version is the content version the holder handles; a versioned ledger records it when the
+	// claim finishes the item (Complete, DeadLetter). The holder may change it before (effects
+	// that change the item make a new one).
+	Version string
 }
 
 // ClaimOutcome says what became of one ClaimRequest.
@@ -147,6 +155,9 @@ type ItemState struct {
 	RetryAt    time.Time // while in retry: when it is due
 	DoneAt     time.Time
 	Error      string
+	// Version is the content version the write that finished the item recorded (a versioned
+	// ledger; see WithVersions), "" when none.
+	Version string
 }
 
 // Due is when the item may next be written by a claim: a live claim's expiry, a retry's time; zero
@@ -243,4 +254,9 @@ type Ledger interface {
 	ConsumedWCU() float64
 	// ConditionFailures counts the ledger's writes whose condition failed.
 	ConditionFailures() int64
+	// ContentVersion is the version of an item's content (every attribute but the ledger's).
+	ContentVersion(item map[string]types.AttributeValue) string
+	// Renew reopens a finished item whose state the caller read (its claim id prev) for a new
+	// version: retry, due now. A versioned ledger only.
+	Renew(ctx context.Context, key Key, prev string, now time.Time) (bool, error)
 }

@@ -43,13 +43,17 @@ const (
 	OpExhausted
 	// OpRedrive: failed -> pending (no state; the last error kept as last_error).
 	OpRedrive
+	// OpRenew: done or failed, finished by the write whose claim id the caller read -> retry, due
+	// now, attempts 0: a new version of a finished item (see WithVersions and Renew). The version
+	// the finishing write recorded is kept: it is the version handled last.
+	OpRenew
 )
 
 var opNames = map[Op]string{
 	OpClaimFresh: "claim", OpClaim: "claim", OpComplete: "complete", OpRetry: "retry",
 	OpDeadLetter: "dead-letter", OpRelease: "release", OpAbandon: "abandon",
 	OpCompleteOnlyFresh: "complete-only", OpCompleteOnly: "complete-only", OpFailOnly: "record failure",
-	OpFailOnlyDead: "record failure", OpExhausted: "dead-letter", OpRedrive: "redrive",
+	OpFailOnlyDead: "record failure", OpExhausted: "dead-letter", OpRedrive: "redrive", OpRenew: "renew",
 }
 
 func (o Op) String() string { return opNames[o] }
@@ -69,6 +73,7 @@ type shape struct {
 	ident        []setTo // table: the row's job, source and item key, set by the writes that may create it
 	removeOnDone []attr  // removed by done and failed
 	audit        bool    // complete-only records owner, slot and token and counts the attempt
+	versioned    bool    // the writes that finish an item record its content version
 }
 
 // The conditions, by state.
@@ -142,9 +147,36 @@ func machine(s shape) map[Op]transition {
 			remove: []attr{aStatus, aError, aAttempts, aFailedAt, aOwner, aSlot, aToken, aScope, aClaim, aClaimUntil, aRetryAt},
 		}},
 	}
+	versions(s, t)
 	for op, tr := range t {
 		tr.op = op
 		t[op] = tr
 	}
 	return t
+}
+
+// finishing are the transitions that move an item to done or failed.
+var finishing = []Op{OpComplete, OpDeadLetter, OpCompleteOnlyFresh, OpCompleteOnly, OpFailOnlyDead, OpExhausted}
+
+// versions adds to t what a versioned ledger writes: every finishing write records the version
+// its caller handled, and OpRenew reopens a finished item for a new version. A renew is
+// conditioned on the claim id the caller read with the finished state: every write that changes
+// the state sets a new claim id, so the renew lands only on the very state the caller saw, and a
+// version handled meanwhile is not renewed.
+func versions(s shape, t map[Op]transition) {
+	if !s.versioned {
+		return
+	}
+	for _, op := range finishing {
+		tr := t[op]
+		tr.upd = tr.upd.with(update{set: []setTo{set(aVersion, vVersion)}})
+		t[op] = tr
+	}
+	t[OpRenew] = transition{
+		cond: and(in(aStatus, vDone, vFailed), eq(aClaim, vPrev)),
+		upd: update{
+			set:    []setTo{set(aStatus, vRetry), set(aRetryAt, vNow), set(aAttempts, vZero), set(aClaim, vClaim)},
+			remove: []attr{aError, aFailedAt},
+		},
+	}
 }

@@ -12,6 +12,7 @@ type options struct {
 	gate         *WriteGate
 	audit        bool
 	noStatements bool
+	versioned    bool
 }
 
 // WithPrefix starts the name of every inline state attribute (<prefix>status, <prefix>owner, ...).
@@ -42,6 +43,12 @@ func WithCompleteOnlyAudit() Option { return func(o *options) { o.audit = true }
 // 1 WCU per item), for a backend that lacks PartiQL conditions (moto). Defaults to statement
 // batches when the client has BatchExecuteStatement.
 func WithoutStatementBatches() Option { return func(o *options) { o.noStatements = true } }
+
+// WithVersions makes every write that finishes an item (done or failed) record the content
+// version it handled (Claim.Version, see ContentVersion), and enables Renew: a worker that follows
+// the table's stream tells a new version of a finished item from one already handled by it.
+// Defaults to off (no version attribute is written).
+func WithVersions() Option { return func(o *options) { o.versioned = true } }
 
 func collect(opts []Option) options {
 	o := options{prefix: DefaultAttrPrefix}

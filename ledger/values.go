@@ -20,7 +20,9 @@ type values map[val]types.AttributeValue
 var constants = values{
 	vClaimed: attrS(string(StatusClaimed)), vRetry: attrS(string(StatusRetry)),
 	vDone: attrS(string(StatusDone)), vFailed: attrS(string(StatusFailed)),
-	vOne: attrN(1), vMinusOne: attrN(-1), vNone: attrS(""),
+	vOne: attrN(1), vMinusOne: attrN(-1), vNone: attrS(""), vZero: attrN(0),
+	// A write of a versioned ledger whose caller gave no version records that it is unknown.
+	vVersion: attrS(unknownVersion),
 }
 
 // used is the ExpressionAttributeValues of an expression that uses vs.
@@ -41,6 +43,12 @@ func (v values) used(vs []val) map[string]types.AttributeValue {
 	return out
 }
 
+// with sets s to x and returns v.
+func (v values) with(s val, x types.AttributeValue) values {
+	v[s] = x
+	return v
+}
+
 // get is the value of s, a constant when v lacks it.
 func (v values) get(s val) types.AttributeValue {
 	if x, ok := v[s]; ok {
@@ -58,7 +66,13 @@ func attrN(n int64) types.AttributeValue {
 func attrMillis(t time.Time) types.AttributeValue { return attrN(t.UnixMilli()) }
 
 // fenceVals are the values of a fenced write under claim c.
-func fenceVals(c Claim) values { return values{vClaim: attrS(c.ID)} }
+func fenceVals(c Claim) values {
+	v := values{vClaim: attrS(c.ID)}
+	if c.Version != "" {
+		v[vVersion] = attrS(c.Version)
+	}
+	return v
+}
 
 // requestVals are the values of a claim, complete-only or failure write of r. A request without
 // an ID gets one here (see newID); callers that may repeat r set it first.
@@ -66,6 +80,9 @@ func (l *core) requestVals(r ClaimRequest) values {
 	vals := values{
 		vOwner: attrS(r.Owner), vSlot: attrN(int64(r.Slot)), vToken: attrN(r.Token), vScope: attrS(r.Scope),
 		vClaim: attrS(r.ID), vNow: attrMillis(r.Now), vUntil: attrMillis(r.Until.Add(l.skew)),
+	}
+	if r.Version != "" {
+		vals[vVersion] = attrS(r.Version)
 	}
 	if l.row.identVals != nil {
 		l.row.identVals(r.Key, vals)

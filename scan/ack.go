@@ -23,12 +23,25 @@ type Item struct {
 	Attrs map[string]types.AttributeValue
 	page  *pageState
 	acked atomic.Bool
+	onAck func() // an item made by NewItem
+}
+
+// NewItem is an item of another source than a Scanner (a worker following the table's stream
+// hands its records' items to the same handlers): Ack calls onAck once (nil: nothing).
+func NewItem(attrs map[string]types.AttributeValue, onAck func()) *Item {
+	return &Item{Attrs: attrs, onAck: onAck}
 }
 
 // Ack marks the item finished. It is idempotent and safe from any goroutine, also after Run has
 // returned (the position keeps advancing, so a final Checkpoint covers late acknowledgements).
 func (i *Item) Ack() {
-	if i.page == nil || !i.acked.CompareAndSwap(false, true) {
+	if !i.acked.CompareAndSwap(false, true) {
+		return
+	}
+	if i.page == nil {
+		if i.onAck != nil {
+			i.onAck()
+		}
 		return
 	}
 	if i.page.unacked.Add(-1) == 0 {
