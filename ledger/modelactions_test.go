@@ -28,6 +28,7 @@ func (m *modelRun) actions() map[string]func(*rapid.T) {
 		"onlyWith":      m.completeOnlyWith,
 		"failOnly":      m.failOnlyOp,
 		"redrive":       m.redriveOp,
+		"renew":         m.renewOp,
 		"external":      m.external,
 		"":              m.check,
 	}

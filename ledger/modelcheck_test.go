@@ -69,14 +69,14 @@ func newModelEnv(t *testing.T, kind string, mutate func(*core)) *modelEnv {
 	switch kind {
 	case "inline":
 		var l *Inline
-		l, err = NewInline(e.fc, source, names, lcOpts(t, WithMaxClockSkew(mcSkew))...)
+		l, err = NewInline(e.fc, source, names, lcOpts(t, WithMaxClockSkew(mcSkew), WithVersions())...)
 		if err == nil {
 			e.l, e.core = l, l.core
 		}
 	default:
 		e.ledgerTable = lcLedgerTable(t, db)
 		var l *Table
-		l, err = NewTable(e.fc, e.ledgerTable, "job", source, names, lcOpts(t, WithMaxClockSkew(mcSkew))...)
+		l, err = NewTable(e.fc, e.ledgerTable, "job", source, names, lcOpts(t, WithMaxClockSkew(mcSkew), WithVersions())...)
 		if err == nil {
 			e.l, e.core = l, l.core
 		}

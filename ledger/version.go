@@ -61,19 +61,20 @@ func (l ops) Renew(ctx context.Context, key Key, prev string, now time.Time) (bo
 	switch {
 	case err == nil:
 		return true, nil
-	case errors.As(err, &ccf):
+	case errors.As(err, &ccf) && ccf.Item != nil:
 		// A repeat of a renew whose answer was lost finds its own claim id.
 		return c.applied(OpRenew, ccf.Item, vals), nil
-	case refused(err):
+	case !errors.As(err, &ccf) && refused(err):
 		return false, c.wrapErr("renew", c.row.table, err)
 	}
+	// Refused without the row's image, or no answer: the row says whether the renew landed.
 	sctx, cancel := settleContext(ctx)
 	defer cancel()
-	st, rerr := c.readRow(sctx, "renew", rowKey)
+	row, rerr := c.readRow(sctx, "renew", rowKey)
 	if rerr != nil {
 		return false, c.wrapErr("renew", c.row.table, err)
 	}
-	return c.applied(OpRenew, st, vals), nil
+	return c.applied(OpRenew, row, vals), nil
 }
 
 // writeCanonical writes v to h in a form that is the same for equal values.
