@@ -78,6 +78,16 @@ func TestReaderTrimmed(t *testing.T) {
 	require.False(t, st.Held)
 	require.Equal(t, fs.seqs(s)[1], st.Checkpoint)
 
+	// RestartTrimmed (a caller that has rescanned): the shard is read from its oldest record.
+	restart := cfg
+	restart.RestartTrimmed = true
+	rr := startReader(t, restart, false)
+	b := rr.nextBatch(t)
+	require.Equal(t, fs.seqs(s)[3], *b.Records[0].Dynamodb.SequenceNumber, "the oldest record the stream holds")
+	b.Done()
+	rr.waitSaved(t, s, fs.seqs(s)[3])
+	require.NoError(t, rr.halt(t))
+
 	fs.setFault(func(op string) error { return &stypes.ResourceNotFoundException{Message: aws.String("gone")} })
 	err = startReader(t, cfg, true).answer(t)
 	require.True(t, errors.As(err, &te) && te.Shard == "", "%v", err)

@@ -57,6 +57,10 @@ type ReaderConfig struct {
 	Clock Clock
 	// Logger receives shard events and retried errors. Defaults to slog.Default().
 	Logger *slog.Logger
+	// RestartTrimmed reads a shard whose checkpoint the stream no longer holds from its oldest
+	// record instead of ending Run with a *TrimmedError: for a caller that has just scanned again
+	// what the lost records held (a worker's rescan after ErrTrimmed). Defaults to false.
+	RestartTrimmed bool
 }
 
 // overflowLooks is how many looks in a row a reader at MaxShards must see a shard free before it

@@ -140,6 +140,11 @@ func (s *shardReader) iterator() (*string, error) {
 	switch {
 	case err == nil:
 		return out.ShardIterator, nil
+	case cp != "" && isTrimmed(err) && s.r.cfg.RestartTrimmed:
+		s.r.log.Warn("follow: the shard's checkpoint is older than the stream's retention; reading it from its oldest record (RestartTrimmed)",
+			"shard", s.shard.id, "checkpoint", cp)
+		s.lease.checkpoint = ""
+		return s.iterator()
 	case cp != "" && isTrimmed(err):
 		return nil, &TrimmedError{Shard: s.shard.id, Checkpoint: cp, Err: err,
 			Reason: "the checkpoint is older than the stream's retention"}

@@ -60,7 +60,7 @@ func (p *pass) completeOnly(wctx context.Context, t task, now time.Time) {
 	p.w.pause.leave() // a complete-only item in flight is its handler: only its start waits
 	slot := p.lease.Slot()
 	item := Item{Key: t.key, Attrs: t.item.Attrs, Attempt: max(t.attempt, 1), Slot: slot, Token: p.lease.Token(),
-		IdempotencyKey: idempotencyKey(c.Job, c.Table, t.key), effects: &effectSlot{}}
+		IdempotencyKey: idempotencyKey(c.Job, c.Table, t.key), effects: &effectSlot{}, Version: p.versionOf(t.item.Attrs, nil)}
 	start := time.Now()
 	herr, gaveUp := p.w.runWithGrace(p.workCtx, p.h, item)
 	took := time.Since(start)
@@ -79,7 +79,9 @@ func (p *pass) completeOnly(wctx context.Context, t task, now time.Time) {
 	}
 	req := p.claimRequest(t.key, now, now)
 	req.Fresh = t.fresh
-	res, err := p.e.ledger.CompleteOnlyWith(wctx, req, item.effects.get())
+	eff := item.effects.get()
+	req.Version = p.versionOf(t.item.Attrs, eff)
+	res, err := p.e.ledger.CompleteOnlyWith(wctx, req, eff)
 	switch {
 	case errors.Is(err, ledger.ErrEffectRefused):
 		c.Logger.Warn("dynapart: the handler's effects were refused (complete-only); the item is dead-lettered", "slot", slot, "err", err)
@@ -110,7 +112,9 @@ func (p *pass) completeOnlyFailed(ctx context.Context, t task, herr error, took 
 	}
 	now := c.Clock.Now()
 	at := now.Add(after)
-	res, err := p.e.ledger.FailOnly(ctx, p.claimRequest(t.key, now, now),
+	req := p.claimRequest(t.key, now, now)
+	req.Version = p.versionOf(t.item.Attrs, nil)
+	res, err := p.e.ledger.FailOnly(ctx, req,
 		ledger.Failure{Error: herr.Error(), RetryAt: at, Permanent: permanent, MaxAttempts: c.MaxAttempts})
 	switch {
 	case err != nil:

@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/dynapart/dynapart/follow"
 	"github.com/dynapart/dynapart/lock"
 	"github.com/dynapart/dynapart/scan"
 )
@@ -179,6 +180,23 @@ type Config struct {
 	// lease table per unit per pass), which keeps units exclusive; a one-slot group has no thief
 	// and writes no markers. Continuous workers never steal. Defaults to false.
 	NoSteal bool
+	// Follow makes a continuous worker follow the table's DynamoDB stream after its share's first
+	// full pass, instead of scanning again every PollInterval: every new version of an item (its
+	// content: every attribute but the ledger's) is handled once, whoever brings it (the pass or
+	// the stream), and a version superseded before a worker got to it may be skipped, never
+	// handled after a newer one. The table needs a stream with new and old images (`dynapart init
+	// --stream`, follow.EnableStream), turned on before the first pass starts. The stream's shards
+	// are leased among the group's workers (lock mutexes) and checkpointed under their leases.
+	// Segment and filter mode; not with Once or Projection (a version is the whole item). Every
+	// worker of a group must agree (the group records it). Defaults to false. See follow.go.
+	Follow bool
+	// Streams is the DynamoDB Streams client Follow reads with (a *dynamodbstreams.Client for
+	// the same region and endpoint as Client). Required with Follow.
+	Streams follow.StreamsClient
+	// StreamPoll is how often a worker that follows the stream reads a shard that had nothing new
+	// (DynamoDB Streams allows 5 reads a second per shard), and the longest wait before a
+	// candidate held by another worker's claim is looked at again. Defaults to 1s.
+	StreamPoll time.Duration
 	// PollInterval is the pause between passes in continuous mode, and the longest wait between
 	// passes of a once job that has retries pending. Defaults to 30s (continuous) / 5s (once).
 	PollInterval time.Duration
@@ -403,7 +421,30 @@ func (c *Config) validate() error {
 	case c.CheckpointInterval <= 0:
 		return bad("CheckpointInterval", "must be positive, got %s", c.CheckpointInterval)
 	}
+	if err := c.validateFollow(); err != nil {
+		return err
+	}
 	return c.validatePlan()
+}
+
+// validateFollow checks what Follow needs.
+func (c *Config) validateFollow() error {
+	bad := configErr
+	switch {
+	case !c.Follow:
+		return nil
+	case c.Once:
+		return bad("Follow", "a once-job ends after its pass: Follow needs a continuous worker (leave out Once)")
+	case c.Mode == scan.ModeIndex:
+		return bad("Follow", "follows the stream after a segment or filter mode pass, not in index mode")
+	case len(c.Projection) > 0:
+		return bad("Follow", "reads whole items (a version is every attribute): leave out Projection")
+	case c.Streams == nil:
+		return bad("Streams", "required with Follow (a *dynamodbstreams.Client)")
+	case c.StreamPoll <= 0:
+		return bad("StreamPoll", "must be positive, got %s", c.StreamPoll)
+	}
+	return nil
 }
 
 // validatePlan checks the scan plan: what scan.New checks, here so that Run does not fail on it

@@ -19,6 +19,9 @@ func (p *pass) dispatch(ctx context.Context, page *scan.Page) error {
 	if err := p.w.pause.wait(ctx); err != nil {
 		return err
 	}
+	if err := p.renewChangedRows(ctx, page); err != nil {
+		return err
+	}
 	now := c.Clock.Now()
 	todo := make([]task, 0, len(page.Items))
 	for _, it := range page.Items {
@@ -27,6 +30,7 @@ func (p *pass) dispatch(ctx context.Context, page *scan.Page) error {
 		key := keyOf(it.Attrs, p.e.keyAttrs)
 		fresh := false
 		if st, ok := p.e.ledger.StateOf(it.Attrs); ok {
+			st = p.renewIfChanged(key, it.Attrs, st)
 			fresh = st.Status == StatusPending
 			if p.prefilter(st, p.claimRequest(key, now, now)) {
 				p.notNow(key, st, 0)
@@ -73,6 +77,7 @@ func (p *pass) claimAndSend(ctx context.Context, chunk []task) error {
 	for i, t := range chunk {
 		reqs[i] = p.claimRequest(t.key, now, until)
 		reqs[i].Fresh = t.fresh
+		reqs[i].Version = p.versionOf(t.item.Attrs, nil)
 	}
 	// Paused: wait before claiming (the gate places of the chunk are held meanwhile).
 	if err := p.w.pause.enter(ctx); err != nil {

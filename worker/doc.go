@@ -41,6 +41,7 @@
 //	Shards         meta.shards          index mode
 //	CompleteOnly   meta.complete_only   always
 //	Once           meta.once            always
+//	Follow         meta.follow          segment and filter mode
 //	Job            meta.job             always
 //	Ledger         meta.ledger          always
 //	LedgerTable    meta.ledger_table    table ledger

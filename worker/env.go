@@ -31,7 +31,8 @@ type env struct {
 	meta, metaDefaults map[string]string
 	total              int
 	joined             bool
-	n                  int // the group's n when Run started (Workers for a new group)
+	n                  int    // the group's n when Run started (Workers for a new group)
+	streamARN          string // the source table's stream (Follow)
 }
 
 // prepare reads what Run needs before its first slot (the start reads, sent together and retried
@@ -67,6 +68,11 @@ func (w *Worker) prepare(ctx context.Context) (*env, error) {
 	w.ledger = l
 	w.mu.Unlock()
 	e := &env{keyAttrs: keyAttrs, source: r.source, describedAt: c.Clock.Now(), locks: locks, ledger: l}
+	if c.Follow {
+		if e.streamARN, err = followedStream(c.Table, r.source); err != nil {
+			return nil, err
+		}
+	}
 	if r.groupErr != nil {
 		return nil, r.groupErr
 	}
@@ -105,6 +111,9 @@ func (w *Worker) ledgerOptions() []ledger.Option {
 	}
 	if w.cfg.TransactionBatches {
 		opts = append(opts, ledger.WithoutStatementBatches())
+	}
+	if w.cfg.Follow {
+		opts = append(opts, ledger.WithVersions())
 	}
 	return opts
 }

@@ -174,6 +174,7 @@ func documentedDefaults(c Config) Config {
 	orDefault(&c.WriteTimeout, 30*time.Second)
 	orDefault(&c.LeaseWriteTimeout, 10*time.Second)
 	orDefault(&c.BudgetInterval, 5*time.Second)
+	orDefault(&c.StreamPoll, time.Second)
 	if c.Ledger == "" {
 		c.Ledger = LedgerInline
 	}

@@ -36,6 +36,10 @@ type Item struct {
 	// Claim is the id of the claim (unique to it; empty in complete-only mode): with Token it
 	// identifies this attempt, also after a release gave an attempt number back.
 	Claim string
+	// Version is the version of the item's content the handler has (ledger.ContentVersion of
+	// Attrs: every attribute but the ledger's), when the worker follows the table's stream
+	// (Config.Follow): each version of an item is handled once; "" otherwise.
+	Version string
 
 	effects *effectSlot // where WithEffects leaves the call's effects
 }

@@ -64,6 +64,8 @@ type task struct {
 	// carry their own.
 	attempt int
 	fresh   bool // the scan saw the item with no ledger state (see ClaimRequest.fresh)
+	// follow: a candidate of the stream (follow.go), resolved by followOne; item.Attrs is nil.
+	follow bool
 }
 
 // minNextDue is the shortest wait before the next pass that runPass reports in once mode.

@@ -13,6 +13,10 @@ import (
 // process claims an item (unless claimed in a batch), runs the handler and records the outcome.
 func (p *pass) process(t task) {
 	c := p.w.cfg
+	if t.follow {
+		p.followOne(t) // resolves the candidate through process calls of its own
+		return
+	}
 	if p.workCtx.Err() != nil {
 		// Stopped before this item started: give a batch claim back, leave the item unacknowledged.
 		if t.claim != nil {
@@ -66,6 +70,7 @@ func (p *pass) claimOne(wctx context.Context, t task, now time.Time) *Claim {
 	now = c.Clock.Now() // later than the caller's when it waited for a resume
 	req := p.claimRequest(t.key, now, now.Add(c.ClaimTTL))
 	req.Fresh = t.fresh
+	req.Version = p.versionOf(t.item.Attrs, nil)
 	outs, err := p.e.ledger.Claim(wctx, []ClaimRequest{req})
 	p.w.pause.leave()
 	if err != nil && ledger.IsValidation(err) {
@@ -93,7 +98,8 @@ func (p *pass) claimOne(wctx context.Context, t task, now time.Time) *Claim {
 func (p *pass) handle(wctx context.Context, t task, claim Claim) {
 	c := p.w.cfg
 	item := Item{Key: t.key, Attrs: t.item.Attrs, Attempt: claim.Attempt, Slot: claim.Slot, Token: claim.Token,
-		IdempotencyKey: idempotencyKey(c.Job, c.Table, t.key), Claim: claim.ID, effects: &effectSlot{}}
+		IdempotencyKey: idempotencyKey(c.Job, c.Table, t.key), Claim: claim.ID, effects: &effectSlot{},
+		Version: p.versionOf(t.item.Attrs, nil)}
 	hctx, hcancel := p.w.claimContext(p.workCtx, claimDeadline(c.ClaimTTL, claim.Until))
 	start, startClock := time.Now(), c.Clock.Now()
 	herr, gaveUp := p.w.runWithGrace(hctx, p.h, item)
@@ -110,6 +116,9 @@ func (p *pass) handle(wctx context.Context, t task, claim Claim) {
 	}
 
 	eff := item.effects.get()
+	if !eff.Empty() {
+		claim.Version = p.versionOf(t.item.Attrs, eff) // the content the effects leave
+	}
 	switch {
 	case herr == nil && p.completions != nil && eff.Empty():
 		p.completions <- completion{t: t, claim: claim, took: took}

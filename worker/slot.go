@@ -31,6 +31,9 @@ type slot struct {
 	plan       scan.Plan       // the group's plan the lease was taken under (set by start)
 	cp         slotCheckpoint  // the slot's checkpoint as its last pass left it
 	checkpoint checkpointState // whether cp is on the lease yet
+	// rescan: the stream lost records (follow.go): passes renew every finished item whose
+	// content changed, and the next reader restarts trimmed shards from the stream's oldest record.
+	rescan bool
 }
 
 // slotEnd is how a slot's run ended.
@@ -150,6 +153,15 @@ func (s *slot) passes() (finished bool, err error) {
 		if !s.waitResumed() {
 			return false, nil
 		}
+		if s.follows() {
+			if err := s.followStream(&out); err != nil {
+				return false, err
+			}
+			if s.stopped() || s.pastStop() {
+				return false, nil
+			}
+			continue
+		}
 		res, err := s.runPass(s.cp)
 		s.cp, s.checkpoint = res.cp, res.checkpoint
 		stopped := s.stopped() || s.pastStop()
@@ -170,6 +182,13 @@ func (s *slot) passes() (finished bool, err error) {
 		out = outage{}
 		s.w.stats.passes.Add(1)
 		s.log.Info("dynapart: pass complete", "pass", s.cp.pass, "again", s.cp.dirty)
+		if c.Follow && !s.cp.dirty {
+			s.cp = s.cp.next(s.lease.Token())
+			if err := s.startFollowing(); err != nil {
+				return false, nil
+			}
+			continue
+		}
 		wait := c.PollInterval
 		if c.Once {
 			if !s.cp.dirty {

@@ -9,7 +9,9 @@ import (
 
 type counters struct {
 	scanned, claimed, skipped, completed, retried, deadLettered, released, claimLost, panics, unprocessable, abandoned atomic.Int64
-	leases, takeovers, leasesLost, passes, stolen                                                                      atomic.Int64
+	// follow mode (follow.go)
+	followRecords, followHandled, followSuperseded, followUnchanged, followDeleted, followRescans atomic.Int64
+	leases, takeovers, leasesLost, passes, stolen                                                 atomic.Int64
 }
 
 // State is what a Worker is doing (Stats.State).
@@ -54,6 +56,8 @@ type Stats struct {
 	// Stolen counts the scan units (segments, shards) this worker took from slots still working
 	// and read to their end (see Config.NoSteal).
 	Stolen int64 `json:"stolen"`
+	// Follow is what following the table's stream did (Config.Follow); nil without it.
+	Follow *FollowStats `json:"follow,omitempty"`
 
 	RCU float64 `json:"rcu"` // read capacity consumed by the scans, as DynamoDB reported it
 	// WCU is the write capacity consumed by the ledger's writes, by DynamoDB's billing rules: every
@@ -87,6 +91,7 @@ func (w *Worker) Stats() Stats {
 	out.Unprocessable, out.Abandoned = s.unprocessable.Load(), s.abandoned.Load()
 	out.Leases, out.Takeovers, out.LeasesLost, out.Passes = s.leases.Load(), s.takeovers.Load(), s.leasesLost.Load(), s.passes.Load()
 	out.Stolen = s.stolen.Load()
+	out.Follow = w.followStats()
 	return out
 }
 

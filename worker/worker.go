@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dynapart/dynapart/follow"
 	"github.com/dynapart/dynapart/ledger"
 	"github.com/dynapart/dynapart/lock"
 	"github.com/dynapart/dynapart/scan"
@@ -21,15 +22,17 @@ type Worker struct {
 	pause   *pauseState // the group's pause flag while a slot is held
 	budget  budgetState // the group's capacity budget, as this worker records and reports it
 
-	mu      sync.Mutex
-	slot    int
-	token   int64
-	state   State
-	scanner *scan.Scanner
-	rcuDone float64
-	ledger  Ledger
-	scope   string            // ClaimRequest.Scope of every claim, see claimScope
-	gate    *ledger.WriteGate // the ledger's writes pass through it (Config.WriteRate)
+	mu        sync.Mutex
+	slot      int
+	token     int64
+	state     State
+	scanner   *scan.Scanner
+	rcuDone   float64
+	reader    *follow.Reader // the stream's reader while the worker follows it (follow.go)
+	followRCU float64        // read units of the items the stream's records named
+	ledger    Ledger
+	scope     string            // ClaimRequest.Scope of every claim, see claimScope
+	gate      *ledger.WriteGate // the ledger's writes pass through it (Config.WriteRate)
 }
 
 // New validates cfg, fills in its defaults and returns a Worker. It does no I/O: tables are

@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 
 	"github.com/dynapart/dynapart/lock"
 )
@@ -55,6 +56,34 @@ func (g *Globals) Logger() (*slog.Logger, *StatusLine, error) {
 
 // DynamoClient builds a DynamoDB client from the SDK chain, --region and --endpoint.
 func (g *Globals) DynamoClient(ctx context.Context) (*dynamodb.Client, error) {
+	cfg, err := g.awsConfig(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
+		if g.Endpoint != "" {
+			o.BaseEndpoint = aws.String(g.Endpoint)
+		}
+		checksumOption(o)
+	}), nil
+}
+
+// StreamsClient builds a DynamoDB Streams client as DynamoClient builds its client (DynamoDB
+// Local serves streams on the same endpoint).
+func (g *Globals) StreamsClient(ctx context.Context) (*dynamodbstreams.Client, error) {
+	cfg, err := g.awsConfig(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return dynamodbstreams.NewFromConfig(cfg, func(o *dynamodbstreams.Options) {
+		if g.Endpoint != "" {
+			o.BaseEndpoint = aws.String(g.Endpoint)
+		}
+	}), nil
+}
+
+// awsConfig is the SDK configuration of the SDK chain, --region and --endpoint.
+func (g *Globals) awsConfig(ctx context.Context) (aws.Config, error) {
 	var opts []func(*config.LoadOptions) error
 	if g.Region != "" {
 		opts = append(opts, config.WithRegion(g.Region))
@@ -63,7 +92,7 @@ func (g *Globals) DynamoClient(ctx context.Context) (*dynamodb.Client, error) {
 	if g.Endpoint != "" {
 		u, err := url.Parse(g.Endpoint)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, Usagef("--endpoint %q: want a URL such as http://127.0.0.1:8000", g.Endpoint)
+			return aws.Config{}, Usagef("--endpoint %q: want a URL such as http://127.0.0.1:8000", g.Endpoint)
 		}
 		host := u.Hostname()
 		ip := net.ParseIP(host)
@@ -75,7 +104,7 @@ func (g *Globals) DynamoClient(ctx context.Context) (*dynamodb.Client, error) {
 	}
 	cfg, err := config.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("aws config: %w", err)
+		return aws.Config{}, fmt.Errorf("aws config: %w", err)
 	}
 	if g.IO.HTTP != nil {
 		cfg.HTTPClient = g.IO.HTTP // set after loading, which would wrap it for AWS_CA_BUNDLE
@@ -83,12 +112,7 @@ func (g *Globals) DynamoClient(ctx context.Context) (*dynamodb.Client, error) {
 	if cfg.Region == "" {
 		cfg.Region = "us-east-1"
 	}
-	return dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
-		if g.Endpoint != "" {
-			o.BaseEndpoint = aws.String(g.Endpoint)
-		}
-		checksumOption(o)
-	}), nil
+	return cfg, nil
 }
 
 // LeaseClient makes the lock client of a lease table, which must exist.

@@ -74,6 +74,7 @@ func execRun(ctx context.Context, c execCall, it worker.Item) error {
 		"DYNAPART_ATTEMPT="+strconv.Itoa(it.Attempt),
 		"DYNAPART_TOKEN="+strconv.FormatInt(it.Token, 10),
 		"DYNAPART_IDEMPOTENCY_KEY="+it.IdempotencyKey,
+		"DYNAPART_VERSION="+it.Version,
 	)
 	var stderr tailBuffer
 	cmd.Stdout = c.stdout

@@ -55,7 +55,8 @@ segments with their cursors and reads nothing again; the group can grow to that 
 The handler: with --exec CMD, CMD runs once per claimed item (through /bin/sh -c; CMD is yours,
 item data never reaches the command line). The item is on stdin as a JSON object; the
 environment has DYNAPART_KEY (the key as JSON), DYNAPART_SLOT, DYNAPART_ATTEMPT, DYNAPART_TOKEN and
-DYNAPART_IDEMPOTENCY_KEY. Exit 0 completes the item; any other exit is a failed attempt whose
+DYNAPART_IDEMPOTENCY_KEY (with --follow also DYNAPART_VERSION, the item's content version). Exit
+0 completes the item; any other exit is a failed attempt whose
 error is the tail of CMD's stderr (exit 65 dead-letters at once). Failed attempts are retried
 with backoff up to --max-attempts, then dead-lettered (see 'dynapart failed').
 With --exec-effects, CMD's stdout is read as one JSON object of effects, committed with the item's
@@ -86,6 +87,16 @@ working, a few at a time from the end of their share, so a skewed table ends clo
 --no-steal turns that off (in a group of two or more slots the worker still marks each unit it
 reads, one conditional write per unit per pass, so that other workers' stealing stays exclusive;
 a one-slot group has no thief and writes no markers).
+--follow (continuous, segment or filter mode) back-fills the share with one pass, then follows the
+table's DynamoDB stream instead of scanning again (the table needs a stream with new and old
+images: 'dynapart init --table T --stream' before the first pass; exit 2 without one). An item's
+version is its content (every attribute but the ledger's): each version is handled once, by the
+pass or from the stream, never one older than a version handled before; writes that change no
+content and deleted items are not handled. The stream's shards are leased among the group's
+workers and checkpointed; a dead reader's shards are taken over from their checkpoints. Every
+changed item costs one consistent read (two with --ledger table) besides its claim and
+completion. A stream that lost records after a checkpoint (older than its 24-hour retention)
+makes the worker scan its share again for items whose content changed (logged).
 --dry-run reads each slot's share exactly as a run would (same plan, mode and partition function)
 and prints, per slot, how many items a run would process (those not done or failed per the
 ledger), a few sample keys, the RCU the reads consumed and the WCU processing would cost; it takes
@@ -157,6 +168,13 @@ func runWork(cmd *cobra.Command, g *cli.Globals, f *workFlags) error {
 		return err
 	}
 	ctx := cmd.Context()
+	if f.cfg.Follow {
+		sc, err := g.StreamsClient(ctx)
+		if err != nil {
+			return err
+		}
+		f.cfg.Streams = sc
+	}
 	db, err := g.DynamoClient(ctx)
 	if err != nil {
 		return err

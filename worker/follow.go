@@ -1,0 +1,215 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	stypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
+
+	"github.com/dynapart/dynapart/follow"
+	"github.com/dynapart/dynapart/ledger"
+	"github.com/dynapart/dynapart/scan"
+)
+
+// Follow mode (Config.Follow): a continuous worker whose share's pass is complete and clean
+// follows the table's stream instead of scanning again. Its slot's checkpoint then holds
+// followMark as the scan position, so that the slot's next holder follows too. Each slot holder
+// runs a follow.Reader, which leases the stream's shards among the group's workers; every record
+// that changes an item's content makes the item a candidate, and a candidate is resolved (see
+// follow_resolve.go) when the version of the item's current content is the one its ledger state
+// records as handled (done or failed), or the item is gone. A shard's checkpoint moves past a
+// batch of records only once every candidate of the batch is resolved, so a reader that dies
+// leaves no record behind unresolved.
+//
+// The pass and the stream may bring the same version: whichever claims it first handles it, and
+// the other finds it handled. A pass that handled older content than the item has now leaves the
+// newer version to its record. A record whose checkpoint the stream no longer holds (older than its
+// 24-hour retention) makes the slot scan its share again, renewing every item whose content
+// changed since it was handled (Stats.Follow.Rescans), and then follow the stream from its oldest
+// record.
+
+// followMark is the scan position of a slot checkpoint whose share's pass is complete and whose
+// holders follow the stream.
+const followMark = "follow"
+
+// follows reports whether the slot's next step is to follow the stream rather than to scan.
+func (s *slot) follows() bool { return s.w.cfg.Follow && s.cp.scan == followMark }
+
+// startFollowing saves the checkpoint that says the slot follows the stream from now on.
+func (s *slot) startFollowing() error {
+	s.cp.scan = followMark
+	s.cp.dirty = false
+	return s.saveCheckpoint(s.cp.encode())
+}
+
+// tail follows the stream until the slot stops (nil) or the stream lost records the slot's
+// checkpoints need (a *follow.TrimmedError: the caller rescans the share).
+func (s *slot) tail() error {
+	c := s.w.cfg
+	r, err := follow.NewReader(follow.ReaderConfig{
+		Streams: c.Streams, StreamARN: s.e.streamARN, Locks: s.e.locks, Group: c.Group,
+		PollInterval: c.StreamPoll, Clock: c.Clock, Logger: s.log,
+		MaxShards: shardShare(s.plan.Slots), RestartTrimmed: s.rescan,
+	})
+	if err != nil {
+		return err
+	}
+	s.rescan = false // the reader restarts trimmed shards; the rescan that allows it is done
+	s.w.setReader(r)
+	defer s.w.setReader(nil)
+	p := s.newPass(s.cp, wholeShare{})
+	stop := p.startContexts()
+	defer stop()
+	return p.followRecords(r)
+}
+
+// followRecords runs the reader and the handler pool until the pass's fetch context ends.
+func (p *pass) followRecords(r *follow.Reader) error {
+	c := p.w.cfg
+	p.tasks = make(chan task, c.Concurrency)
+	completerDone := closedChan
+	if c.BatchClaims {
+		p.completions = make(chan completion, completionQueue(c.Concurrency))
+		completerDone = goDone(p.completer)
+	}
+	var handlers sync.WaitGroup
+	for range c.Concurrency {
+		handlers.Go(p.handlerLoop)
+	}
+	err := r.Run(p.fetchCtx, p.dispatchRecords)
+	close(p.tasks)
+	handlers.Wait()
+	if p.completions != nil {
+		close(p.completions)
+	}
+	<-completerDone
+	if p.fetchCtx.Err() != nil && !errors.Is(err, follow.ErrTrimmed) {
+		return nil
+	}
+	return err
+}
+
+// dispatchRecords turns a batch of records into candidates and hands them to the handlers; the
+// batch is done once every candidate is resolved.
+func (p *pass) dispatchRecords(ctx context.Context, b *follow.Batch) error {
+	keys := p.candidates(b.Records)
+	if len(keys) == 0 {
+		b.Done()
+		return nil
+	}
+	var left atomic.Int64
+	left.Store(int64(len(keys)))
+	resolved := func() {
+		if left.Add(-1) == 0 {
+			b.Done()
+		}
+	}
+	for _, k := range keys {
+		t := task{item: scan.NewItem(nil, resolved), key: k, follow: true}
+		select {
+		case p.tasks <- t:
+		case <-ctx.Done():
+			return nil // not resolved: the batch stays before the shard's checkpoint
+		}
+	}
+	return nil
+}
+
+// candidates are the keys of the items whose content the records change, each once, in the
+// order of their last record: a later record of the same key supersedes an earlier one, a record
+// whose old and new images have the same content (the inline ledger's own writes, a rewrite of
+// the same values) is no new version, and a deleted item is not handled.
+func (p *pass) candidates(recs []stypes.Record) []Key {
+	st := &p.w.stats
+	last := map[string]int{}
+	var keys []Key
+	for _, rec := range recs {
+		st.followRecords.Add(1)
+		d := rec.Dynamodb
+		if d == nil || rec.EventName == stypes.OperationTypeRemove {
+			st.followDeleted.Add(1)
+			continue
+		}
+		oldV, newV := follow.Image(d.OldImage), follow.Image(d.NewImage)
+		if d.OldImage != nil && p.e.ledger.ContentVersion(oldV) == p.e.ledger.ContentVersion(newV) {
+			st.followUnchanged.Add(1)
+			continue
+		}
+		k := follow.Image(d.Keys)
+		id := ledger.KeyText(k)
+		if i, ok := last[id]; ok {
+			st.followSuperseded.Add(1)
+			keys[i] = nil
+		}
+		last[id] = len(keys)
+		keys = append(keys, k)
+	}
+	out := keys[:0]
+	for _, k := range keys {
+		if k != nil {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// shardShare is how many shards a slot holder's reader takes while the group's other holders may
+// take them: one each in a group of several (a shard nobody takes is taken beyond it, see
+// follow.ReaderConfig.MaxShards), every shard in a group of one.
+func shardShare(slots int) int {
+	if slots > 1 {
+		return 1
+	}
+	return 0
+}
+
+// setReader records the reader whose shards Stats reports.
+func (w *Worker) setReader(r *follow.Reader) {
+	w.mu.Lock()
+	w.reader = r
+	w.mu.Unlock()
+}
+
+// errNoStream is the configuration error of a Follow worker whose table has no stream it can use.
+func errNoStream(table string, reason string) error {
+	return configErr("Follow", "table %q %s: turn it on with `dynapart init --table %s --stream` before the first pass (follow.EnableStream)", table, reason, table)
+}
+
+// followedStream is the ARN of the source table's stream, which Follow needs on with new and old
+// images.
+func followedStream(table string, d *types.TableDescription) (string, error) {
+	spec := d.StreamSpecification
+	switch {
+	case spec == nil || !aws.ToBool(spec.StreamEnabled) || aws.ToString(d.LatestStreamArn) == "":
+		return "", errNoStream(table, "has no stream")
+	case spec.StreamViewType != follow.ViewType:
+		return "", errNoStream(table, fmt.Sprintf("streams %s, not %s", spec.StreamViewType, follow.ViewType))
+	}
+	return aws.ToString(d.LatestStreamArn), nil
+}
+
+// followStream follows the stream until the slot stops, and then returns nil. A stream that lost
+// records the slot's checkpoints need makes the slot's next pass a rescan of its share (the
+// log and Stats say so); other failures are retried as a failed pass is, until OutageTimeout.
+func (s *slot) followStream(out *outage) error {
+	err := s.tail()
+	switch {
+	case s.stopped() || s.pastStop():
+		return nil
+	case errors.Is(err, follow.ErrTrimmed):
+		s.log.Warn("dynapart: the stream no longer holds records after a shard's checkpoint (older than its retention): scanning the share again for items whose content changed", "err", err)
+		s.w.stats.followRescans.Add(1)
+		s.rescan = true
+		s.cp = s.cp.next(s.lease.Token())
+		return nil
+	case err != nil:
+		_, ferr := s.failedPass(out, err)
+		return ferr
+	}
+	return nil
+}

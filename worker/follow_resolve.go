@@ -1,0 +1,188 @@
+package worker
+
+import (
+	"context"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/dynapart/dynapart/ledger"
+	"github.com/dynapart/dynapart/scan"
+)
+
+// resolution is what the current item and its state say a candidate of the stream needs.
+type resolution int
+
+const (
+	resolvedGone    resolution = iota + 1 // the item no longer exists: nothing to handle
+	resolvedHandled                       // its current version is the one recorded as finished
+	needsRenew                            // finished at an older version: reopen it (Renew)
+	needsWait                             // claimed by a live claim, or a retry not yet due
+	needsHandling                         // pending, a retry that is due, or an expired claim
+)
+
+// followOne resolves one candidate of the stream: it reads the item and its state (consistent),
+// reopens a finished item whose content changed since, handles the current content as a pass
+// would (claim, handler, completion recording the version), and reads again, until the item's
+// current version is recorded as finished or the item is gone. Only then is the candidate
+// acknowledged (its batch may be checkpointed). Stopped first, it is left unacknowledged: the
+// shard's next reader reads its record again.
+func (p *pass) followOne(t task) {
+	c := p.w.cfg
+	handled := false
+	for round := 0; p.fetchCtx.Err() == nil; round++ {
+		item, st, err := p.currentItem(t.key)
+		if err != nil {
+			c.Logger.Warn("dynapart: read a changed item; trying again", "key", ledger.KeyText(t.key), "err", err)
+			p.followWait(backoff(c.RetryBackoff, c.MaxRetryBackoff, round+1))
+			continue
+		}
+		switch p.resolve(item, st) {
+		case resolvedGone:
+			p.w.stats.followDeleted.Add(1)
+			t.item.Ack()
+			return
+		case resolvedHandled:
+			p.followResolved(handled)
+			t.item.Ack()
+			return
+		case needsRenew:
+			if _, err := p.renew(t.key, st); err != nil {
+				c.Logger.Warn("dynapart: renew a changed item; trying again", "key", ledger.KeyText(t.key), "err", err)
+				p.followWait(backoff(c.RetryBackoff, c.MaxRetryBackoff, round+1))
+			}
+		case needsWait:
+			p.followWait(st.Due().Sub(c.Clock.Now()))
+		case needsHandling:
+			if handled {
+				// Handled here and not finished (a retry, a lost claim): not in a tight loop.
+				p.followWait(backoff(c.RetryBackoff, c.MaxRetryBackoff, round))
+			}
+			p.process(task{item: scan.NewItem(item, nil), key: t.key, fresh: st.Status == StatusPending, attempt: st.Attempts + 1})
+			handled = true
+		}
+	}
+}
+
+// resolve says what item (nil: gone) in state st needs.
+func (p *pass) resolve(item map[string]types.AttributeValue, st ItemState) resolution {
+	now := p.w.cfg.Clock.Now()
+	switch {
+	case item == nil:
+		return resolvedGone
+	case st.Status.Finished() && st.Version == p.e.ledger.ContentVersion(item):
+		return resolvedHandled
+	case st.Status.Finished():
+		return needsRenew
+	case st.Due().After(now) && !p.takesOver(st):
+		return needsWait
+	}
+	return needsHandling
+}
+
+// takesOver reports a live claim the slot's lease takes over at once (an older token of the same
+// slot and scope), as a claim's condition does.
+func (p *pass) takesOver(st ItemState) bool {
+	return st.Status == StatusClaimed && st.Slot == p.lease.Slot() && st.Token < p.lease.Token() && st.Scope == p.w.scope
+}
+
+// renew reopens a finished item whose content changed since (ledger.Renew on the state read).
+func (p *pass) renew(key Key, st ItemState) (bool, error) {
+	wctx, cancel := p.writeContext()
+	defer cancel()
+	return p.e.ledger.Renew(wctx, key, st.Claim, p.w.cfg.Clock.Now())
+}
+
+// followResolved counts a resolved candidate: a version handled here, or found handled already
+// (by the pass, or by a reader before a takeover), which a newer record of the item superseded or
+// which needed nothing.
+func (p *pass) followResolved(handledHere bool) {
+	if handledHere {
+		p.w.stats.followHandled.Add(1)
+		return
+	}
+	p.w.stats.followSuperseded.Add(1)
+}
+
+// currentItem reads an item (consistent) and its state: nil when it no longer exists.
+func (p *pass) currentItem(key Key) (map[string]types.AttributeValue, ItemState, error) {
+	c := p.w.cfg
+	ctx, cancel := context.WithTimeout(p.fetchCtx, c.WriteTimeout)
+	defer cancel()
+	out, err := c.Client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(c.Table), Key: key, ConsistentRead: aws.Bool(true),
+		ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
+	})
+	if err != nil {
+		return nil, ItemState{}, err
+	}
+	if cc := out.ConsumedCapacity; cc != nil {
+		p.w.addFollowRCU(aws.ToFloat64(cc.CapacityUnits))
+	}
+	if len(out.Item) == 0 {
+		return nil, ItemState{}, nil
+	}
+	if st, ok := p.e.ledger.StateOf(out.Item); ok {
+		return out.Item, st, nil
+	}
+	st, err := p.e.ledger.State(ctx, key)
+	return out.Item, st, err
+}
+
+// followWait waits d (at least a millisecond, at most StreamPoll) unless the pass stops.
+func (p *pass) followWait(d time.Duration) {
+	d = min(max(d, time.Millisecond), p.w.cfg.StreamPoll)
+	select {
+	case <-p.fetchCtx.Done():
+	case <-p.w.cfg.Clock.After(d):
+	}
+}
+
+// versionOf is the version a claim or complete-only write of attrs records: their content, after
+// eff's changes of the item itself ("" unless the worker follows the stream).
+func (p *pass) versionOf(attrs map[string]types.AttributeValue, eff *ledger.Effects) string {
+	if !p.w.cfg.Follow {
+		return ""
+	}
+	return p.e.ledger.ContentVersion(eff.AppliedTo(attrs))
+}
+
+// renewIfChanged reopens, in a pass of a worker that follows the stream, a finished item whose
+// content changed since the version its finishing write recorded (a change the stream brought
+// while the pass ran, or one the stream lost, see followStream), and returns its state after. An
+// item finished without a version (by a worker that did not follow the stream) counts as handled.
+func (p *pass) renewIfChanged(key Key, attrs map[string]types.AttributeValue, st ItemState) ItemState {
+	if !p.w.cfg.Follow || !st.Status.Finished() || st.Version == "" || st.Version == p.e.ledger.ContentVersion(attrs) {
+		return st
+	}
+	if ok, err := p.renew(key, st); err != nil || !ok {
+		return st // the claim's condition decides; a later record or pass resolves it
+	}
+	return ItemState{Status: StatusRetry, RetryAt: p.w.cfg.Clock.Now(), Version: st.Version}
+}
+
+// renewChangedRows is renewIfChanged for the table ledger, whose state is not on the scanned
+// items: in a rescan after the stream lost records (slot.rescan), the page's rows are read (100
+// to a request) and every finished item whose content changed is reopened before its claim.
+func (p *pass) renewChangedRows(ctx context.Context, page *scan.Page) error {
+	if !p.rescan || len(page.Items) == 0 {
+		return nil
+	}
+	if _, onItem := p.e.ledger.StateOf(page.Items[0].Attrs); onItem {
+		return nil // the inline ledger's dispatch renews from the scanned state
+	}
+	items := make([]map[string]types.AttributeValue, len(page.Items))
+	for i, it := range page.Items {
+		items[i] = it.Attrs
+	}
+	states, err := p.e.ledger.States(ctx, items)
+	if err != nil {
+		return err
+	}
+	for i, it := range page.Items {
+		p.renewIfChanged(keyOf(it.Attrs, p.e.keyAttrs), it.Attrs, states[i])
+	}
+	return nil
+}
