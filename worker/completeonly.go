@@ -93,6 +93,7 @@ func (p *pass) completeOnly(wctx context.Context, t task, now time.Time) {
 		c.Logger.Error("dynapart: complete", "slot", slot, "err", err)
 		p.again(now.Add(c.RetryBackoff))
 	case res.Applied:
+		t.markFinished()
 		p.done(wctx, t.key, slot, item.Attempt, took)
 	default:
 		p.notNow(t.key, res.Found, took)

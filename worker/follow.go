@@ -97,20 +97,20 @@ func (p *pass) followRecords(r *follow.Reader) error {
 // dispatchRecords turns a batch of records into candidates and hands them to the handlers; the
 // batch is done once every candidate is resolved.
 func (p *pass) dispatchRecords(ctx context.Context, b *follow.Batch) error {
-	keys := p.candidates(b.Records)
-	if len(keys) == 0 {
+	cands := p.candidates(b.Records)
+	if len(cands) == 0 {
 		b.Done()
 		return nil
 	}
 	var left atomic.Int64
-	left.Store(int64(len(keys)))
+	left.Store(int64(len(cands)))
 	resolved := func() {
 		if left.Add(-1) == 0 {
 			b.Done()
 		}
 	}
-	for _, k := range keys {
-		t := task{item: scan.NewItem(nil, resolved), key: k, follow: true}
+	for _, cd := range cands {
+		t := task{item: scan.NewItem(cd.image, resolved), key: cd.key, follow: true}
 		select {
 		case p.tasks <- t:
 		case <-ctx.Done():
@@ -120,14 +120,20 @@ func (p *pass) dispatchRecords(ctx context.Context, b *follow.Batch) error {
 	return nil
 }
 
-// candidates are the keys of the items whose content the records change, each once, in the
-// order of their last record: a later record of the same key supersedes an earlier one, a record
-// whose old and new images have the same content (the inline ledger's own writes, a rewrite of
-// the same values) is no new version, and a deleted item is not handled.
-func (p *pass) candidates(recs []stypes.Record) []Key {
+// candidate is an item a record changed: its key and the record's new image.
+type candidate struct {
+	key   Key
+	image map[string]types.AttributeValue
+}
+
+// candidates are the items whose content the records change, each once, in the order of their
+// last record: a later record of the same key supersedes an earlier one, a record whose old and
+// new images have the same content (the inline ledger's own writes, a rewrite of the same
+// values) is no new version, and a deleted item is not handled.
+func (p *pass) candidates(recs []stypes.Record) []candidate {
 	st := &p.w.stats
 	last := map[string]int{}
-	var keys []Key
+	var keys []candidate
 	for _, rec := range recs {
 		st.followRecords.Add(1)
 		d := rec.Dynamodb
@@ -144,14 +150,14 @@ func (p *pass) candidates(recs []stypes.Record) []Key {
 		id := ledger.KeyText(k)
 		if i, ok := last[id]; ok {
 			st.followSuperseded.Add(1)
-			keys[i] = nil
+			keys[i].key = nil
 		}
 		last[id] = len(keys)
-		keys = append(keys, k)
+		keys = append(keys, candidate{key: k, image: newV})
 	}
 	out := keys[:0]
 	for _, k := range keys {
-		if k != nil {
+		if k.key != nil {
 			out = append(out, k)
 		}
 	}

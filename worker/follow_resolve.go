@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -23,47 +24,81 @@ const (
 	needsHandling                         // pending, a retry that is due, or an expired claim
 )
 
-// followOne resolves one candidate of the stream: it reads the item and its state (consistent),
-// reopens a finished item whose content changed since, handles the current content as a pass
-// would (claim, handler, completion recording the version), and reads again, until the item's
-// current version is recorded as finished or the item is gone. Only then is the candidate
-// acknowledged (its batch may be checkpointed). Stopped first, it is left unacknowledged: the
-// shard's next reader reads its record again.
+// followOne resolves one candidate of the stream: from the item and its state it handles the
+// current content as a pass would (claim, handler, completion recording the version), reopening
+// first a finished item whose content changed since (Renew), until the item's current version is
+// recorded as finished, the item is done by this worker's own write, or it is gone. Only then is
+// the candidate acknowledged (its batch may be checkpointed). Stopped first, it is left
+// unacknowledged: the shard's next reader reads its record again.
+//
+// The first look is the record's new image when it carries the state (the inline ledger): no read.
+// The image may be stale; then the conditional writes refuse what it suggests, and every later
+// look reads the item (consistent).
 func (p *pass) followOne(t task) {
 	c := p.w.cfg
+	item, st, fromImage := p.imageState(t.item.Attrs)
 	handled := false
 	for round := 0; p.fetchCtx.Err() == nil; round++ {
-		item, st, err := p.currentItem(t.key)
-		if err != nil {
-			c.Logger.Warn("dynapart: read a changed item; trying again", "key", ledger.KeyText(t.key), "err", err)
-			p.followWait(backoff(c.RetryBackoff, c.MaxRetryBackoff, round+1))
-			continue
-		}
-		switch p.resolve(item, st) {
-		case resolvedGone:
-			p.w.stats.followDeleted.Add(1)
-			t.item.Ack()
-			return
-		case resolvedHandled:
-			p.followResolved(handled)
-			t.item.Ack()
-			return
-		case needsRenew:
-			if _, err := p.renew(t.key, st); err != nil {
-				c.Logger.Warn("dynapart: renew a changed item; trying again", "key", ledger.KeyText(t.key), "err", err)
+		if !fromImage {
+			var err error
+			if item, st, err = p.currentItem(t.key); err != nil {
+				c.Logger.Warn("dynapart: read a changed item; trying again", "key", ledger.KeyText(t.key), "err", err)
 				p.followWait(backoff(c.RetryBackoff, c.MaxRetryBackoff, round+1))
+				continue
 			}
-		case needsWait:
-			p.followWait(st.Due().Sub(c.Clock.Now()))
-		case needsHandling:
-			if handled {
-				// Handled here and not finished (a retry, a lost claim): not in a tight loop.
-				p.followWait(backoff(c.RetryBackoff, c.MaxRetryBackoff, round))
-			}
-			p.process(task{item: scan.NewItem(item, nil), key: t.key, fresh: st.Status == StatusPending, attempt: st.Attempts + 1})
-			handled = true
+		}
+		fromImage = false
+		if p.followStep(t, item, st, round, &handled) {
+			t.item.Ack()
+			return
 		}
 	}
+}
+
+// followStep takes one step on a candidate whose item and state are as given; true when the
+// candidate is resolved.
+func (p *pass) followStep(t task, item map[string]types.AttributeValue, st ItemState, round int, handled *bool) bool {
+	c := p.w.cfg
+	switch p.resolve(item, st) {
+	case resolvedGone:
+		p.w.stats.followDeleted.Add(1)
+		return true
+	case resolvedHandled:
+		p.followResolved(*handled)
+		return true
+	case needsRenew:
+		if _, err := p.renew(t.key, st); err != nil {
+			c.Logger.Warn("dynapart: renew a changed item; trying again", "key", ledger.KeyText(t.key), "err", err)
+			p.followWait(backoff(c.RetryBackoff, c.MaxRetryBackoff, round+1))
+		}
+	case needsWait:
+		p.followWait(st.Due().Sub(c.Clock.Now()))
+	case needsHandling:
+		if *handled {
+			// Handled here and not finished (a retry, a lost claim): not in a tight loop.
+			p.followWait(backoff(c.RetryBackoff, c.MaxRetryBackoff, round))
+		}
+		var finished atomic.Bool
+		p.process(task{item: scan.NewItem(item, nil), key: t.key, fresh: st.Status == StatusPending,
+			attempt: st.Attempts + 1, finished: &finished})
+		*handled = true
+		if finished.Load() {
+			// Done by this worker's write: the version handled is recorded (a newer one, if the
+			// item changed meanwhile, has a record of its own after this one).
+			p.w.stats.followHandled.Add(1)
+			return true
+		}
+	}
+	return false
+}
+
+// imageState is a record's new image with the state it carries: ok for the inline ledger only.
+func (p *pass) imageState(image map[string]types.AttributeValue) (map[string]types.AttributeValue, ItemState, bool) {
+	if image == nil {
+		return nil, ItemState{}, false
+	}
+	st, ok := p.e.ledger.StateOf(image)
+	return image, st, ok
 }
 
 // resolve says what item (nil: gone) in state st needs.
@@ -185,4 +220,11 @@ func (p *pass) renewChangedRows(ctx context.Context, page *scan.Page) error {
 		p.renewIfChanged(keyOf(it.Attrs, p.e.keyAttrs), it.Attrs, states[i])
 	}
 	return nil
+}
+
+// markFinished tells a follow candidate's resolver that its item moved to done.
+func (t task) markFinished() {
+	if t.finished != nil {
+		t.finished.Store(true)
+	}
 }

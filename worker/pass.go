@@ -64,8 +64,11 @@ type task struct {
 	// carry their own.
 	attempt int
 	fresh   bool // the scan saw the item with no ledger state (see ClaimRequest.fresh)
-	// follow: a candidate of the stream (follow.go), resolved by followOne; item.Attrs is nil.
+	// follow: a candidate of the stream (follow.go), resolved by followOne; item.Attrs is the
+	// record's new image.
 	follow bool
+	// finished, when set, is told that the item moved to done (see followOne).
+	finished *atomic.Bool
 }
 
 // minNextDue is the shortest wait before the next pass that runPass reports in once mode.

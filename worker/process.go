@@ -167,6 +167,7 @@ func (p *pass) completed(ctx context.Context, t task, claim Claim, err error, to
 	c := p.w.cfg
 	switch {
 	case err == nil:
+		t.markFinished()
 		p.done(ctx, t.key, claim.Slot, claim.Attempt, took)
 	case errors.Is(err, ErrClaimLost):
 		p.claimLost(claim, err, took)
