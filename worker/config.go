@@ -187,9 +187,14 @@ type Config struct {
 	// handled after a newer one. The table needs a stream with new and old images (`dynapart init
 	// --stream`, follow.EnableStream), turned on before the first pass starts. The stream's shards
 	// are leased among the group's workers (lock mutexes) and checkpointed under their leases.
-	// Segment and filter mode; not with Once or Projection (a version is the whole item). Every
-	// worker of a group must agree (the group records it). Defaults to false. See follow.go.
+	// Segment and filter mode; not with Once or Projection (a version is the whole item). Implies
+	// Versions. Defaults to false. See follow.go.
 	Follow bool
+	// Versions makes every write that finishes an item record the version of the content its
+	// handler had (ledger.WithVersions), so that a stream tail run after or beside this job (Follow,
+	// or awslambda.StreamHandler) does not handle again what it handled. Every worker of a group
+	// must agree (the group records it). Implied by Follow. Defaults to false.
+	Versions bool
 	// Streams is the DynamoDB Streams client Follow reads with (a *dynamodbstreams.Client for
 	// the same region and endpoint as Client). Required with Follow.
 	Streams follow.StreamsClient
@@ -336,6 +341,7 @@ func (c *Config) withDefaults() Config {
 	if d.Clock == nil {
 		d.Clock = lock.SystemClock{}
 	}
+	d.Versions = d.Versions || d.Follow
 	return d
 }
 
@@ -430,6 +436,9 @@ func (c *Config) validate() error {
 // validateFollow checks what Follow needs.
 func (c *Config) validateFollow() error {
 	bad := configErr
+	if c.Versions && len(c.Projection) > 0 {
+		return bad("Versions", "a version is every attribute of the item: leave out Projection")
+	}
 	switch {
 	case !c.Follow:
 		return nil
@@ -437,8 +446,6 @@ func (c *Config) validateFollow() error {
 		return bad("Follow", "a once-job ends after its pass: Follow needs a continuous worker (leave out Once)")
 	case c.Mode == scan.ModeIndex:
 		return bad("Follow", "follows the stream after a segment or filter mode pass, not in index mode")
-	case len(c.Projection) > 0:
-		return bad("Follow", "reads whole items (a version is every attribute): leave out Projection")
 	case c.Streams == nil:
 		return bad("Streams", "required with Follow (a *dynamodbstreams.Client)")
 	case c.StreamPoll <= 0:

@@ -41,7 +41,7 @@
 //	Shards         meta.shards          index mode
 //	CompleteOnly   meta.complete_only   always
 //	Once           meta.once            always
-//	Follow         meta.follow          segment and filter mode
+//	Versions       meta.versions        always
 //	Job            meta.job             always
 //	Ledger         meta.ledger          always
 //	LedgerTable    meta.ledger_table    table ledger
@@ -173,6 +173,20 @@
 // when its workers' reported consumption reaches it (budget.go; see lock.Client.SetBudget). Each
 // slot's checkpoint also carries its counts (items done and failed, items read and
 // working time in the current pass), which [ParseSlotProgress] reads back for `dynapart status`.
+//
+// # Following the stream
+//
+// A continuous worker with Config.Follow back-fills its share with one pass and then follows the
+// table's DynamoDB stream instead of scanning again (follow.go, follow_resolve.go; package follow
+// reads the stream: shards leased among the group's workers, checkpoints). An item's version is
+// its content (every attribute but the ledger's); with Config.Versions (implied by Follow) every
+// write that finishes an item records the version handled, and a record that changes an item's
+// content makes it a candidate, resolved once the item's current version is recorded as
+// finished: a finished item at an older version is reopened (ledger.OpRenew) and handled as a
+// pass would. Each version moves to done once, whichever of the pass and the stream brings it;
+// none is handled after a newer one; writes that change no content and deleted items are not
+// handled. [Worker.HandleRecords] resolves records a caller reads itself (worker/awslambda's
+// stream handler).
 //
 // # Code map
 //

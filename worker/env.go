@@ -112,7 +112,7 @@ func (w *Worker) ledgerOptions() []ledger.Option {
 	if w.cfg.TransactionBatches {
 		opts = append(opts, ledger.WithoutStatementBatches())
 	}
-	if w.cfg.Follow {
+	if w.cfg.Versions {
 		opts = append(opts, ledger.WithVersions())
 	}
 	return opts

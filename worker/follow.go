@@ -9,7 +9,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	stypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 
 	"github.com/dynapart/dynapart/follow"
 	"github.com/dynapart/dynapart/ledger"
@@ -70,6 +69,16 @@ func (s *slot) tail() error {
 
 // followRecords runs the reader and the handler pool until the pass's fetch context ends.
 func (p *pass) followRecords(r *follow.Reader) error {
+	err := p.withHandlers(func() error { return r.Run(p.fetchCtx, p.dispatchRecords) })
+	if p.fetchCtx.Err() != nil && !errors.Is(err, follow.ErrTrimmed) {
+		return nil
+	}
+	return err
+}
+
+// withHandlers runs feed, which sends tasks, with the handler pool (and the completer of batched
+// completions), and returns feed's error once every handler has returned.
+func (p *pass) withHandlers(feed func() error) error {
 	c := p.w.cfg
 	p.tasks = make(chan task, c.Concurrency)
 	completerDone := closedChan
@@ -81,23 +90,20 @@ func (p *pass) followRecords(r *follow.Reader) error {
 	for range c.Concurrency {
 		handlers.Go(p.handlerLoop)
 	}
-	err := r.Run(p.fetchCtx, p.dispatchRecords)
+	err := feed()
 	close(p.tasks)
 	handlers.Wait()
 	if p.completions != nil {
 		close(p.completions)
 	}
 	<-completerDone
-	if p.fetchCtx.Err() != nil && !errors.Is(err, follow.ErrTrimmed) {
-		return nil
-	}
 	return err
 }
 
 // dispatchRecords turns a batch of records into candidates and hands them to the handlers; the
 // batch is done once every candidate is resolved.
 func (p *pass) dispatchRecords(ctx context.Context, b *follow.Batch) error {
-	cands := p.candidates(b.Records)
+	cands := p.candidates(changesOf(b.Records))
 	if len(cands) == 0 {
 		b.Done()
 		return nil
@@ -120,40 +126,40 @@ func (p *pass) dispatchRecords(ctx context.Context, b *follow.Batch) error {
 	return nil
 }
 
-// candidate is an item a record changed: its key and the record's new image.
+// candidate is an item a record changed: its key, the record's new image and the index of the
+// record among those given.
 type candidate struct {
 	key   Key
 	image map[string]types.AttributeValue
+	last  int
 }
 
 // candidates are the items whose content the records change, each once, in the order of their
 // last record: a later record of the same key supersedes an earlier one, a record whose old and
 // new images have the same content (the inline ledger's own writes, a rewrite of the same
 // values) is no new version, and a deleted item is not handled.
-func (p *pass) candidates(recs []stypes.Record) []candidate {
+func (p *pass) candidates(changes []Change) []candidate {
 	st := &p.w.stats
 	last := map[string]int{}
 	var keys []candidate
-	for _, rec := range recs {
+	for ci, ch := range changes {
 		st.followRecords.Add(1)
-		d := rec.Dynamodb
-		if d == nil || rec.EventName == stypes.OperationTypeRemove {
+		if ch.Removed || ch.NewImage == nil {
 			st.followDeleted.Add(1)
 			continue
 		}
-		oldV, newV := follow.Image(d.OldImage), follow.Image(d.NewImage)
-		if d.OldImage != nil && p.e.ledger.ContentVersion(oldV) == p.e.ledger.ContentVersion(newV) {
+		if ch.OldImage != nil && p.e.ledger.ContentVersion(ch.OldImage) == p.e.ledger.ContentVersion(ch.NewImage) {
 			st.followUnchanged.Add(1)
 			continue
 		}
-		k := follow.Image(d.Keys)
+		k := ch.Keys
 		id := ledger.KeyText(k)
 		if i, ok := last[id]; ok {
 			st.followSuperseded.Add(1)
 			keys[i].key = nil
 		}
 		last[id] = len(keys)
-		keys = append(keys, candidate{key: k, image: newV})
+		keys = append(keys, candidate{key: k, image: ch.NewImage, last: ci})
 	}
 	out := keys[:0]
 	for _, k := range keys {

@@ -178,7 +178,7 @@ func (p *pass) followWait(d time.Duration) {
 // versionOf is the version a claim or complete-only write of attrs records: their content, after
 // eff's changes of the item itself ("" unless the worker follows the stream).
 func (p *pass) versionOf(attrs map[string]types.AttributeValue, eff *ledger.Effects) string {
-	if !p.w.cfg.Follow {
+	if !p.w.cfg.Versions {
 		return ""
 	}
 	return p.e.ledger.ContentVersion(eff.AppliedTo(attrs))

@@ -99,21 +99,21 @@ func TestConfigDefaults(t *testing.T) {
 func TestGroupMetaKeys(t *testing.T) {
 	base := (&Config{Table: "t"}).withDefaults()
 	require.Equal(t, map[string]string{"mode": "segment", "sub_segments": "4", "job": "default", "ledger": "inline",
-		"table": "t", "complete_only": "false", "once": "false", "attr_prefix": "dp_", "segments": "64", "follow": "false"}, groupMeta(base, 64))
+		"table": "t", "complete_only": "false", "once": "false", "attr_prefix": "dp_", "segments": "64", "versions": "false"}, groupMeta(base, 64))
 
 	filter := base
 	filter.Mode, filter.Ledger, filter.LedgerTable, filter.PartitionAttr, filter.CompleteOnly, filter.Once = scan.ModeFilter, LedgerTable, "led", "pk", true, true
 	require.Equal(t, map[string]string{"mode": "filter", "sub_segments": "4", "job": "default", "ledger": "table",
-		"table": "t", "complete_only": "true", "once": "true", "ledger_table": "led", "segments": "8", "partition_attr": "pk", "follow": "false"}, groupMeta(filter, 8))
+		"table": "t", "complete_only": "true", "once": "true", "ledger_table": "led", "segments": "8", "partition_attr": "pk", "versions": "false"}, groupMeta(filter, 8))
 
 	index := base
 	index.Mode, index.Shards, index.Segments = scan.ModeIndex, 3, 99
 	require.Equal(t, map[string]string{"mode": "index", "sub_segments": "4", "job": "default", "ledger": "inline",
 		"table": "t", "complete_only": "false", "once": "false", "attr_prefix": "dp_", "shards": "3", "index_name": "dp_pending",
-		"shard_attr": "dp_shard"}, groupMeta(index, 0))
+		"shard_attr": "dp_shard", "versions": "false"}, groupMeta(index, 0))
 
 	require.Equal(t, map[string]string{"complete_only": "false", "once": lock.AnyValue, "attr_prefix": "dp_", "ledger_table": "dynapart-ledger",
-		"index_name": "dp_pending", "shard_attr": "dp_shard", "follow": "false"}, groupMetaDefaults())
+		"index_name": "dp_pending", "shard_attr": "dp_shard", "versions": "false"}, groupMetaDefaults())
 }
 
 // The Groups section of the package doc lists the group settings of the table as they are.

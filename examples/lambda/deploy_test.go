@@ -49,10 +49,23 @@ func TestDeploymentTemplate(t *testing.T) {
 	require.NoError(t, yaml.Unmarshal(raw, &doc))
 	fn := yamlPath(&doc, "Resources", "WorkerFunction", "Properties")
 	require.NotNil(t, fn)
-	require.Equal(t, []string{"DYNAPART_JOB", "DYNAPART_LEASE_TABLE", "DYNAPART_TABLE", "DYNAPART_WORKERS"},
-		mappingKeys(yamlPath(fn, "Environment", "Variables")))
+	env := []string{"DYNAPART_JOB", "DYNAPART_LEASE_TABLE", "DYNAPART_MODE", "DYNAPART_TABLE", "DYNAPART_WORKERS"}
+	require.Equal(t, env, mappingKeys(yamlPath(fn, "Environment", "Variables")))
+	require.Equal(t, "backfill", yamlPath(fn, "Environment", "Variables", "DYNAPART_MODE").Value)
 	require.Equal(t, "bootstrap", yamlPath(fn, "Handler").Value)
 	require.Equal(t, "provided.al2023", yamlPath(fn, "Runtime").Value)
+
+	// The stream tail: the same binary in stream mode, invoked by the table's stream with partial
+	// batch responses, allowed to read the stream.
+	st := yamlPath(&doc, "Resources", "StreamFunction", "Properties")
+	require.NotNil(t, st)
+	require.Equal(t, env, mappingKeys(yamlPath(st, "Environment", "Variables")))
+	require.Equal(t, "stream", yamlPath(st, "Environment", "Variables", "DYNAPART_MODE").Value)
+	ev := yamlPath(st, "Events", "Changes", "Properties")
+	require.NotNil(t, ev)
+	require.Equal(t, "DynamoDB", yamlPath(st, "Events", "Changes", "Type").Value)
+	require.Equal(t, "ReportBatchItemFailures", yamlPath(ev, "FunctionResponseTypes").Content[0].Value)
+	require.Contains(t, string(raw), "dynamodb:GetRecords")
 
 	sm := yamlPath(&doc, "Resources", "WorkerLoop", "Properties")
 	require.NotNil(t, sm)

@@ -4,9 +4,15 @@
 // minus a margin, checkpoints, releases, and returns {"finished": true|false, ...}. Invoke it N
 // at a time (N = DYNAPART_WORKERS) from a Step Functions Map/loop or a schedule until finished.
 //
+// With DYNAPART_MODE=stream the same binary is the table's stream tail instead: a DynamoDB
+// Streams event source mapping invokes it with batches of records, and each changed item's version
+// is handled once, after the back-fill and beside it (awslambda.StreamHandler; records it could not
+// resolve are reported as batch item failures). Both record content versions (Versions), so the
+// stream does not handle again what the back-fill handled.
+//
 // Configuration, from the environment: DYNAPART_TABLE, DYNAPART_WORKERS, DYNAPART_JOB (optional),
-// DYNAPART_LEASE_TABLE (optional). The handler here marks each item processed; put your work in
-// process().
+// DYNAPART_LEASE_TABLE (optional), DYNAPART_MODE (backfill, the default, or stream). The handler
+// here marks each item processed; put your work in process().
 package main
 
 import (
@@ -35,14 +41,22 @@ func configFromEnv(db worker.DynamoDBClient) (worker.Config, error) {
 	if err != nil {
 		return worker.Config{}, &worker.ConfigError{Field: "DYNAPART_WORKERS", Reason: "must be a number"}
 	}
-	return worker.Config{
+	cfg := worker.Config{
 		Client:     db,
 		Table:      os.Getenv("DYNAPART_TABLE"),
 		Workers:    n,
 		Job:        os.Getenv("DYNAPART_JOB"),
 		LeaseTable: os.Getenv("DYNAPART_LEASE_TABLE"),
-	}, nil
+		Versions:   true, // the stream tail (DYNAPART_MODE=stream) skips what the back-fill handled
+	}
+	if streamMode() {
+		cfg.Group = cfg.Table + "/" + cfg.Job + "/stream" // a continuous group of its own
+	}
+	return cfg, nil
 }
+
+// streamMode reports DYNAPART_MODE=stream: the function is the table's stream tail.
+func streamMode() bool { return os.Getenv("DYNAPART_MODE") == "stream" }
 
 func main() {
 	awsCfg, err := config.LoadDefaultConfig(context.Background())
@@ -52,6 +66,10 @@ func main() {
 	cfg, err := configFromEnv(dynamodb.NewFromConfig(awsCfg))
 	if err != nil {
 		log.Fatal(err)
+	}
+	if streamMode() {
+		lambda.Start(awslambda.StreamHandler(cfg, process))
+		return
 	}
 	lambda.Start(awslambda.Handler(cfg, process))
 }

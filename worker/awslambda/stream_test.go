@@ -1,0 +1,137 @@
+package awslambda
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/require"
+
+	"github.com/dynapart/dynapart/internal/ddbtest"
+	"github.com/dynapart/dynapart/lock"
+	"github.com/dynapart/dynapart/worker"
+)
+
+// streamFixture is a source table, a lease table and what the stream handler handled.
+type streamFixture struct {
+	db      *dynamodb.Client
+	table   string
+	leases  string
+	mu      sync.Mutex
+	handled map[string][]string // id -> the values of n handled, in order
+	fail    map[string]error    // id -> the handler's error for it
+	seq     int
+}
+
+func newStreamFixture(t *testing.T) *streamFixture {
+	db := ddbtest.Client(t)
+	f := &streamFixture{db: db, table: ddbtest.CreateTable(t, db, ddbtest.Key{Name: "id", Type: "S"}),
+		leases: ddbtest.TableName(t, "lease"), handled: map[string][]string{}, fail: map[string]error{}}
+	require.NoError(t, lock.CreateTable(context.Background(), db, f.leases))
+	ddbtest.DeleteOnCleanup(t, db, f.leases)
+	return f
+}
+
+func (f *streamFixture) handler(_ context.Context, it worker.Item) error {
+	id := it.Key["id"].(*types.AttributeValueMemberS).Value
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.fail[id]; err != nil {
+		return err
+	}
+	f.handled[id] = append(f.handled[id], it.Attrs["n"].(*types.AttributeValueMemberN).Value)
+	return nil
+}
+
+// put writes item id with n and returns its image as a stream record carries it.
+func (f *streamFixture) put(t *testing.T, id string, n int) map[string]events.DynamoDBAttributeValue {
+	_, err := f.db.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(f.table), Item: map[string]types.AttributeValue{
+		"id": &types.AttributeValueMemberS{Value: id}, "n": &types.AttributeValueMemberN{Value: strconv.Itoa(n)}}})
+	require.NoError(t, err)
+	return map[string]events.DynamoDBAttributeValue{"id": events.NewStringAttribute(id), "n": events.NewNumberAttribute(strconv.Itoa(n))}
+}
+
+// record is a stream record of a write of id from old to new (nil: created; removed: a delete).
+func (f *streamFixture) record(id string, old, new map[string]events.DynamoDBAttributeValue, removed bool) events.DynamoDBEventRecord {
+	f.seq++
+	name := "MODIFY"
+	switch {
+	case removed:
+		name = "REMOVE"
+	case old == nil:
+		name = "INSERT"
+	}
+	return events.DynamoDBEventRecord{EventName: name, Change: events.DynamoDBStreamRecord{
+		Keys: map[string]events.DynamoDBAttributeValue{"id": events.NewStringAttribute(id)}, OldImage: old, NewImage: new,
+		SequenceNumber: fmt.Sprintf("%021d", f.seq), StreamViewType: "NEW_AND_OLD_IMAGES"}}
+}
+
+func (f *streamFixture) invoke(t *testing.T, recs ...events.DynamoDBEventRecord) events.DynamoDBEventResponse {
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+	defer cancel()
+	cfg := worker.Config{Client: f.db, Table: f.table, LeaseTable: f.leases, Group: f.table + "/stream", Workers: 2,
+		RetryBackoff: time.Minute, MaxRetryBackoff: time.Hour, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	resp, err := StreamHandler(cfg, f.handler)(ctx, events.DynamoDBEvent{Records: recs})
+	require.NoError(t, err)
+	return resp
+}
+
+func (f *streamFixture) runs(id string) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.handled[id]...)
+}
+
+// TestStreamHandler: the Lambda stream handler handles each changed item's version once across
+// redeliveries of the same batch; writes that change no content, deletes and items gone are not
+// handled; a new version of a handled item is handled; a handler that fails leaves its record
+// as a batch item failure (Lambda delivers it again), a permanent failure dead-letters the version
+// (resolved, not delivered again).
+func TestStreamHandler(t *testing.T) {
+	f := newStreamFixture(t)
+	var batch []events.DynamoDBEventRecord
+	imgs := map[string]map[string]events.DynamoDBAttributeValue{}
+	for i := range 6 {
+		id := fmt.Sprintf("item-%d", i)
+		imgs[id] = f.put(t, id, i)
+		batch = append(batch, f.record(id, nil, imgs[id], false))
+	}
+	batch = append(batch, f.record("item-1", imgs["item-1"], imgs["item-1"], false)) // no new content
+	batch = append(batch, f.record("gone", nil, map[string]events.DynamoDBAttributeValue{
+		"id": events.NewStringAttribute("gone"), "n": events.NewNumberAttribute("1")}, false)) // never written
+	batch = append(batch, f.record("item-9", map[string]events.DynamoDBAttributeValue{"id": events.NewStringAttribute("item-9")}, nil, true))
+
+	require.Empty(t, f.invoke(t, batch...).BatchItemFailures)
+	for i := range 6 {
+		require.Equal(t, []string{strconv.Itoa(i)}, f.runs(fmt.Sprintf("item-%d", i)))
+	}
+	require.Empty(t, f.runs("gone"))
+	require.Empty(t, f.invoke(t, batch...).BatchItemFailures, "the same batch again (a redelivery)")
+	for i := range 6 {
+		require.Len(t, f.runs(fmt.Sprintf("item-%d", i)), 1, "handled once across redeliveries")
+	}
+
+	// New versions: item-2 changes and is handled; item-3's handler fails (a retry, not due before
+	// the deadline: its record is a batch item failure); item-4 fails permanently (dead-lettered at
+	// its version: resolved).
+	n2, n3, n4 := f.put(t, "item-2", 20), f.put(t, "item-3", 30), f.put(t, "item-4", 40)
+	f.mu.Lock()
+	f.fail["item-3"], f.fail["item-4"] = errors.New("try later"), worker.Permanent(errors.New("bad item"))
+	f.mu.Unlock()
+	recs := []events.DynamoDBEventRecord{f.record("item-2", imgs["item-2"], n2, false),
+		f.record("item-3", imgs["item-3"], n3, false), f.record("item-4", imgs["item-4"], n4, false)}
+	resp := f.invoke(t, recs...)
+	require.Equal(t, []events.DynamoDBBatchItemFailure{{ItemIdentifier: recs[1].Change.SequenceNumber}}, resp.BatchItemFailures)
+	require.Equal(t, []string{"2", "20"}, f.runs("item-2"))
+	require.Empty(t, f.invoke(t, recs[2]).BatchItemFailures, "a dead-lettered version is not handled again")
+}
