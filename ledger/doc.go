@@ -40,6 +40,7 @@
 //	 OpFailOnly(Dead)
 //	OpExhausted             ·       ✓⁷      ✓⁷     ·        ·        ·         ·         ·     ·       ·
 //	OpRedrive               ·       ·       ·      ·        ·        ·         ·         ·     ✓       ·
+//	OpRenew⁸                ·       ·       ·      ·        ·        ·         ·         ✓     ✓       ·
 //
 //	¹ claimed under an older lease token of the caller's slot, in the caller's scope (same lease
 //	  table and group): its holder has lost the slot, so the new holder takes its items over at
@@ -59,6 +60,9 @@
 //	  group leaves a live claim alone until it expires).
 //	⁷ only the retry the caller's own OpFailOnly wrote (same id): that write used up the last
 //	  attempt.
+//	⁸ a versioned ledger only (WithVersions), and only the finished state the caller read: the
+//	  condition names its claim id (every write that changes a state sets a new one). The item
+//	  becomes a retry due now with attempts 0; the version recorded by the finishing write stays.
 //
 // # Why each item is done at most once
 //
@@ -99,6 +103,19 @@
 // admits one completion per claim, so the effects of a handler that ran twice, or of a commit sent
 // twice, land once. A failed condition of the caller's own write cancels the whole commit (an
 // *EffectError naming it); conflicts and throttling are retried.
+//
+// # Versions
+//
+// A versioned ledger (WithVersions; a worker that follows the table's stream) records with every
+// write that moves an item to done or failed the version of the content its caller handled
+// (Claim.Version, ClaimRequest.Version; ContentVersion hashes every attribute but the inline
+// ledger's, so its own writes are no new version; Effects.AppliedTo gives the content an item's
+// own effects leave, so a transform's output is not taken for a new version). An item is due
+// again exactly when its current content's version differs from the recorded one: OpRenew reopens
+// it. Done is still final for each version: the renew is conditioned on the very finished state
+// its caller read, so two callers that saw one finished state renew it once, and a version handled
+// meanwhile (a new claim id) is not renewed; the renewed item is then claimed and completed under
+// the same transitions as any other, once.
 //
 // # Costs
 //
