@@ -443,7 +443,7 @@ func (c *Config) validateFollow() error {
 	case !c.Follow:
 		return nil
 	case c.Once:
-		return bad("Follow", "a once-job ends after its pass: Follow needs a continuous worker (leave out Once)")
+		return bad("Follow", "cannot be combined with Once (--once): a once-job ends after its pass, a follower goes on")
 	case c.Mode == scan.ModeIndex:
 		return bad("Follow", "follows the stream after a segment or filter mode pass, not in index mode")
 	case c.Streams == nil:

@@ -66,15 +66,28 @@ func (v progressView) show(now time.Time, m *cli.RateMeter) {
 		if s.Paused {
 			slot += " PAUSED"
 		}
-		v.line.Set(fmt.Sprintf("%-20s ▕%s▏ %d done %6.0f/s ETA %s  retried %d failed %d%s",
-			slot, cli.Bar(s.Completed, v.total, 24), s.Completed, rate, cli.ETA(s.Completed, v.total, rate), s.Retried, s.DeadLettered, throttleNote(s)))
+		v.line.Set(fmt.Sprintf("%-20s ▕%s▏ %d done %6.0f/s ETA %s  retried %d failed %d%s%s",
+			slot, cli.Bar(s.Completed, v.total, 24), s.Completed, rate, cli.ETA(s.Completed, v.total, rate), s.Retried, s.DeadLettered, throttleNote(s), followNote(s.Follow)))
 	case "log":
-		v.log.Info("dynapart: progress", "slot", s.Slot, "state", s.State, "paused", s.Paused, "completed", s.Completed,
+		args := []any{"slot", s.Slot, "state", s.State, "paused", s.Paused, "completed", s.Completed,
 			"rate", int(rate), "retried", s.Retried, "dead_lettered", s.DeadLettered, "scanned", s.Scanned,
-			"write_throttles", s.WriteThrottles, "write_rate_allowed", s.WriteRateAllowed)
+			"write_throttles", s.WriteThrottles, "write_rate_allowed", s.WriteRateAllowed}
+		if f := s.Follow; f != nil {
+			args = append(args, "stream_records", f.Records, "versions_handled", f.Handled, "superseded", f.Superseded,
+				"unchanged", f.Unchanged, "deleted", f.Deleted, "stream_lag", f.Lag.Round(time.Millisecond), "shards", len(f.Shards))
+		}
+		v.log.Info("dynapart: progress", args...)
 	case "json":
 		v.json.print("progress", false)
 	}
+}
+
+// followNote is the progress bar's note of a worker following the stream ("" when it does not).
+func followNote(f *worker.FollowStats) string {
+	if f == nil || len(f.Shards) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("  stream: %d shards, %d versions, lag %s", len(f.Shards), f.Handled, f.Lag.Round(time.Second))
 }
 
 // throttleNote is the progress bar's note of throttled writes and the write rate allowed now.
