@@ -148,7 +148,7 @@ func (p *pass) candidates(changes []Change) []candidate {
 			st.followDeleted.Add(1)
 			continue
 		}
-		if ch.OldImage != nil && p.e.ledger.ContentVersion(ch.OldImage) == p.e.ledger.ContentVersion(ch.NewImage) {
+		if ch.OldImage != nil && (p.ownFinish(ch) || p.e.ledger.ContentVersion(ch.OldImage) == p.e.ledger.ContentVersion(ch.NewImage)) {
 			st.followUnchanged.Add(1)
 			continue
 		}
@@ -178,6 +178,15 @@ func shardShare(slots int) int {
 		return 1
 	}
 	return 0
+}
+
+// ownFinish reports a record of the ledger's own write that finished the item (the inline
+// ledger's state moved to done or failed): content it changed is the handler's effects, the output
+// of the version just handled, never a new version, whatever version the write recorded.
+func (p *pass) ownFinish(ch Change) bool {
+	before, onItem := p.e.ledger.StateOf(ch.OldImage)
+	after, _ := p.e.ledger.StateOf(ch.NewImage)
+	return onItem && !before.Status.Finished() && after.Status.Finished()
 }
 
 // setReader records the reader whose shards Stats reports.

@@ -31,7 +31,8 @@ const (
 // the candidate acknowledged (its batch may be checkpointed). Stopped first, it is left
 // unacknowledged: the shard's next reader reads its record again.
 //
-// The first look is the record's new image when it carries the state (the inline ledger): no read.
+// The first look is the record's new image when it carries the state (the inline ledger, with
+// claims): no read.
 // The image may be stale; then the conditional writes refuse what it suggests, and every later
 // look reads the item (consistent).
 func (p *pass) followOne(t task) {
@@ -92,9 +93,11 @@ func (p *pass) followStep(t task, item map[string]types.AttributeValue, st ItemS
 	return false
 }
 
-// imageState is a record's new image with the state it carries: ok for the inline ledger only.
+// imageState is a record's new image with the state it carries: ok for the inline ledger only,
+// and not in complete-only mode, whose handler runs before its write: a stale image would run it
+// for a version handled already (the read costs less than a handler run).
 func (p *pass) imageState(image map[string]types.AttributeValue) (map[string]types.AttributeValue, ItemState, bool) {
-	if image == nil {
+	if image == nil || p.w.cfg.CompleteOnly {
 		return nil, ItemState{}, false
 	}
 	st, ok := p.e.ledger.StateOf(image)

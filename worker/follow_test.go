@@ -17,6 +17,7 @@ import (
 
 	"github.com/dynapart/dynapart/follow"
 	"github.com/dynapart/dynapart/internal/ddbtest"
+	"github.com/dynapart/dynapart/ledger"
 )
 
 // versionLog records every handler run of a follow test: which worker handled which value of
@@ -196,5 +197,70 @@ func waitHandled(t *testing.T, log *versionLog, want map[string]int) {
 			t.Fatalf("not every latest version was handled: %s", missing)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestFollowTransformHandlesItsOutputOnce: a follower whose handler transforms the item through an
+// item effect (seen := n, a counter added to) records the content the effect leaves as the version
+// handled, so the stream's record of that very write is no new version: each change is handled
+// once, not again and again. With claims and complete-only, both ledgers.
+func TestFollowTransformHandlesItsOutputOnce(t *testing.T) {
+	for _, v := range []struct {
+		name     string
+		kind     LedgerKind
+		complete bool
+	}{{"inline", LedgerInline, false}, {"inline-complete-only", LedgerInline, true}, {"table", LedgerTable, false}} {
+		t.Run(v.name, func(t *testing.T) {
+			t.Parallel()
+			testFollowTransform(t, v.kind, v.complete)
+		})
+	}
+}
+
+func testFollowTransform(t *testing.T, kind LedgerKind, completeOnly bool) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f := newFixture(t, 30)
+	_, _, err := follow.EnableStream(ctx, f.db, f.table)
+	require.NoError(t, err)
+	log := &versionLog{runs: map[string][]handledRun{}}
+	record := log.handler("w")
+	h := WithEffects(func(ctx context.Context, it Item) (*ledger.Effects, error) {
+		if err := record(ctx, it); err != nil {
+			return nil, err
+		}
+		return new(ledger.Effects).Item(ledger.Set("seen", it.Attrs["n"]), ledger.Add("runs", 1), ledger.Add("total", 0.25)), nil
+	})
+	cfg := f.config(kind)
+	cfg.Workers, cfg.Follow, cfg.Streams, cfg.StreamPoll, cfg.CompleteOnly = 1, true, streamsClient(t), 50*time.Millisecond, completeOnly
+	w, err := New(cfg)
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx, h) }()
+	want := map[string]int{}
+	for i := range 30 {
+		want[itemKey(i)] = i
+	}
+	waitHandled(t, log, want)
+	for i := range 10 {
+		setN(t, f, i, 100+i)
+		want[itemKey(i)] = 100 + i
+	}
+	waitHandled(t, log, want)
+	// Let the stream bring the effects' own writes, then look: nothing more was handled.
+	require.Eventually(t, func() bool {
+		fs := w.Stats().Follow
+		return fs != nil && fs.Records >= 40 && fs.Lag == 0
+	}, 30*time.Second, 20*time.Millisecond)
+	cancel()
+	<-done
+	for id, rs := range log.snapshot() {
+		var i int
+		_, _ = fmt.Sscanf(id, "item-%d", &i)
+		if i < 10 {
+			require.Len(t, rs, 2, "%s: its first version and its change, once each: %v", id, rs)
+		} else {
+			require.Len(t, rs, 1, "%s: %v", id, rs)
+		}
 	}
 }

@@ -116,15 +116,16 @@ func (p *pass) handle(wctx context.Context, t task, claim Claim) {
 	}
 
 	eff := item.effects.get()
-	if !eff.Empty() {
-		claim.Version = p.versionOf(t.item.Attrs, eff) // the content the effects leave
-	}
 	switch {
 	case herr == nil && p.completions != nil && eff.Empty():
 		p.completions <- completion{t: t, claim: claim, took: took}
 		return // the completer acknowledges it
 	case herr == nil:
-		p.completed(wctx, t, claim, p.e.ledger.CompleteWith(wctx, claim, c.Clock.Now(), eff), took)
+		// The completion records the content the effects leave; a refusal of the effects
+		// dead-letters the content as it is (claim's own version).
+		commit := claim
+		commit.Version = p.versionOf(t.item.Attrs, eff)
+		p.completed(wctx, t, claim, p.e.ledger.CompleteWith(wctx, commit, c.Clock.Now(), eff), took)
 	case p.workCtx.Err() != nil && !expiring:
 		p.interrupted(wctx, t, claim, took)
 		return
