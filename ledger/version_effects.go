@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"bytes"
 	"maps"
 	"math/big"
 	"slices"
@@ -53,8 +54,22 @@ func added(old, v types.AttributeValue) types.AttributeValue {
 		if o, ok := old.(*types.AttributeValueMemberNS); ok {
 			return &types.AttributeValueMemberNS{Value: union(o.Value, x.Value)}
 		}
+	case *types.AttributeValueMemberBS:
+		if o, ok := old.(*types.AttributeValueMemberBS); ok {
+			return &types.AttributeValueMemberBS{Value: unionBytes(o.Value, x.Value)}
+		}
 	}
 	return v
+}
+
+func unionBytes(a, b [][]byte) [][]byte {
+	out := slices.Clone(a)
+	for _, s := range b {
+		if !slices.ContainsFunc(out, func(e []byte) bool { return bytes.Equal(e, s) }) {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 func union(a, b []string) []string {

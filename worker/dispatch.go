@@ -140,6 +140,7 @@ func (p *pass) releaseUnsent(ts []task) {
 // attributes would push it past 400 KB): no retry can help. Counted, logged with its key and
 // skipped; it stays pending in the ledger, where `dynapart verify` counts it.
 func (p *pass) unprocessable(t task, err error) {
+	t.markFinished() // nothing can be done for it: a follower's candidate is resolved
 	p.w.stats.unprocessable.Add(1)
 	p.w.itemEvent(OutcomeUnprocessable, t.key, p.lease.Slot(), 0, 0)
 	p.w.cfg.Logger.Error("dynapart: an item cannot be claimed and is skipped (too large for the inline ledger? use the table ledger)",

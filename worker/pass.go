@@ -67,7 +67,8 @@ type task struct {
 	// follow: a candidate of the stream (follow.go), resolved by followOne; item.Attrs is the
 	// record's new image.
 	follow bool
-	// finished, when set, is told that the item moved to done (see followOne).
+	// finished, when set, is told that the item needs nothing more (see followOne): it moved to
+	// done, or it cannot be processed at all (unprocessable).
 	finished *atomic.Bool
 }
 
