@@ -8,7 +8,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 
+	"github.com/dynapart/dynapart/follow"
 	"github.com/dynapart/dynapart/lock"
 	"github.com/dynapart/dynapart/worker"
 )
@@ -30,6 +32,10 @@ type pageReads struct {
 	LedgerReads     int64   `json:"ledger_reads"`
 	LedgerRequests  int64   `json:"ledger_requests"`
 	LedgerReadUnits float64 `json:"ledger_read_units"`
+	// StreamRequests are the DynamoDB Streams requests of the stream's reads (DescribeStream,
+	// GetShardIterator, GetRecords; a group that follows a stream only); the GetItems of its
+	// shards' leases count in LeaseRequests and LeaseReadUnits.
+	StreamRequests int64 `json:"stream_requests"`
 	// Views are the documents served (each poll of the page, each GET of /api/status); a view
 	// reads nothing from DynamoDB.
 	Views int64 `json:"views"`
@@ -72,8 +78,8 @@ func metered[In, Out any](m *readMeter, in *In, ask func(*In) *types.ReturnConsu
 	return out, err
 }
 
-// meteredLeaseDB is the lease table's client of the page, its Queries metered (the page reads
-// the group with GroupStatus: one Query).
+// meteredLeaseDB is the lease table's client of the page, its reads metered (the page reads
+// the group with GroupStatus: one Query; a followed stream's shard leases with a GetItem each).
 type meteredLeaseDB struct {
 	lock.DynamoDBClient
 	m *readMeter
@@ -85,6 +91,36 @@ func (d meteredLeaseDB) Query(ctx context.Context, in *dynamodb.QueryInput, opts
 			return d.DynamoDBClient.Query(ctx, in, opts...)
 		},
 		func(out *dynamodb.QueryOutput) *types.ConsumedCapacity { return out.ConsumedCapacity })
+}
+
+func (d meteredLeaseDB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	return metered(d.m, in, func(in *dynamodb.GetItemInput) *types.ReturnConsumedCapacity { return &in.ReturnConsumedCapacity },
+		func(in *dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) {
+			return d.DynamoDBClient.GetItem(ctx, in, opts...)
+		},
+		func(out *dynamodb.GetItemOutput) *types.ConsumedCapacity { return out.ConsumedCapacity })
+}
+
+// meteredStreams is the page's DynamoDB Streams client, its requests counted (the Streams API
+// reports no capacity).
+type meteredStreams struct {
+	follow.StreamsClient
+	m *readMeter
+}
+
+func (s meteredStreams) DescribeStream(ctx context.Context, in *dynamodbstreams.DescribeStreamInput, opts ...func(*dynamodbstreams.Options)) (*dynamodbstreams.DescribeStreamOutput, error) {
+	s.m.add(nil)
+	return s.StreamsClient.DescribeStream(ctx, in, opts...)
+}
+
+func (s meteredStreams) GetShardIterator(ctx context.Context, in *dynamodbstreams.GetShardIteratorInput, opts ...func(*dynamodbstreams.Options)) (*dynamodbstreams.GetShardIteratorOutput, error) {
+	s.m.add(nil)
+	return s.StreamsClient.GetShardIterator(ctx, in, opts...)
+}
+
+func (s meteredStreams) GetRecords(ctx context.Context, in *dynamodbstreams.GetRecordsInput, opts ...func(*dynamodbstreams.Options)) (*dynamodbstreams.GetRecordsOutput, error) {
+	s.m.add(nil)
+	return s.StreamsClient.GetRecords(ctx, in, opts...)
 }
 
 // meteredLedgerDB is the ledger's client of the page, its scans metered (the page's ledger only

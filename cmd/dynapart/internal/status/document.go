@@ -45,9 +45,12 @@ type Document struct {
 	Ledger *ledgerState `json:"ledger"`
 	// Reads are what the page's server has read since it started: its cost (null for --json).
 	Reads *pageReads `json:"reads"`
+	// Stream is the table's stream as the group's readers follow it (work --follow): its shards'
+	// owners, positions and lags; null when the group does not follow a stream. The versions
+	// handled, superseded and unchanged are the workers' counters: see Worker and their metrics.
+	Stream *streamDoc `json:"stream"`
 	// Error is the last sample's error, when it failed; the rest is from the sample before.
 	Error string `json:"error,omitempty"`
-	// The follow mode's stream lag (issue 35) is to be a field here once workers record it.
 }
 
 // slotDoc is one slot. Progress is read from the slot's checkpoint; null before its first one.
@@ -56,6 +59,9 @@ type slotDoc struct {
 	// State is one of working (lease held), finished, released, expired (held once, not renewed)
 	// or free (never acquired).
 	State string `json:"state"`
+	// Following says the slot's share was read and its holders follow the table's stream (work
+	// --follow) instead of scanning it again.
+	Following bool `json:"following"`
 	// Progress counts the slot's items; null when not known.
 	Progress *slotProgress `json:"progress"`
 	// Fraction is how far the slot's share is, 0..1: its items done or failed / the share
@@ -147,10 +153,13 @@ type groupReader interface {
 }
 
 // reader is the groupReader of a lease table: one Query of the group's items per read, and a
-// DescribeTable of the source table every statusItemsEvery for the share estimate.
+// DescribeTable of the source table every statusItemsEvery for the share estimate; for a group
+// that follows the table's stream, its shards every streamEvery.
 type reader struct {
 	locks *lock.Client
 	group string
+	// stream reads the stream of a group that follows one (nil: not read).
+	stream *streamWatch
 	// tables describes the source table for the share estimate (nil: no estimate); items is
 	// its last item count, read at itemsAt.
 	tables  tableDescriber
@@ -169,9 +178,10 @@ func (r *reader) read(ctx context.Context, now time.Time) (*Document, error) {
 		PausedReason: pausedReason(st), Budget: newBudgetDoc(st.Budget), Slots: []slotDoc{}, Throughput: throughput{Samples: []sample{}}}
 	plan := planOf(st)
 	for _, s := range st.Slots {
-		doc.Slots = append(doc.Slots, slotDoc{slotJSON: newSlotJSON(s, plan), State: slotState(s)})
+		doc.Slots = append(doc.Slots, slotDoc{slotJSON: newSlotJSON(s, plan), State: slotState(s), Following: followsStream(s.Checkpoint)})
 	}
 	r.fillProgress(ctx, doc, st, now)
+	doc.Stream = r.stream.doc(ctx, st, now)
 	return doc, nil
 }
 

@@ -186,8 +186,13 @@ func (s *pageFlags) newPage(cmd *cobra.Command, g *cli.Globals, group, leaseTabl
 	if err != nil {
 		return nil, err
 	}
-	page := newPage(&reader{locks: locks, group: group, tables: db}, s.interval, realClock())
-	page.lease = lease
+	streams, err := g.StreamsClient(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rd := &reader{locks: locks, group: group, tables: db}
+	page := newPage(rd, s.interval, realClock())
+	page.lease, page.streams = lease, rd.watchStream(streams)
 	if s.readsLedger() {
 		page.ledger = newLedgerCache(s.ledgerInterval, page.clock, func(ctx context.Context, meta map[string]string, m *readMeter) (worker.Ledger, cli.LedgerFlags, error) {
 			lf, ok := s.ledgerOf(meta)
@@ -233,8 +238,12 @@ func WorkerPage(g *cli.Globals, lf cli.LedgerFlags, w *worker.Worker) (*Page, er
 	if err != nil {
 		return nil, err
 	}
-	p := newPage(&reader{locks: lc, group: cfg.Group, tables: cfg.Client}, workerPageEvery, realClock())
+	rd := &reader{locks: lc, group: cfg.Group, tables: cfg.Client}
+	p := newPage(rd, workerPageEvery, realClock())
 	p.always, p.lease, p.stats, p.owner = false, lease, w.Stats, cfg.Owner
+	if cfg.Streams != nil { // a worker that follows the stream (as every worker of its group does)
+		p.streams = rd.watchStream(cfg.Streams)
+	}
 	p.ledger = newLedgerCache(defaultLedgerEvery, p.clock, func(ctx context.Context, _ map[string]string, m *readMeter) (worker.Ledger, cli.LedgerFlags, error) {
 		led, err := lf.OpenVia(ctx, g, func(db worker.LedgerClient) worker.LedgerClient { return meteredLedgerDB{db, m} })
 		return led, lf, err

@@ -62,6 +62,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 	require.Regexp(t, `<div class="value" id="eta">(\d+h )?(\d+m )?\d+s</div>`, dom, "an ETA while items remain")
 	require.Contains(t, dom, "1 free slot counted at that rate")
 	require.Contains(t, dom, `<div class="value state-running" id="group-state">running</div>`)
+	require.Contains(t, dom, `<div class="card wide" id="stream-card" hidden="">`, "no stream: no stream card")
 	saveScreenshot(t, chromium, dir, url)
 	doc := getStatus(t, url+"api/status")
 	require.Equal(t, doc.Reads.GroupReads, doc.Reads.LeaseRequests, "one Query per sample, none per view: %+v", doc.Reads)

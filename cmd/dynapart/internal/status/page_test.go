@@ -327,6 +327,7 @@ func TestStatusPageHandlers(t *testing.T) {
 	require.Nil(t, d.Items, "no ledger: no counts")
 	require.Nil(t, d.Ledger)
 	require.True(t, strings.Contains(body, `"progress":null`), "per-slot progress is a field, null when unknown")
+	require.True(t, strings.Contains(body, `"stream":null`), "a group that does not follow a stream: stream is null")
 	require.Equal(t, int64(1), d.Reads.GroupReads)
 	require.Positive(t, d.Reads.LeaseReadUnits, "the group read's cost, as DynamoDB Local reported it")
 	requests := d.Reads.LeaseRequests

@@ -39,12 +39,13 @@ type groupProgress struct {
 	// without an estimate. Fraction is Done / ItemsEstimate (0..1), null without one.
 	Left     *int64   `json:"left"`
 	Fraction *float64 `json:"fraction"`
-	// ETASeconds is the group's: 0 when every slot is finished or nothing is left; else Left at
-	// Rate, so the shares of free slots (no worker) count at the rate of the working ones, and no
-	// sooner than the slowest working slot's own ETA; null when it cannot be told (no estimate, or
-	// no slot reading).
+	// ETASeconds is the group's: 0 when every slot is finished (or follows the stream, its share
+	// read) or nothing is left; else Left at Rate, so the shares of free slots (no worker) count
+	// at the rate of the working ones, and no sooner than the slowest working slot's own ETA; null
+	// when it cannot be told (no estimate, or no slot reading).
 	ETASeconds *float64 `json:"eta_seconds"`
-	// FreeSlots counts the slots 0..N-1 neither finished nor held: their shares wait for a worker.
+	// FreeSlots counts the slots 0..N-1 neither finished, following nor held: their shares wait
+	// for a worker.
 	FreeSlots int `json:"free_slots"`
 }
 
@@ -74,26 +75,28 @@ func shareOf(items *int64, n int) *int64 {
 
 // slotProgressOf reads a slot's counts from its checkpoint: nil (unknown) when it has none or it
 // cannot be read. fraction is the share's items the slot has moved to done or failed (1 when
-// finished), nil when unknown; the ETA is the rest of the current pass's reading at its rate.
+// finished or following the stream: the share was read), nil when unknown; the ETA is the rest of
+// the current pass's reading at its rate.
 func slotProgressOf(s lock.SlotStatus, share *int64) (p *slotProgress, fraction *float64) {
-	if s.Finished {
+	read := s.Finished || followsStream(s.Checkpoint)
+	if read {
 		one := 1.0
 		fraction = &one
 	}
 	if s.Checkpoint == "" {
 		return nil, fraction
 	}
-	sp, err := worker.ParseSlotProgress(s.Checkpoint)
-	if err != nil && sp.Done == 0 && sp.Scanned == 0 && sp.Elapsed == 0 {
+	sp, err := worker.ParseSlotProgress(s.Checkpoint) // a follow mark is no scan position: an error, the counts kept
+	if err != nil && !read && sp.Done == 0 && sp.Scanned == 0 && sp.Elapsed == 0 {
 		return nil, fraction
 	}
 	p = &slotProgress{Done: sp.Done, Failed: sp.Failed, Scanned: sp.Scanned, Pass: sp.Pass + 1,
 		ElapsedSeconds: sp.Elapsed.Seconds(), ShareEstimate: share}
-	if !s.Finished {
+	if !read {
 		p.Rate = sp.Rate()
 	}
 	switch {
-	case s.Finished:
+	case read:
 		zero := 0.0
 		p.ETASeconds = &zero
 	case share != nil && *share > 0:
@@ -114,7 +117,7 @@ func groupProgressOf(slots []slotDoc, n int, items *int64) *groupProgress {
 	var slowest *float64
 	for _, s := range slots {
 		switch {
-		case s.Slot < n && s.Finished:
+		case s.Slot < n && (s.Finished || s.Following): // a following slot's share was read
 			finished++
 		case s.Slot < n && !s.Held:
 			g.FreeSlots++
@@ -125,7 +128,7 @@ func groupProgressOf(slots []slotDoc, n int, items *int64) *groupProgress {
 		}
 		known = true
 		g.Done, g.Failed, g.Scanned = g.Done+p.Done, g.Failed+p.Failed, g.Scanned+p.Scanned
-		if s.Finished {
+		if s.Finished || s.Following {
 			continue
 		}
 		g.Rate += p.Rate
@@ -189,7 +192,7 @@ func printProgressText(w io.Writer, slots []lock.SlotStatus, n int, items *int64
 	share := shareOf(items, n)
 	docs := make([]slotDoc, len(slots))
 	for i, s := range slots {
-		docs[i] = slotDoc{slotJSON: slotJSON{Slot: s.Slot, Finished: s.Finished, Held: s.Held}}
+		docs[i] = slotDoc{slotJSON: slotJSON{Slot: s.Slot, Finished: s.Finished, Held: s.Held}, Following: followsStream(s.Checkpoint)}
 		docs[i].Progress, _ = slotProgressOf(s, share)
 	}
 	g := groupProgressOf(docs, n, items)

@@ -51,6 +51,8 @@ type Page struct {
 	// workerPageIdle of a view (a worker's page: a fleet would multiply the reads).
 	always bool
 	lease  *readMeter // the group reads' cost
+	// streams counts the requests of the stream's reads (a group that follows one); nil: none.
+	streams *readMeter
 	// stats and owner are the serving worker's; stats is nil outside a worker.
 	stats   func() worker.Stats
 	owner   string
@@ -201,6 +203,9 @@ func (p *Page) compose(now time.Time) (*Document, error) {
 	var read *ledgerRead
 	reads := &pageReads{Since: p.since.UTC(), GroupReads: p.reads, Views: p.views}
 	reads.LeaseRequests, reads.LeaseReadUnits = p.lease.total()
+	if p.streams != nil {
+		reads.StreamRequests, _ = p.streams.total()
+	}
 	if p.ledger != nil {
 		doc.Items, doc.DeadLetters, doc.Ledger, read = p.ledger.snapshot(now)
 		reads.LedgerReads, reads.LedgerRequests, reads.LedgerReadUnits = p.ledger.counts()

@@ -3,11 +3,11 @@
 // plan.go) and the live page that serves it (--serve: page.go and web/, also served by a worker's
 // --metrics-addr). The page's server samples the group on its own clock (sampler.go, throughput.go)
 // and reads the ledger at an interval of its own (ledgerread.go), both metered (cost.go); where
-// the ledger is comes from the group's meta item (groupledger.go).
+// the ledger is comes from the group's meta item (groupledger.go). A group that follows its
+// table's stream gets its shards, owners, positions and lag (stream.go, read by streamread.go).
 package status
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -67,6 +67,19 @@ done, items left and ETA (the shares of free slots counted at the group's rate).
 is estimated as the table's item count (DescribeTable) / N, so the ETA is an estimate. No scan
 of the table.
 
+A group that follows its table's stream (work --follow; shown once a slot has read its share and
+follows the stream: its position says "following the stream") gets a stream section: the
+stream's ARN, its lag (the age of the oldest record after a shard's position, the largest over the
+shards; 0: caught up) and per shard its parent, owner (the worker holding its lease, or free),
+whether it is finished (read to its end) and its position (the sequence number of the last record
+resolved) and lag (JSON: "stream", null for other groups). A read of the stream costs one
+DescribeStream and, per shard not finished, one GetItem of its lease, one GetShardIterator and
+one GetRecords of one record (and a DescribeTable for the stream's ARN once a minute); the page
+reads it at most every 5 s. Record creation times are rounded down by DynamoDB (DynamoDB
+Local: to the minute), so a lag is rounded up. The versions handled, superseded and unchanged are
+each worker's counters, not in the lease table: they are in its --progress and --metrics-addr
+(dynapart_follow_*, and its page's worker section).
+
 The source table, the ledger, the job, the ledger table and the attribute prefix are read from
 the group's meta item (the work command recorded them): --table and the ledger flags are not
 needed, and one that disagrees with the group is refused (exit 2).
@@ -81,7 +94,8 @@ document at /api/status; it runs until interrupted. The page's server reads the 
 --interval whether or not anyone watches, so the chart has the job's history from before the
 first view, and the ledger every --ledger-interval (default 5m), one read at a time, shown with
 its age and its cost in read units; a view reads nothing, so an open page costs one Query of the
-lease table per --interval plus one ledger read per --ledger-interval however many people watch.
+lease table per --interval plus one ledger read per --ledger-interval (and a followed stream's
+read every 5 s) however many people watch.
 The page's files are in the binary.`
 
 // New is `dynapart status`.
@@ -91,7 +105,7 @@ func New(g *cli.Globals) *cobra.Command {
 	var live pageFlags
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "Show a group's slots: owner, token, expiry, checkpoint, finished",
+		Short: "Show a group's slots: owner, token, expiry, checkpoint, finished; a followed stream's shards and lag",
 		Long:  statusLong,
 		Example: `  dynapart status --group users/default
   dynapart status --group users/default --json | jq '.slots[] | select(.held)'
@@ -105,36 +119,7 @@ func New(g *cli.Globals) *cobra.Command {
 			if asJSON || live.serve != "" {
 				return live.run(cmd, g, group, leaseTable)
 			}
-			ctx := cmd.Context()
-			lc, db, err := g.LeaseClientAndDB(ctx, leaseTable)
-			if err != nil {
-				return err
-			}
-			st, err := lc.GroupStatus(ctx, group)
-			if err != nil {
-				return err
-			}
-			if err := checkLedgerFlags(cmd.Flags(), live.ledger, st.Meta); err != nil {
-				return err
-			}
-			out := statusJSON{Group: group, Workers: st.N, Epoch: st.Epoch, Meta: st.Meta, Finished: groupFinished(st), Paused: st.Paused,
-				Reason: st.PausedReason, Budget: st.Budget}
-			plan := planOf(st)
-			for _, s := range st.Slots {
-				out.Slots = append(out.Slots, newSlotJSON(s, plan))
-			}
-			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(out)
-			}
-			if st.N == 0 {
-				fmt.Fprintf(cmd.OutOrStdout(), "group %q has never run (no slots in %q)\n", group, leaseTable)
-				return nil
-			}
-			printText(cmd.OutOrStdout(), out)
-			printProgressText(cmd.OutOrStdout(), st.Slots, st.N, estimateItems(ctx, db, st.Meta["table"]), st.Paused)
-			return nil
+			return printStatus(cmd, g, group, leaseTable, live.ledger)
 		},
 	}
 	f := cmd.Flags()
@@ -143,6 +128,45 @@ func New(g *cli.Globals) *cobra.Command {
 	f.BoolVar(&asJSON, "json", false, "print JSON for scripts (the document the live page serves)")
 	live.add(f)
 	return cmd
+}
+
+// printStatus prints the group for people: its settings and slots, their progress, and the
+// stream of a group that follows one.
+func printStatus(cmd *cobra.Command, g *cli.Globals, group, leaseTable string, ledger cli.LedgerFlags) error {
+	ctx := cmd.Context()
+	lc, db, err := g.LeaseClientAndDB(ctx, leaseTable)
+	if err != nil {
+		return err
+	}
+	st, err := lc.GroupStatus(ctx, group)
+	if err != nil {
+		return err
+	}
+	if err := checkLedgerFlags(cmd.Flags(), ledger, st.Meta); err != nil {
+		return err
+	}
+	out := cmd.OutOrStdout()
+	if st.N == 0 {
+		fmt.Fprintf(out, "group %q has never run (no slots in %q)\n", group, leaseTable)
+		return nil
+	}
+	text := statusJSON{Group: group, Workers: st.N, Epoch: st.Epoch, Meta: st.Meta, Finished: groupFinished(st), Paused: st.Paused,
+		Reason: st.PausedReason, Budget: st.Budget}
+	plan := planOf(st)
+	for _, s := range st.Slots {
+		text.Slots = append(text.Slots, newSlotJSON(s, plan))
+	}
+	printText(out, text)
+	printProgressText(out, st.Slots, st.N, estimateItems(ctx, db, st.Meta["table"]), st.Paused)
+	if !follows(st) {
+		return nil
+	}
+	streams, err := g.StreamsClient(ctx)
+	if err != nil {
+		return err
+	}
+	printStreamText(out, newStreamWatch(streams, db, lc, group).doc(ctx, st, time.Now()))
+	return nil
 }
 
 func orDash(s string) string {
@@ -199,6 +223,9 @@ func positionSummary(cp string) string {
 		return "-"
 	}
 	p, err := worker.ParseSlotProgress(cp)
+	if followsStream(cp) { // the pass that read the share is complete: Pass counts it
+		return fmt.Sprintf("pass %d read, following the stream", p.Pass)
+	}
 	if err != nil {
 		return fmt.Sprintf("unreadable checkpoint (%d bytes)", len(cp))
 	}

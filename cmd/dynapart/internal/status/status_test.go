@@ -51,6 +51,8 @@ func TestStatusReadsTheLedgerFromTheGroup(t *testing.T) {
 	require.Equal(t, 0.0, *d.Throughput.ETASeconds)
 	require.Equal(t, int64(0), *d.Progress.Left)
 	require.Equal(t, int64(1), d.Reads.GroupReads)
+	require.Nil(t, d.Stream, "a once job follows no stream")
+	require.Zero(t, d.Reads.StreamRequests)
 
 	// --table alone: the rest from the group; the ledger's counts with their cost.
 	d = status1("--table", table, "--ledger-table", "ignored-for-an-inline-ledger")

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/dynapart/dynapart/cmd/dynapart/internal/cli"
+	"github.com/dynapart/dynapart/follow"
 	"github.com/dynapart/dynapart/worker"
 )
 
@@ -65,7 +66,56 @@ func newMetrics(w func() worker.Stats) *metrics {
 			return 0
 		}),
 	)
+	m.reg.MustRegister(followCollectors(counter, gauge)...)
 	return m
+}
+
+// statFunc makes a collector of a worker stat.
+type statFunc func(name, help string, f func(worker.Stats) float64) prometheus.Collector
+
+// followCollectors are the metrics of following the table's stream (work --follow, Stats.Follow):
+// 0 for a worker that does not follow it.
+func followCollectors(counter, gauge statFunc) []prometheus.Collector {
+	of := func(f func(*worker.FollowStats) float64) func(worker.Stats) float64 {
+		return func(s worker.Stats) float64 {
+			if s.Follow == nil {
+				return 0
+			}
+			return f(s.Follow)
+		}
+	}
+	return []prometheus.Collector{
+		counter("dynapart_follow_records_total", "Stream records read (work --follow).",
+			of(func(f *worker.FollowStats) float64 { return float64(f.Records) })),
+		counter("dynapart_follow_versions_handled_total", "Item versions handled from the stream's records (done or dead-lettered at the version).",
+			of(func(f *worker.FollowStats) float64 { return float64(f.Handled) })),
+		counter("dynapart_follow_versions_superseded_total", "Stream records whose version was handled already (by a pass, a newer record or a reader before a takeover) or that a later record of the item in the same batch superseded.",
+			of(func(f *worker.FollowStats) float64 { return float64(f.Superseded) })),
+		counter("dynapart_follow_versions_unchanged_total", "Stream records of writes that changed no content (the inline ledger's own writes, rewrites of the same values).",
+			of(func(f *worker.FollowStats) float64 { return float64(f.Unchanged) })),
+		counter("dynapart_follow_deleted_total", "Stream records of deleted items (and candidates found deleted): nothing to handle.",
+			of(func(f *worker.FollowStats) float64 { return float64(f.Deleted) })),
+		counter("dynapart_follow_rescans_total", "Passes made because the stream no longer held a shard's records after its checkpoint (older than its retention).",
+			of(func(f *worker.FollowStats) float64 { return float64(f.Rescans) })),
+		counter("dynapart_follow_consumed_read_capacity_units_total", "Read capacity units of the consistent reads of the items the stream's records named.",
+			of(func(f *worker.FollowStats) float64 { return f.RCU })),
+		gauge("dynapart_follow_lag_seconds", "Age of the oldest stream record read and not yet resolved, over the shards this worker reads; 0 when caught up.",
+			of(func(f *worker.FollowStats) float64 { return f.Lag.Seconds() })),
+		gauge("dynapart_follow_shards", "Stream shards this worker reads now (holds the lease of).",
+			of(func(f *worker.FollowStats) float64 { return float64(heldShards(f.Shards)) })),
+	}
+}
+
+// heldShards counts the shards this worker holds the lease of (Stats.Follow.Shards also lists the
+// others of its last listing of the stream).
+func heldShards(shards []follow.ShardStat) int {
+	n := 0
+	for _, s := range shards {
+		if s.Owner != "" {
+			n++
+		}
+	}
+	return n
 }
 
 func (m *metrics) hooks() worker.Hooks {

@@ -59,10 +59,11 @@
       short = known(p.share_estimate) && !s.finished
         ? fmtInt(handled) + " / ~" + fmtInt(p.share_estimate) + (known(s.fraction) ? " · " + fmtPct(s.fraction) : "")
         : fmtInt(p.done) + " done";
-      details.push("pass " + p.pass, fmtInt(p.scanned) + " scanned", fmtInt(p.failed) + " failed");
+      details.push(s.following ? "pass " + (p.pass - 1) + " read" : "pass " + p.pass, fmtInt(p.scanned) + " scanned", fmtInt(p.failed) + " failed");
       if (!s.finished && p.rate > 0) details.push(p.rate.toFixed(0) + "/s", "ETA " + fmtDuration(p.eta_seconds));
     }
     if (s.finished) short = "finished" + (p ? " · " + fmtInt(p.done) + " done" : "");
+    else if (s.following) short = "following the stream" + (p ? " · " + fmtInt(p.done) + " done" : "");
     if (doc.paused && s.state === "working") details.push("paused");
     if (s.retired) details.push("retired by a scale-down");
     else if (s.segments) details.push("units " + s.segments);
@@ -162,6 +163,41 @@
     text($("budget-note"), b.reached ? "reached: the group paused itself" : fmtPct(frac) + " of the budget consumed");
   }
 
+  // fmtLag is a stream's lag: "–" unknown, "caught up" at 0, else its age.
+  function fmtLag(s) {
+    if (!known(s)) return "–";
+    if (s === 0) return "caught up";
+    return s < 1 ? "<1s" : fmtDuration(s);
+  }
+
+  // renderStream shows the stream of a group that follows one (hidden otherwise): its lag in a
+  // card, and its shards with their owner, position, finished flag and lag.
+  function renderStream(doc) {
+    const st = doc.stream;
+    $("stream-card").hidden = !st;
+    $("stream-section").hidden = !st;
+    if (!st) return;
+    const lag = fmtLag(st.lag_seconds);
+    text($("stream-lag"), known(st.lag_seconds) && st.lag_seconds > 0 ? "lag " + lag : lag);
+    const held = st.shards.filter((s) => s.owner).length, finished = st.shards.filter((s) => s.finished).length;
+    const counts = st.shards.length + " shard" + (st.shards.length === 1 ? "" : "s") + ": " + held + " read, " +
+      (st.shards.length - held - finished) + " free, " + finished + " finished";
+    text($("stream-note"), counts + " · read at " + fmtTime(st.read_at) + (st.error ? " · the last read failed: " + st.error : ""));
+    text($("stream-count"), counts);
+    text($("stream-arn"), st.arn);
+    const body = $("stream-shards").querySelector("tbody");
+    body.replaceChildren();
+    for (const s of st.shards) {
+      const tr = document.createElement("tr");
+      tr.dataset.shard = s.shard;
+      const lagCell = td(s.finished ? "–" : s.error ? "?" : fmtLag(s.lag_seconds), "lag" + (s.lag_seconds > 0 ? " behind" : ""));
+      if (s.error) lagCell.title = s.error;
+      tr.append(td(s.shard, "shard fits"), td(s.parent || "–", "parent fits"), td(s.owner || "free", "owner"),
+        td(s.finished ? "yes" : "no", "finished"), td(s.position || "–", "position fits"), lagCell);
+      body.append(tr);
+    }
+  }
+
   function renderLedger(doc) {
     const l = doc.ledger;
     let note;
@@ -181,7 +217,8 @@
     const r = doc.reads;
     text($("reads"), r ? "this page's reads since " + fmtTime(r.since) + ": " + fmtInt(r.group_reads) + " group reads (" +
       fmtUnits(r.lease_read_units) + " RCU), " + fmtInt(r.ledger_reads) + " ledger reads (" + fmtUnits(r.ledger_read_units) +
-      " RCU); " + fmtInt(r.views) + " views, which read nothing" : "");
+      " RCU)" + (r.stream_requests > 0 ? ", " + fmtInt(r.stream_requests) + " stream requests" : "") + "; " +
+      fmtInt(r.views) + " views, which read nothing" : "");
   }
 
   function renderDeadLetters(doc) {
@@ -214,6 +251,12 @@
     const rows = [["slot", w.slot], ["token", w.token], ["state", w.state], ["completed", w.completed],
       ["scanned", w.scanned], ["retried", w.retried], ["dead lettered", w.dead_lettered],
       ["takeovers", w.takeovers], ["RCU", w.rcu.toFixed(1)], ["WCU", w.wcu.toFixed(1)]];
+    const f = w.follow;
+    if (f) {
+      rows.push(["stream records", f.records], ["versions handled", f.handled], ["versions superseded", f.superseded],
+        ["versions unchanged", f.unchanged], ["deleted", f.deleted], ["rescans", f.rescans],
+        ["stream lag", fmtLag(f.lag_ns / 1e9)], ["shards read", (f.shards || []).filter((s) => s.Owner).length]);
+    }
     for (const [k, v] of rows) {
       const tr = document.createElement("tr");
       tr.dataset.stat = k;
@@ -237,6 +280,7 @@
     document.title = "dynapart · " + doc.group;
     renderCounts(doc);
     renderSlots(doc);
+    renderStream(doc);
     window.dynapartChart($("chart"), $("chart-note"), doc);
     renderWorker(doc);
     renderLedger(doc);
