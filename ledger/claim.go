@@ -68,14 +68,22 @@ func (l *core) claimOne(ctx context.Context, r ClaimRequest, rowKey Key) (ClaimO
 	vals := l.requestVals(r)
 	in := l.input(op, rowKey, vals)
 	in.ReturnValues = types.ReturnValueUpdatedNew
+	wantItem := r.WantItem && l.prefix != "" // the inline ledger's row is the item
+	if wantItem {
+		in.ReturnValues = types.ReturnValueAllNew
+	}
 	in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
 	out, err := l.update(ctx, in)
-	if err == nil && r.Fresh {
-		// OpClaimFresh sets attempt 1 (an answer may leave out a value the write did not change).
-		return claimed(r, 1), nil
-	}
 	if err == nil {
-		return claimed(r, int(attrNum(out.Attributes[l.names[aAttempts]]))), nil
+		o := claimed(r, int(attrNum(out.Attributes[l.names[aAttempts]])))
+		if r.Fresh {
+			// OpClaimFresh sets attempt 1 (an answer may leave out a value the write did not change).
+			o.Claim.Attempt = 1
+		}
+		if wantItem {
+			o.Item = out.Attributes
+		}
+		return o, nil
 	}
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {

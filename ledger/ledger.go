@@ -78,6 +78,11 @@ type ClaimRequest struct {
 	// handler sees it, after the item's own effects): a versioned ledger records it with the
 	// write that finishes the item. Claims carry it on to their Claim.
 	Version string
+	// WantItem asks a single claim of the inline ledger to return the item as the claim left it
+	// (ClaimOutcome.Item): the content as of the claim, which no later write of another worker's
+	// can have handled. The table ledger's row is not the item: Item stays nil there, as for a
+	// claim settled after a lost answer.
+	WantItem bool
 }
 
 // Claim is a claim held by the caller. Its ID fences every later write.
@@ -106,6 +111,9 @@ type ClaimOutcome struct {
 	// refused the write for this item in a batch, e.g. because the inline ledger's attributes would
 	// push it past 400 KB. No retry can help. (A single claim reports this as Claim's error.)
 	Err error
+	// Item is the item as the claim left it, when the request asked for it (WantItem) and the
+	// ledger could give it; nil otherwise.
+	Item map[string]types.AttributeValue
 }
 
 // Result is what a write without a claim (CompleteOnly, FailOnly) did.

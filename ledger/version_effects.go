@@ -45,14 +45,14 @@ func added(old, v types.AttributeValue) types.AttributeValue {
 		if !okA || !okB {
 			return v
 		}
-		return &types.AttributeValueMemberN{Value: numberForm(a.Add(a, b).FloatString(40))}
+		return &types.AttributeValueMemberN{Value: exactDecimal(a.Add(a, b))}
 	case *types.AttributeValueMemberSS:
 		if o, ok := old.(*types.AttributeValueMemberSS); ok {
 			return &types.AttributeValueMemberSS{Value: union(o.Value, x.Value)}
 		}
 	case *types.AttributeValueMemberNS:
 		if o, ok := old.(*types.AttributeValueMemberNS); ok {
-			return &types.AttributeValueMemberNS{Value: union(o.Value, x.Value)}
+			return &types.AttributeValueMemberNS{Value: unionNumbers(o.Value, x.Value)}
 		}
 	case *types.AttributeValueMemberBS:
 		if o, ok := old.(*types.AttributeValueMemberBS); ok {
@@ -66,6 +66,30 @@ func unionBytes(a, b [][]byte) [][]byte {
 	out := slices.Clone(a)
 	for _, s := range b {
 		if !slices.ContainsFunc(out, func(e []byte) bool { return bytes.Equal(e, s) }) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// exactDecimal is r, a sum of decimals, written out exactly (its denominator divides a power of
+// ten), in canonicalNumber's form.
+func exactDecimal(r *big.Rat) string {
+	ten, p := big.NewInt(10), big.NewInt(1)
+	for k := 0; k <= 400; k++ {
+		if new(big.Int).Mod(p, r.Denom()).Sign() == 0 {
+			return numberForm(r.FloatString(k))
+		}
+		p.Mul(p, ten)
+	}
+	return numberForm(r.FloatString(400))
+}
+
+// unionNumbers is a union of number sets whose members are compared as numbers ("1.0" is 1).
+func unionNumbers(a, b []string) []string {
+	out := slices.Clone(a)
+	for _, s := range b {
+		if !slices.ContainsFunc(out, func(e string) bool { return numberForm(e) == numberForm(s) }) {
 			out = append(out, s)
 		}
 	}

@@ -48,10 +48,17 @@ func checkVersioned(t *testing.T, l Ledger) {
 	ctx := context.Background()
 	k := lcKey(0)
 	r := lcReq(k, "w1", 0, 1, lcT0)
-	r.Version = "v1"
+	r.Version, r.WantItem = "v1", true
 	o := lcClaim(t, l, r)
 	require.True(t, o.Claimed)
 	require.Equal(t, "v1", o.Claim.Version)
+	require.Equal(t, 1, o.Claim.Attempt)
+	if _, inline := l.(*Inline); inline {
+		require.Equal(t, k["id"], o.Item["id"], "the inline ledger's claim returns the item as it left it")
+		require.Equal(t, &types.AttributeValueMemberS{Value: "claimed"}, o.Item["dp_status"])
+	} else {
+		require.Nil(t, o.Item, "the table ledger's row is not the item")
+	}
 	require.NoError(t, l.Complete(ctx, o.Claim, lcT0))
 	st, err := l.State(ctx, k)
 	require.NoError(t, err)

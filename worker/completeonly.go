@@ -62,6 +62,7 @@ func (p *pass) completeOnly(wctx context.Context, t task, now time.Time) {
 	item := Item{Key: t.key, Attrs: t.item.Attrs, Attempt: max(t.attempt, 1), Slot: slot, Token: p.lease.Token(),
 		IdempotencyKey: idempotencyKey(c.Job, c.Table, t.key), effects: &effectSlot{}, Version: p.versionOf(t.item.Attrs, nil)}
 	start := time.Now()
+	t.markRan()
 	herr, gaveUp := p.w.runWithGrace(p.workCtx, p.h, item)
 	took := time.Since(start)
 	if gaveUp {

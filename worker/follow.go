@@ -148,7 +148,7 @@ func (p *pass) candidates(changes []Change) []candidate {
 			st.followDeleted.Add(1)
 			continue
 		}
-		if ch.OldImage != nil && (p.ownFinish(ch) || p.e.ledger.ContentVersion(ch.OldImage) == p.e.ledger.ContentVersion(ch.NewImage)) {
+		if ch.OldImage != nil && (p.ownFinish(ch) || p.contentVersion(ch.OldImage) == p.contentVersion(ch.NewImage)) {
 			st.followUnchanged.Add(1)
 			continue
 		}

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"maps"
 	"sync/atomic"
 	"time"
 
@@ -38,7 +39,7 @@ const (
 func (p *pass) followOne(t task) {
 	c := p.w.cfg
 	item, st, fromImage := p.imageState(t.item.Attrs)
-	handled := false
+	var tries followTries
 	for round := 0; p.fetchCtx.Err() == nil; round++ {
 		if !fromImage {
 			var err error
@@ -49,7 +50,7 @@ func (p *pass) followOne(t task) {
 			}
 		}
 		fromImage = false
-		if p.followStep(t, item, st, round, &handled) {
+		if p.followStep(t, item, st, round, &tries) {
 			t.item.Ack()
 			return
 		}
@@ -58,35 +59,39 @@ func (p *pass) followOne(t task) {
 
 // followStep takes one step on a candidate whose item and state are as given; true when the
 // candidate is resolved.
-func (p *pass) followStep(t task, item map[string]types.AttributeValue, st ItemState, round int, handled *bool) bool {
+func (p *pass) followStep(t task, item map[string]types.AttributeValue, st ItemState, round int, tries *followTries) bool {
 	c := p.w.cfg
 	switch p.resolve(item, st) {
 	case resolvedGone:
 		p.w.stats.followDeleted.Add(1)
 		return true
 	case resolvedHandled:
-		p.followResolved(*handled)
+		p.followResolved(tries.ran)
 		return true
 	case needsRenew:
-		if _, err := p.renew(t.key, st); err != nil {
+		ok, err := p.renew(t.key, st)
+		if err != nil {
 			c.Logger.Warn("dynapart: renew a changed item; trying again", "key", ledger.KeyText(t.key), "err", err)
+		}
+		if err != nil || !ok && round > 0 {
+			// Refused again and again: another worker keeps writing it; not in a tight loop.
 			p.followWait(backoff(c.RetryBackoff, c.MaxRetryBackoff, round+1))
 		}
 	case needsWait:
 		p.followWait(st.Due().Sub(c.Clock.Now()))
 	case needsHandling:
-		if *handled {
-			// Handled here and not finished (a retry, a lost claim): not in a tight loop.
+		if tries.processed {
+			// Tried here and not finished (a retry, a lost claim): not in a tight loop.
 			p.followWait(backoff(c.RetryBackoff, c.MaxRetryBackoff, round))
 		}
-		var finished atomic.Bool
+		var finished, ran atomic.Bool
 		p.process(task{item: scan.NewItem(item, nil), key: t.key, fresh: st.Status == StatusPending,
-			attempt: st.Attempts + 1, finished: &finished})
-		*handled = true
+			attempt: st.Attempts + 1, finished: &finished, ran: &ran})
+		tries.processed, tries.ran = true, tries.ran || ran.Load()
 		if finished.Load() {
-			// Done by this worker's write: the version handled is recorded (a newer one, if the
-			// item changed meanwhile, has a record of its own after this one).
-			p.w.stats.followHandled.Add(1)
+			// Done by this worker's write (or unprocessable): the version handled is recorded (a
+			// newer one, if the item changed meanwhile, has a record of its own after this one).
+			p.followResolved(tries.ran)
 			return true
 		}
 	}
@@ -104,13 +109,19 @@ func (p *pass) imageState(image map[string]types.AttributeValue) (map[string]typ
 	return image, st, ok
 }
 
+// followTries is what a candidate's resolution did so far: processed it (a claim or a
+// complete-only attempt was made), ran its handler.
+type followTries struct{ processed, ran bool }
+
 // resolve says what item (nil: gone) in state st needs.
 func (p *pass) resolve(item map[string]types.AttributeValue, st ItemState) resolution {
 	now := p.w.cfg.Clock.Now()
 	switch {
 	case item == nil:
 		return resolvedGone
-	case st.Status.Finished() && st.Version == p.e.ledger.ContentVersion(item):
+	case st.Status.Finished() && (st.Version == p.contentVersion(item) || st.Claim == ""):
+		// A finished state without a claim id was set by hand (README: how to mark an item
+		// done): no renew could name it, and it counts as handled.
 		return resolvedHandled
 	case st.Status.Finished():
 		return needsRenew
@@ -144,29 +155,47 @@ func (p *pass) followResolved(handledHere bool) {
 	p.w.stats.followSuperseded.Add(1)
 }
 
-// currentItem reads an item (consistent) and its state: nil when it no longer exists.
+// currentItem reads an item (consistent) and its state: nil when it no longer exists. The table
+// ledger's row is read before the item, so the content is never older than the state it is
+// judged by (a state newer than the content read would renew a version handled meanwhile).
 func (p *pass) currentItem(key Key) (map[string]types.AttributeValue, ItemState, error) {
-	c := p.w.cfg
-	ctx, cancel := context.WithTimeout(p.fetchCtx, c.WriteTimeout)
+	ctx, cancel := context.WithTimeout(p.fetchCtx, p.w.cfg.WriteTimeout)
 	defer cancel()
+	var st ItemState
+	_, onItem := p.e.ledger.StateOf(nil)
+	if !onItem {
+		var err error
+		if st, err = p.e.ledger.State(ctx, key); err != nil {
+			return nil, st, err
+		}
+	}
+	item, err := p.readItem(ctx, key)
+	if err != nil || item == nil {
+		return nil, ItemState{}, err
+	}
+	if onItem {
+		st, _ = p.e.ledger.StateOf(item)
+	}
+	return item, st, nil
+}
+
+// readItem reads an item of the source table (consistent); nil when it does not exist.
+func (p *pass) readItem(ctx context.Context, key Key) (map[string]types.AttributeValue, error) {
+	c := p.w.cfg
 	out, err := c.Client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(c.Table), Key: key, ConsistentRead: aws.Bool(true),
 		ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
 	})
 	if err != nil {
-		return nil, ItemState{}, err
+		return nil, err
 	}
 	if cc := out.ConsumedCapacity; cc != nil {
 		p.w.addFollowRCU(aws.ToFloat64(cc.CapacityUnits))
 	}
 	if len(out.Item) == 0 {
-		return nil, ItemState{}, nil
+		return nil, nil
 	}
-	if st, ok := p.e.ledger.StateOf(out.Item); ok {
-		return out.Item, st, nil
-	}
-	st, err := p.e.ledger.State(ctx, key)
-	return out.Item, st, err
+	return out.Item, nil
 }
 
 // followWait waits d (at least a millisecond, at most StreamPoll) unless the pass stops.
@@ -184,15 +213,28 @@ func (p *pass) versionOf(attrs map[string]types.AttributeValue, eff *ledger.Effe
 	if !p.w.cfg.Versions {
 		return ""
 	}
-	return p.e.ledger.ContentVersion(eff.AppliedTo(attrs))
+	return p.contentVersion(eff.AppliedTo(attrs))
+}
+
+// contentVersion is the version of an item's content as the worker judges it: every attribute
+// but the ledger's and the pending index's shard attribute (dynapart's bookkeeping, removed from
+// a finished item in index mode).
+func (p *pass) contentVersion(item map[string]types.AttributeValue) string {
+	if _, ok := item[p.w.cfg.ShardAttr]; ok {
+		item = maps.Clone(item)
+		delete(item, p.w.cfg.ShardAttr)
+	}
+	return p.e.ledger.ContentVersion(item)
 }
 
 // renewIfChanged reopens, in a pass of a worker that follows the stream, a finished item whose
 // content changed since the version its finishing write recorded (a change the stream brought
 // while the pass ran, or one the stream lost, see followStream), and returns its state after. An
-// item finished without a version (by a worker that did not follow the stream) counts as handled.
+// item finished without a version (by a job that recorded none: which content it handled is not
+// known) or without a claim id (set by hand) is left to the stream: a record of a change of it
+// has it handled again, at least once, never skipped.
 func (p *pass) renewIfChanged(key Key, attrs map[string]types.AttributeValue, st ItemState) ItemState {
-	if !p.w.cfg.Follow || !st.Status.Finished() || st.Version == "" || st.Version == p.e.ledger.ContentVersion(attrs) {
+	if !p.w.cfg.Follow || !st.Status.Finished() || st.Claim == "" || st.Version == "" || st.Version == p.contentVersion(attrs) {
 		return st
 	}
 	if ok, err := p.renew(key, st); err != nil || !ok {
@@ -220,9 +262,23 @@ func (p *pass) renewChangedRows(ctx context.Context, page *scan.Page) error {
 		return err
 	}
 	for i, it := range page.Items {
-		p.renewIfChanged(keyOf(it.Attrs, p.e.keyAttrs), it.Attrs, states[i])
+		st, key := states[i], keyOf(it.Attrs, p.e.keyAttrs)
+		if !st.Status.Finished() || st.Version == p.contentVersion(it.Attrs) {
+			continue
+		}
+		// The page was read before its rows: judge the state by content read after it.
+		if current, err := p.readItem(ctx, key); err == nil && current != nil {
+			p.renewIfChanged(key, current, st)
+		}
 	}
 	return nil
+}
+
+// markRan tells a follow candidate's resolver that the handler ran.
+func (t task) markRan() {
+	if t.ran != nil {
+		t.ran.Store(true)
+	}
 }
 
 // markFinished tells a follow candidate's resolver that its item moved to done.
@@ -230,4 +286,38 @@ func (t task) markFinished() {
 	if t.finished != nil {
 		t.finished.Store(true)
 	}
+}
+
+// content is what t's handler gets: the item as of its claim when known, else as read.
+func (t task) content() map[string]types.AttributeValue {
+	if t.current != nil {
+		return t.current
+	}
+	return t.item.Attrs
+}
+
+// contentAsClaimed gives a follower's claimed item the content it has now, as of the claim (the
+// inline ledger's claim returns it; else a consistent read after the claim), and the claim the
+// version of that content: a scan page or a record's image may be older than a version another
+// worker tried meanwhile, and the handler must never run on content older than one handled or
+// tried before it. false when the item is accounted for already (gone: the claim is given back;
+// a failed read: given back, tried again later).
+func (p *pass) contentAsClaimed(wctx context.Context, t *task, claim *Claim) bool {
+	if !p.w.cfg.Follow {
+		return true
+	}
+	if t.current == nil {
+		item, err := p.readItem(wctx, t.key)
+		if err != nil || item == nil {
+			p.interrupted(wctx, *t, *claim, 0)
+			if err != nil {
+				p.again(p.w.cfg.Clock.Now().Add(p.w.cfg.RetryBackoff))
+			}
+			t.item.Ack()
+			return false
+		}
+		t.current = item
+	}
+	claim.Version = p.versionOf(t.current, nil)
+	return true
 }

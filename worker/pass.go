@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/dynapart/dynapart/ledger"
 	"github.com/dynapart/dynapart/scan"
 )
@@ -67,9 +69,14 @@ type task struct {
 	// follow: a candidate of the stream (follow.go), resolved by followOne; item.Attrs is the
 	// record's new image.
 	follow bool
+	// current is the item as of its claim when the worker follows the stream (contentAsClaimed):
+	// what its handler gets instead of item.Attrs.
+	current map[string]types.AttributeValue
 	// finished, when set, is told that the item needs nothing more (see followOne): it moved to
 	// done, or it cannot be processed at all (unprocessable).
 	finished *atomic.Bool
+	// ran, when set, is told that the handler ran (see followOne).
+	ran *atomic.Bool
 }
 
 // minNextDue is the shortest wait before the next pass that runPass reports in once mode.

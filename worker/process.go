@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/dynapart/dynapart/ledger"
 	"github.com/dynapart/dynapart/scan"
 )
@@ -42,11 +44,14 @@ func (p *pass) process(t task) {
 			p.giveBackLate(wctx, t)
 			return
 		}
-	} else if claim = p.claimOne(wctx, t, now); claim == nil {
+	} else if claim, t.current = p.claimOne(wctx, t, now); claim == nil {
 		return
 	} else if p.workCtx.Err() != nil {
 		// Stopped, or the lease ended, while claiming: the handler does not start.
 		p.interrupted(wctx, t, *claim, 0)
+		return
+	}
+	if !p.contentAsClaimed(wctx, &t, claim) {
 		return
 	}
 	if claim.Attempt > c.MaxAttempts {
@@ -62,45 +67,47 @@ func (p *pass) process(t task) {
 // claimOne claims t's item alone; nil when it was not claimed (the item is then accounted for).
 // The claim write is not cut short by shutdown (wctx), so a graceful stop never leaves a claim of
 // unknown outcome behind: what it claims, it handles or releases.
-func (p *pass) claimOne(wctx context.Context, t task, now time.Time) *Claim {
+func (p *pass) claimOne(wctx context.Context, t task, now time.Time) (*Claim, map[string]types.AttributeValue) {
 	c := p.w.cfg
 	if !p.enterUnlessStopped() {
-		return nil // stopped while paused: not acknowledged, the next holder rescans it
+		return nil, nil // stopped while paused: not acknowledged, the next holder rescans it
 	}
 	now = c.Clock.Now() // later than the caller's when it waited for a resume
 	req := p.claimRequest(t.key, now, now.Add(c.ClaimTTL))
 	req.Fresh = t.fresh
 	req.Version = p.versionOf(t.item.Attrs, nil)
+	req.WantItem = c.Follow
 	outs, err := p.e.ledger.Claim(wctx, []ClaimRequest{req})
 	p.w.pause.leave()
 	if err != nil && ledger.IsValidation(err) {
 		p.unprocessable(t, err)
-		return nil
+		return nil, nil
 	}
 	if err != nil {
 		c.Logger.Warn("dynapart: claim failed; the item will be tried again", "slot", p.lease.Slot(), "err", err)
 		p.again(now.Add(min(c.RetryBackoff, c.PollInterval)))
 		t.item.Ack()
-		return nil
+		return nil, nil
 	}
 	if !outs[0].Claimed {
 		p.notNow(t.key, outs[0].Found, 0)
 		t.item.Ack()
-		return nil
+		return nil, nil
 	}
 	p.w.stats.claimed.Add(1)
 	claim := &outs[0].Claim
 	p.w.itemEvent(OutcomeClaimed, claim.Key, claim.Slot, claim.Attempt, 0)
-	return claim
+	return claim, outs[0].Item
 }
 
 // handle runs the handler on a claimed item and records the outcome.
 func (p *pass) handle(wctx context.Context, t task, claim Claim) {
 	c := p.w.cfg
-	item := Item{Key: t.key, Attrs: t.item.Attrs, Attempt: claim.Attempt, Slot: claim.Slot, Token: claim.Token,
+	item := Item{Key: t.key, Attrs: t.content(), Attempt: claim.Attempt, Slot: claim.Slot, Token: claim.Token,
 		IdempotencyKey: idempotencyKey(c.Job, c.Table, t.key), Claim: claim.ID, effects: &effectSlot{},
-		Version: p.versionOf(t.item.Attrs, nil)}
+		Version: claim.Version}
 	hctx, hcancel := p.w.claimContext(p.workCtx, claimDeadline(c.ClaimTTL, claim.Until))
+	t.markRan()
 	start, startClock := time.Now(), c.Clock.Now()
 	herr, gaveUp := p.w.runWithGrace(hctx, p.h, item)
 	took := time.Since(start)
@@ -124,7 +131,7 @@ func (p *pass) handle(wctx context.Context, t task, claim Claim) {
 		// The completion records the content the effects leave; a refusal of the effects
 		// dead-letters the content as it is (claim's own version).
 		commit := claim
-		commit.Version = p.versionOf(t.item.Attrs, eff)
+		commit.Version = p.versionOf(t.content(), eff)
 		p.completed(wctx, t, claim, p.e.ledger.CompleteWith(wctx, commit, c.Clock.Now(), eff), took)
 	case p.workCtx.Err() != nil && !expiring:
 		p.interrupted(wctx, t, claim, took)
