@@ -79,12 +79,13 @@ func streamsClient(t testing.TB) *dynamodbstreams.Client {
 // before it; values are handled once, but for runs of the dead worker repeated by the other;
 // rewrites, the ledger's own writes and deleted items are not handled again.
 func TestFollowEveryVersionOnce(t *testing.T) {
-	for _, kind := range []LedgerKind{LedgerInline, LedgerTable} {
-		t.Run(string(kind), func(t *testing.T) {
-			t.Parallel()
-			testFollow(t, kind)
-		})
-	}
+	ddbtest.ForEachBackend(t, func(t *testing.T, _ ddbtest.Backend) {
+		for _, kind := range []LedgerKind{LedgerInline, LedgerTable} {
+			t.Run(string(kind), func(t *testing.T) {
+				testFollow(t, kind)
+			})
+		}
+	})
 }
 
 func testFollow(t *testing.T, kind LedgerKind) {
