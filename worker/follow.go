@@ -28,7 +28,7 @@ import (
 // The pass and the stream may bring the same version: whichever claims it first handles it, and
 // the other finds it handled. A pass that handled older content than the item has now leaves the
 // newer version to its record. A record whose checkpoint the stream no longer holds (older than its
-// 24-hour retention) makes the slot scan its share again, renewing every item whose content
+// 24-hour retention) makes the slot scan the whole table again (every share: a shard holds them all), renewing every item whose content
 // changed since it was handled (Stats.Follow.Rescans), and then follow the stream from its oldest
 // record.
 
@@ -215,7 +215,7 @@ func followedStream(table string, d *types.TableDescription) (string, error) {
 }
 
 // followStream follows the stream until the slot stops, and then returns nil. A stream that lost
-// records the slot's checkpoints need makes the slot's next pass a rescan of its share (the
+// records the slot's checkpoints need makes the slot's next pass a rescan of the whole table (the
 // log and Stats say so); other failures are retried as a failed pass is, until OutageTimeout.
 func (s *slot) followStream(out *outage) error {
 	err := s.tail()
@@ -223,7 +223,7 @@ func (s *slot) followStream(out *outage) error {
 	case s.stopped() || s.pastStop():
 		return nil
 	case errors.Is(err, follow.ErrTrimmed):
-		s.log.Warn("dynapart: the stream no longer holds records after a shard's checkpoint (older than its retention): scanning the share again for items whose content changed", "err", err)
+		s.log.Warn("dynapart: the stream no longer holds records after a shard's checkpoint (older than its retention): scanning the whole table again for items whose content changed", "err", err)
 		s.w.stats.followRescans.Add(1)
 		s.rescan = true
 		s.cp = s.cp.next(s.lease.Token())

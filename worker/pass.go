@@ -86,7 +86,10 @@ const minNextDue = 100 * time.Millisecond
 // once-worker's pass marks the share's units for thieves (see share.go).
 func (s *slot) runPass(cp slotCheckpoint) (passResult, error) {
 	var sh share = wholeShare{}
-	if s.w.marksUnits(s.plan) && cp.run != 0 {
+	switch {
+	case s.rescan:
+		sh = tableShare{} // the stream lost records of every share (follow_rescan.go)
+	case s.w.marksUnits(s.plan) && cp.run != 0:
 		sh = &markedShare{marks: s.w.markerSet(cp.epoch, s.lease.Slot(), cp.pass, cp.run)}
 	}
 	return s.newPass(cp, sh).run()

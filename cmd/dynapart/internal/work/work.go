@@ -96,7 +96,7 @@ content and deleted items are not handled. The stream's shards are leased among 
 workers and checkpointed; a dead reader's shards are taken over from their checkpoints. Every
 changed item costs one consistent read (two with --ledger table) besides its claim and
 completion. A stream that lost records after a checkpoint (older than its 24-hour retention)
-makes the worker scan its share again for items whose content changed (logged).
+makes the worker scan the whole table again for items whose content changed (logged).
 --dry-run reads each slot's share exactly as a run would (same plan, mode and partition function)
 and prints, per slot, how many items a run would process (those not done or failed per the
 ledger), a few sample keys, the RCU the reads consumed and the WCU processing would cost; it takes
