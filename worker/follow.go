@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -73,30 +72,6 @@ func (p *pass) followRecords(r *follow.Reader) error {
 	if p.fetchCtx.Err() != nil && !errors.Is(err, follow.ErrTrimmed) {
 		return nil
 	}
-	return err
-}
-
-// withHandlers runs feed, which sends tasks, with the handler pool (and the completer of batched
-// completions), and returns feed's error once every handler has returned.
-func (p *pass) withHandlers(feed func() error) error {
-	c := p.w.cfg
-	p.tasks = make(chan task, c.Concurrency)
-	completerDone := closedChan
-	if c.BatchClaims {
-		p.completions = make(chan completion, completionQueue(c.Concurrency))
-		completerDone = goDone(p.completer)
-	}
-	var handlers sync.WaitGroup
-	for range c.Concurrency {
-		handlers.Go(p.handlerLoop)
-	}
-	err := feed()
-	close(p.tasks)
-	handlers.Wait()
-	if p.completions != nil {
-		close(p.completions)
-	}
-	<-completerDone
 	return err
 }
 

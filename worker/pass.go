@@ -241,9 +241,18 @@ func (w *Worker) scanEnded(sc *scan.Scanner) {
 // have returned: the handlers drain the tasks, the completer the completions, and the checkpoint
 // saver stops last.
 func (p *pass) scanAndHandle() error {
-	c := p.w.cfg
 	saverStop := make(chan struct{})
 	saverDone := goDone(func() { p.checkpointSaver(saverStop) })
+	err := p.withHandlers(func() error { return p.sc.Run(p.fetchCtx, p.dispatch) })
+	close(saverStop)
+	<-saverDone
+	return err
+}
+
+// withHandlers runs feed, which sends tasks, with the handler pool (and the completer of batched
+// completions), and returns feed's error once every handler has returned.
+func (p *pass) withHandlers(feed func() error) error {
+	c := p.w.cfg
 	p.tasks = make(chan task, c.Concurrency)
 	completerDone := closedChan
 	// With batched claims, successful items are completed in batches too, by one goroutine.
@@ -255,15 +264,13 @@ func (p *pass) scanAndHandle() error {
 	for range c.Concurrency {
 		handlers.Go(p.handlerLoop)
 	}
-	err := p.sc.Run(p.fetchCtx, p.dispatch)
+	err := feed()
 	close(p.tasks)
 	handlers.Wait()
 	if p.completions != nil {
 		close(p.completions)
 	}
 	<-completerDone
-	close(saverStop)
-	<-saverDone
 	return err
 }
 
