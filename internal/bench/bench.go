@@ -27,6 +27,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/dynapart/dynapart/follow"
 )
 
 // Env is what every scenario needs.
@@ -44,6 +46,8 @@ type Env struct {
 	// ServerPID is DynamoDB Local's process, whose CPU time the cpu scenario reads; 0 finds the
 	// process listening on Endpoint's port.
 	ServerPID int
+	// Streams reads the tables' streams (the follow scenario); nil: a client for Endpoint.
+	Streams follow.StreamsClient
 }
 
 func (e *Env) logf(format string, args ...any) {

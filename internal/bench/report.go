@@ -82,6 +82,7 @@ func (r *Results) Markdown(plots Plots) string {
 	r.acquireSection(w)
 	r.lockScaleSection(w)
 	r.stealSection(w)
+	r.followSection(w)
 	r.receiptsSection(w)
 	r.partitionSection(w)
 	r.hotSection(w)
@@ -205,6 +206,7 @@ func (r *Results) goals() []Goal {
 	gs = append(gs, r.lockScaleGoals()...)
 	gs = append(gs, r.resizeGoals()...)
 	gs = append(gs, r.stealGoals()...)
+	gs = append(gs, r.followGoals()...)
 	return gs
 }
 

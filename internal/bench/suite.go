@@ -34,11 +34,12 @@ const (
 	ScenarioLockScale  = "lockscale"
 	ScenarioResize     = "resize"
 	ScenarioSteal      = "steal"
+	ScenarioFollow     = "follow"
 )
 
 // Scenarios lists every scenario.
 var Scenarios = []string{ScenarioPartition, ScenarioHotPaths, ScenarioCeiling, ScenarioThroughput, ScenarioTransform, ScenarioBilling, ScenarioWriteCost, ScenarioCPU, ScenarioModes,
-	ScenarioLatency, ScenarioColdStart, ScenarioTakeover, ScenarioResize, ScenarioAcquire, ScenarioLockScale, ScenarioSteal, ScenarioReceipts, ScenarioMemory}
+	ScenarioLatency, ScenarioColdStart, ScenarioTakeover, ScenarioResize, ScenarioAcquire, ScenarioLockScale, ScenarioSteal, ScenarioFollow, ScenarioReceipts, ScenarioMemory}
 
 // BillingConcurrency is the concurrency of the billing scenario's passes.
 const BillingConcurrency = 16
@@ -50,6 +51,9 @@ type Options struct {
 	Quick         bool     // small sizes, for a smoke run
 	Only          []string // scenarios to run (default all)
 	Concurrencies []int    // of the throughput matrix (default 1, 4, 16, 64)
+	// FollowWindow is how long the writer changes items in each run of the follow scenario
+	// (default FollowWindow; 20 s with Quick).
+	FollowWindow time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -100,6 +104,7 @@ type Results struct {
 	LockScale  *GoBenchRun
 	Resize     *Resize
 	Steal      *Steal
+	Follow     *Follow // issue 35: following the stream against continuous rescans
 
 	ReceiptsBatches int
 }
@@ -186,6 +191,15 @@ func (e *Env) Run(ctx context.Context, opts Options) *Results {
 				items = 900
 			}
 			r.Steal, err = e.MeasureSteal(ctx, items, 8, 50*time.Millisecond, reps, os.Getenv("DYNAPART_BENCH_STEAL_CLI") != "")
+		case ScenarioFollow:
+			fc := FollowConfig{Window: o.FollowWindow}
+			if o.Quick {
+				fc.Items = 2000
+				if fc.Window <= 0 {
+					fc.Window = 20 * time.Second
+				}
+			}
+			r.Follow, err = e.MeasureFollow(ctx, fc)
 		case ScenarioAcquire:
 			r.Acquire, err = e.RunGoBench(ctx, "./lock/", "^BenchmarkAcquire64For32$", reps, "-benchtime", "1x")
 		case ScenarioReceipts:

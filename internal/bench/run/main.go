@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/dynapart/dynapart/internal/bench"
 )
@@ -29,6 +30,7 @@ type args struct {
 	endpoint, out, plotDir, only, concs, bin string
 	reps, items, serverPID                   int
 	quick                                    bool
+	followWindow                             time.Duration
 	flags                                    *flag.FlagSet // to tell which were set
 }
 
@@ -42,6 +44,7 @@ func main() {
 	flag.BoolVar(&a.quick, "quick", false, "small sizes and one repetition: a smoke run")
 	flag.StringVar(&a.only, "only", "", "comma-separated scenarios to run (default all): "+strings.Join(bench.Scenarios, ","))
 	flag.StringVar(&a.concs, "concurrency", "1,4,16,64", "concurrencies of the throughput matrix")
+	flag.DurationVar(&a.followWindow, "follow-window", 0, fmt.Sprintf("how long the writer changes items in each run of the follow scenario (default %s, 20s with -quick)", bench.FollowWindow))
 	flag.StringVar(&a.bin, "bin", "bin/dynapart", "the dynapart binary for the process scenarios (built into a temp dir when missing)")
 	flag.IntVar(&a.serverPID, "server-pid", 0, "DynamoDB Local's process, whose CPU time the cpu scenario reads (default: the process listening on the endpoint's port)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of this process (the library scenarios run in it) to this file")
@@ -80,7 +83,7 @@ func run(a args) error {
 	if a.endpoint == "" {
 		return fmt.Errorf("-endpoint (or $DYNAPART_TEST_ENDPOINT) is required: start one with `make local` or localstack/ddblocal.sh start")
 	}
-	opts := bench.Options{Reps: a.reps, Items: a.items, Quick: a.quick}
+	opts := bench.Options{Reps: a.reps, Items: a.items, Quick: a.quick, FollowWindow: a.followWindow}
 	if a.quick {
 		set := map[string]bool{}
 		a.flags.Visit(func(f *flag.Flag) { set[f.Name] = true })
