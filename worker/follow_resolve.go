@@ -54,6 +54,11 @@ func (p *pass) followOne(t task) {
 			t.item.Ack()
 			return
 		}
+		if tries.renewed != nil {
+			// Renewed from the state looked at: the item is a retry due now, its content as it
+			// was; the claim that follows returns the content as of the claim. No read.
+			st, fromImage, tries.renewed = *tries.renewed, true, nil
+		}
 	}
 }
 
@@ -70,6 +75,9 @@ func (p *pass) followStep(t task, item map[string]types.AttributeValue, st ItemS
 		return true
 	case needsRenew:
 		ok, err := p.renew(t.key, st)
+		if ok {
+			tries.renewed = &ItemState{Status: StatusRetry, RetryAt: c.Clock.Now(), Version: st.Version}
+		}
 		if err != nil {
 			c.Logger.Warn("dynapart: renew a changed item; trying again", "key", ledger.KeyText(t.key), "err", err)
 		}
@@ -110,8 +118,12 @@ func (p *pass) imageState(image map[string]types.AttributeValue) (map[string]typ
 }
 
 // followTries is what a candidate's resolution did so far: processed it (a claim or a
-// complete-only attempt was made), ran its handler.
-type followTries struct{ processed, ran bool }
+// complete-only attempt was made), ran its handler; renewed, when its last step renewed it, is
+// the state that left.
+type followTries struct {
+	processed, ran bool
+	renewed        *ItemState
+}
 
 // resolve says what item (nil: gone) in state st needs.
 func (p *pass) resolve(item map[string]types.AttributeValue, st ItemState) resolution {
