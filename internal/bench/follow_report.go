@@ -166,11 +166,29 @@ func (r *Results) followSection(w writer) {
 		if run.Follow {
 			return "1x"
 		}
+		if fw != nil && fw.RCUPerChange() == 0 && run.RCUPerChange() > 0 {
+			// No table read per change at all: the ratio is unbounded.
+			if run.Poll == defaultPoll {
+				return "**∞** (goal >= 100x)"
+			}
+			return "**∞**"
+		}
 		x := f.ReadRatio(run)
 		if run.Poll == defaultPoll {
 			return "**" + x.GoalX(atLeast(FollowGoalX)) + "** (goal >= 100x)"
 		}
 		return "**" + x.X() + "**"
+	})
+	row("rescans ÷ follow, read units per change of the job and lease tables together", func(run *FollowRun) string {
+		if run.Follow || fw == nil {
+			return "1x"
+		}
+		all := func(r *FollowRun) float64 { return r.RCUPerChange() + r.LeasePerChange(table).RCU }
+		x := Ratio(Sample{all(run)}, Sample{all(fw)})
+		if run.Poll == defaultPoll {
+			return x.GoalX(atLeast(FollowGoalX))
+		}
+		return x.X()
 	})
 	row("write units per change (Stats: the ledger's writes)", func(run *FollowRun) string { return num(run.WCUPerChange(), 2) })
 	row("job table by DynamoDB's billing rules, RCU / WCU per change", func(run *FollowRun) string {
@@ -204,8 +222,9 @@ func (r *Results) followSection(w writer) {
 		"A rescan reads in bursts (a pass, then the poll's wait), so where the bursts fall in the window moves its figure by up to one pass's read units ÷ the changes (read units per pass: the scans' units in the window ÷ the passes completed in it). "+
 		"Read units are those DynamoDB Local reported (scans eventually consistent; a changed item's read consistent, 1 RCU up to 4 KB); the billing-rules rows count every request the worker sent "+
 		"by DynamoDB's published rules (see *What a job costs by DynamoDB's billing rules*). "+
-		"Follow's per-change work: the record's new image carries the item's state (inline ledger), so the first look needs no read; the item is finished at an older version, so it is reopened (Renew, a write), "+
-		"read again (consistent) and claimed and completed as in a pass: about 3 ledger writes and 1 read per change, where a rescan claims and completes (2 writes). "+
+		"Follow's per-change work: the record's new image carries the item's state (inline ledger), so the first look needs no read; the item is finished at an older version, so it is reopened (Renew, a write) "+
+		"and claimed (the claim returns the item as of the claim: no read) and completed as in a pass: 3 ledger writes and no table read per change, where a rescan claims and completes (2 writes). "+
+		"The lease table's reads (heartbeats, the look for free shards) are paid by the clock by both; with them, the ratio row below the first counts every table. "+
 		"Stream reads are not table read units: DynamoDB prices them apart (per GetRecords request); an idle follow worker polls each shard once per `StreamPoll`. "+
 		"Latency is from the writer's UpdateItem call to the handler's first sight of the new value; a rescan's is up to a poll interval plus a pass.\n\n",
 		fmtSeconds(followDrainSpan(fw)))
