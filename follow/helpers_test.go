@@ -58,9 +58,12 @@ type running struct {
 	batches chan *Batch    // every batch fn got
 	held    chan heldEvent // shards taken and let go
 	saved   chan [2]string // checkpoints saved: shard, sequence number
-	looked  chan struct{}  // a look is over (holds one; more are dropped)
-	result  chan error     // Run's answer
-	stop    context.CancelFunc
+	// seenSaved are the saves read from saved by waitSaved (a wait for one shard's may read
+	// another's first); used by one test goroutine only.
+	seenSaved map[[2]string]bool
+	looked    chan struct{} // a look is over (holds one; more are dropped)
+	result    chan error    // Run's answer
+	stop      context.CancelFunc
 }
 
 // startReader runs a Reader for cfg. Its fn hands every batch to the test, and says Done itself
@@ -73,7 +76,7 @@ func startReader(t *testing.T, cfg ReaderConfig, autoDone bool) *running {
 	r, err := NewReader(cfg)
 	require.NoError(t, err)
 	rr := &running{r: r, batches: make(chan *Batch, 4096), held: make(chan heldEvent, 4096),
-		saved: make(chan [2]string, 4096), looked: make(chan struct{}, 1), result: make(chan error, 1)}
+		saved: make(chan [2]string, 4096), seenSaved: map[[2]string]bool{}, looked: make(chan struct{}, 1), result: make(chan error, 1)}
 	r.hooks.held = func(shard string, held bool) { rr.held <- heldEvent{shard, held} }
 	r.hooks.saved = func(shard, cp string) { rr.saved <- [2]string{shard, cp} }
 	r.hooks.looked = func() {
@@ -165,10 +168,16 @@ func (rr *running) waitHeld(t *testing.T, shard string, held bool) {
 // waitSaved waits until the shard's checkpoint seq is saved.
 func (rr *running) waitSaved(t *testing.T, shard, seq string) {
 	t.Helper()
+	want := [2]string{shard, seq}
+	if rr.seenSaved[want] {
+		return
+	}
 	for {
 		select {
 		case e := <-rr.saved:
-			if e == [2]string{shard, seq} {
+			// Saves of other shards may come first: kept for their own waits.
+			rr.seenSaved[e] = true
+			if e == want {
 				return
 			}
 		case <-time.After(failsafe):

@@ -156,7 +156,7 @@ func TestFollowScenario(t *testing.T) {
 	}
 	require.Zero(t, fw.Drained.ScanRCU)
 	require.Zero(t, fw.Drained.Passes)
-	require.InDelta(t, 1.0, fw.RCUPerChange(), 0.5)
+	require.InDelta(t, 0, fw.RCUPerChange(), 0.5) // no read per change: the renew says the state, the claim returns the item
 	require.Positive(t, fw.Drained.Stream.GetRecords)
 	require.Less(t, fw.Percentile(0.95), 5*time.Second)
 	require.GreaterOrEqual(t, r1.Window.Passes, int64(3))
