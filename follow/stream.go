@@ -43,6 +43,13 @@ func EnableStream(ctx context.Context, db TableClient, table string) (arn string
 		StreamSpecification: &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: ViewType},
 	})
 	if err != nil {
+		// The SDK repeats an UpdateTable whose answer was lost; the repeat of one that landed is
+		// refused (the stream is on already): what the table shows now decides.
+		if d, derr := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)}); derr == nil {
+			if spec := d.Table.StreamSpecification; spec != nil && aws.ToBool(spec.StreamEnabled) && spec.StreamViewType == ViewType {
+				return aws.ToString(d.Table.LatestStreamArn), true, nil
+			}
+		}
 		return "", false, fmt.Errorf("dynapart: turn on the stream of table %q: %w", table, err)
 	}
 	return aws.ToString(out.TableDescription.LatestStreamArn), true, nil

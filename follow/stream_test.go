@@ -53,3 +53,25 @@ func TestEnableStream(t *testing.T) {
 		require.Error(t, err)
 	})
 }
+
+// refusingUpdate is a table client whose UpdateTable lands and then answers as the SDK's repeat of
+// it would: refused, the stream being on already.
+type refusingUpdate struct{ *dynamodb.Client }
+
+func (c refusingUpdate) UpdateTable(ctx context.Context, in *dynamodb.UpdateTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateTableOutput, error) {
+	if _, err := c.Client.UpdateTable(ctx, in, optFns...); err != nil {
+		return nil, err
+	}
+	return nil, &types.ResourceInUseException{Message: aws.String("Cannot enable stream")}
+}
+
+// TestEnableStreamLostAnswer: an UpdateTable that landed but whose repeat was refused (its answer
+// lost) still turns the stream on, as the table shows.
+func TestEnableStreamLostAnswer(t *testing.T) {
+	db := ddbtest.Client(t)
+	table := ddbtest.CreateTable(t, db, ddbtest.Key{Name: "id", Type: "S"})
+	arn, changed, err := EnableStream(context.Background(), refusingUpdate{db}, table)
+	require.NoError(t, err)
+	require.True(t, changed)
+	require.NotEmpty(t, arn)
+}
