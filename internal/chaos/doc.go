@@ -2,7 +2,10 @@
 // DynamoDB Local: worker processes killed with SIGKILL and frozen with SIGSTOP, a worker cut off
 // DynamoDB past its lease and reconnected (partition.go), two groups on one table at once
 // (twogroups.go), a fleet scaled up and down with `dynapart scale` mid-job with a SIGKILL while
-// it re-plans, in every mode (resize.go), a fault-injecting proxy (throttling, HTTP 500, connection resets, responses lost or delayed past the client's
+// it re-plans, in every mode (resize.go), `work --follow` workers back-filling and following a
+// table's stream while it changes, with a SIGKILL of the shard reader and a SIGSTOP (follow.go,
+// checked per version: every latest version handled, none after a newer one, none twice but for
+// runs a fault cut off), a fault-injecting proxy (throttling, HTTP 500, connection resets, responses lost or delayed past the client's
 // timeout), DynamoDB Local stopped and restarted with -dbPath, and clock skew between workers.
 //
 // Every scenario takes a seed (printed, so a failure can be replayed) and returns counts: items

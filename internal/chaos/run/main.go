@@ -105,6 +105,10 @@ func run(out string, seed uint64, reps, items int, fuzztime time.Duration, endpo
 			chaos.Faults, chaos.Params{Items: items / 2, Timeout: big, Effects: true}},
 		{"effects-partition", "Effects with a slot holder cut off past its lease", effectsWhat + " One slot holder is cut off DynamoDB past its lease and reconnected, as in the partition scenario: its commits after the reconnect must be refused with everything they carry.",
 			chaos.Partition, chaos.Params{Items: items / 2, Timeout: big, Effects: true}},
+		{"follow", "Following the stream: back-fill while the table changes, a SIGKILL and a SIGSTOP (inline ledger)", followWhat("inline"),
+			chaos.Follow, chaos.Params{Items: items * 3 / 10, Kills: 2, Timeout: big}},
+		{"follow-table", "Following the stream: back-fill while the table changes, a SIGKILL and a SIGSTOP (table ledger)", followWhat("table"),
+			chaos.FollowTableLedger, chaos.Params{Items: items / 10, Kills: 1, Timeout: big}},
 		{"skew", "Clock skew within MaxClockSkew", "In-process workers whose clocks are offset by up to ±250ms (MaxClockSkew 500ms); 3 random slot holders are crashed (every DynamoDB call fails from then on) and standbys take over by their own clocks.",
 			chaos.Skew, chaos.Params{Items: items, Kills: 3, Timeout: big}},
 	}
@@ -220,6 +224,19 @@ func resizeWhat(mode, cost string) string {
 		"0-1.5s later one worker that held a slot under the old plan gets SIGKILL while the fleet re-plans, and a replacement joins. At 55-70% done " +
 		"`dynapart scale` takes the group down to 3 slots. In " + mode + " mode " + cost + ". Every worker left must exit 0, the group must end at n 3, " +
 		"plan epoch 2, and side effects may repeat only for the items in flight at the kill (the resizes alone repeat none)."
+}
+
+// followWhat describes the follow scenario with the given ledger.
+func followWhat(ledger string) string {
+	return "`dynapart init --stream`, then `dynapart work --follow --workers 2 --ledger " + ledger + " --exec` processes, 2 slots + 1 standby (lease TTL 8s, heartbeat 1s, claim TTL 15s, --max-attempts 50: the handler never fails, stream read every 200ms). " +
+		"From the workers' start until 3s after the last fault (held while no slot holder follows the stream after 20s of writes past the back-fill's first passes: see below) a writer changes the table, an operation every 10ms: an update of an item's n (40%), 2-4 updates of one item in quick succession (15%), " +
+		"a rewrite of an item's current n (15%: no new content), a delete (10%), an insert of a new item (20%, a third updated at once); every value it writes is new. " +
+		"Once a worker follows the stream, the slot holder that reads a stream shard gets SIGKILL (a replacement joins; twice with the inline ledger, once with the table ledger), then a random slot holder is frozen with SIGSTOP past its lease (until a standby has taken its slot, and 0.5-1.5s more) and resumed: it must report its lease lost. " +
+		"When every live item's latest value has been handled and the ledger records it done at its content's version (or 2 minutes after the writer stopped), the workers get SIGTERM and must exit 0. " +
+		"Checked from the handler log (key, value, DYNAPART_VERSION, worker, lease and start of every run) and every completion (each write that moved an item to done, read from the stream of the table that holds the ledger): " +
+		"every live item's latest value was handled and the ledger records it done at its content's version (**missing** counts the others); an item's values are handled and completed in the writer's order, never one after a newer one; " +
+		"no version is completed twice (**completed twice**); a value is handled again only by runs that never completed because their worker was killed or frozen holding the lease they ran under, or lost it by load (**side-effect dups**: runs beyond the first per value; bound: the concurrency per fault and per lease lost by load), " +
+		"so neither a rewrite of the same value nor a deleted item is handled again; DYNAPART_VERSION is one version per value and the ledger's for the latest; no deleted item is back. **items** are the live items at the end, **done** those recorded done at their content's version."
 }
 
 func lastLine(s string) string {
