@@ -34,7 +34,8 @@ func New(g *cli.Globals) *cobra.Command {
   - with --index, the sparse pending index of index mode on the source table;
   - with --stream, the source table's stream (NEW_AND_OLD_IMAGES), on an existing table too; a
     table whose stream has another view type is named and init stops with exit 2 (the view type
-    of a stream cannot be changed in place). Follow mode, which is to read it, is not built yet.`,
+    of a stream cannot be changed in place). Turn it on before the first pass of work --follow
+    (or of a back-fill with --versions whose changes a Lambda stream handler follows).`,
 		Example: `  dynapart init --table users --key id:S
   dynapart init --table files --key file_id:N --index
   dynapart init --table events --key pk:B --sort-key ts:N
