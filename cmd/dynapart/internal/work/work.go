@@ -33,13 +33,8 @@ type workFlags struct {
 	writeRateSet                        bool
 }
 
-// New is `dynapart work`.
-func New(g *cli.Globals) *cobra.Command {
-	var f workFlags
-	cmd := &cobra.Command{
-		Use:   "work",
-		Short: "Run one worker: take a slot, process its share, exactly once",
-		Long: `Runs one worker of a group of --workers slots. It takes a free slot (or waits as a hot standby
+// longHelp is work --help's description.
+const longHelp = `Runs one worker of a group of --workers slots. It takes a free slot (or waits as a hot standby
 until one is released or expires), reads the slot's share of --table, claims every item with a
 conditional write, runs the handler, and completes the item with a write fenced on the claim.
 Start as many processes as you like: the first N get slots, the rest stand by.
@@ -108,7 +103,15 @@ once. A second signal exits at once.
 
 'dynapart pause --group G' makes the group's workers stop claiming within one heartbeat (they keep
 their slots; the progress line says PAUSED); 'dynapart resume --group G' goes on from the
-checkpoints.`,
+checkpoints.`
+
+// New is `dynapart work`.
+func New(g *cli.Globals) *cobra.Command {
+	var f workFlags
+	cmd := &cobra.Command{
+		Use:   "work",
+		Short: "Run one worker: take a slot, process its share, exactly once",
+		Long:  longHelp,
 		Example: `  dynapart work --table users --workers 4 --once
   dynapart work --table users --workers 4 --once --exec 'python3 send.py'
   dynapart work --table receipts --workers 8 --mode filter --partition-attr message_id
