@@ -30,7 +30,7 @@ func (p *pass) dispatch(ctx context.Context, page *scan.Page) error {
 		key := keyOf(it.Attrs, p.e.keyAttrs)
 		fresh := false
 		if st, ok := p.e.ledger.StateOf(it.Attrs); ok {
-			st = p.renewIfChanged(key, it.Attrs, st)
+			st = p.renewIfChanged(key, it.Attrs, st, now)
 			fresh = st.Status == StatusPending
 			if p.prefilter(st, p.claimRequest(key, now, now)) {
 				p.notNow(key, st, 0)
@@ -148,13 +148,17 @@ func (p *pass) unprocessable(t task, err error) {
 	t.item.Ack()
 }
 
-// notNow accounts for an item left alone because of its state st: counted as skipped, and due
-// again when st says: a live claim's expiry or a retry's time (looked at again within
-// PollInterval), at once for an item without state (reset or gone), never for a finished one.
+// notNow accounts for an item left alone because of its state st (as scanned, or the state that
+// refused a claim or a complete-only write): counted as skipped, and due again when st says: a
+// live claim's expiry or a retry's time (looked at again within PollInterval), never for a
+// finished one. A write is refused as pending only when the item no longer exists
+// (ClaimOutcome.Found; a scanned pending state is never skipped): nothing to do, no other pass.
 func (p *pass) notNow(key Key, st ItemState, took time.Duration) {
 	p.w.stats.skipped.Add(1)
 	p.w.itemEvent(OutcomeSkipped, key, p.lease.Slot(), 0, took)
-	p.againFor(st)
+	if st.Status != StatusPending {
+		p.againFor(st)
+	}
 }
 
 // againFor asks for another pass when an item in state st may need one (see notNow).

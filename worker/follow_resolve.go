@@ -74,9 +74,10 @@ func (p *pass) followStep(t task, item map[string]types.AttributeValue, st ItemS
 		p.followResolved(tries.ran)
 		return true
 	case needsRenew:
-		ok, err := p.renew(t.key, st)
+		now := c.Clock.Now()
+		ok, err := p.renew(t.key, st, now)
 		if ok {
-			tries.renewed = &ItemState{Status: StatusRetry, RetryAt: c.Clock.Now(), Version: st.Version}
+			tries.renewed = &ItemState{Status: StatusRetry, RetryAt: now, Version: st.Version}
 		}
 		if err != nil {
 			c.Logger.Warn("dynapart: renew a changed item; trying again", "key", ledger.KeyText(t.key), "err", err)
@@ -93,8 +94,20 @@ func (p *pass) followStep(t task, item map[string]types.AttributeValue, st ItemS
 			p.followWait(backoff(c.RetryBackoff, c.MaxRetryBackoff, round))
 		}
 		var finished, ran atomic.Bool
-		p.process(task{item: scan.NewItem(item, nil), key: t.key, fresh: st.Status == StatusPending,
+		accounted := make(chan struct{}) // closed when process (or the completer) acknowledges it
+		p.process(task{item: scan.NewItem(item, func() { close(accounted) }), key: t.key, fresh: st.Status == StatusPending,
 			attempt: st.Attempts + 1, finished: &finished, ran: &ran})
+		if ran.Load() {
+			// With BatchClaims the completer writes the completion after process returns: its
+			// outcome decides. Looked at before it, the item shows this very claim, which, once
+			// expired (a slow or queued completion), would be claimed again and its version
+			// handled a second time, again and again until MaxAttempts. Every other way out of
+			// process has acknowledged the item already, or the pass stops.
+			select {
+			case <-accounted:
+			case <-p.fetchCtx.Done():
+			}
+		}
 		tries.processed, tries.ran = true, tries.ran || ran.Load()
 		if finished.Load() {
 			// Done by this worker's write (or unprocessable): the version handled is recorded (a
@@ -150,10 +163,10 @@ func (p *pass) takesOver(st ItemState) bool {
 }
 
 // renew reopens a finished item whose content changed since (ledger.Renew on the state read).
-func (p *pass) renew(key Key, st ItemState) (bool, error) {
+func (p *pass) renew(key Key, st ItemState, now time.Time) (bool, error) {
 	wctx, cancel := p.writeContext()
 	defer cancel()
-	return p.e.ledger.Renew(wctx, key, st.Claim, p.w.cfg.Clock.Now())
+	return p.e.ledger.Renew(wctx, key, st.Claim, now)
 }
 
 // followResolved counts a resolved candidate: a version handled here, or found handled already
@@ -244,15 +257,16 @@ func (p *pass) contentVersion(item map[string]types.AttributeValue) string {
 // while the pass ran, or one the stream lost, see followStream), and returns its state after. An
 // item finished without a version (by a job that recorded none: which content it handled is not
 // known) or without a claim id (set by hand) is left to the stream: a record of a change of it
-// has it handled again, at least once, never skipped.
-func (p *pass) renewIfChanged(key Key, attrs map[string]types.AttributeValue, st ItemState) ItemState {
+// has it handled again, at least once, never skipped. The item is due again at now: the time of
+// the claim the caller judges it for, which a later clock reading would make not yet due.
+func (p *pass) renewIfChanged(key Key, attrs map[string]types.AttributeValue, st ItemState, now time.Time) ItemState {
 	if !p.w.cfg.Follow || !st.Status.Finished() || st.Claim == "" || st.Version == "" || st.Version == p.contentVersion(attrs) {
 		return st
 	}
-	if ok, err := p.renew(key, st); err != nil || !ok {
+	if ok, err := p.renew(key, st, now); err != nil || !ok {
 		return st // the claim's condition decides; a later record or pass resolves it
 	}
-	return ItemState{Status: StatusRetry, RetryAt: p.w.cfg.Clock.Now(), Version: st.Version}
+	return ItemState{Status: StatusRetry, RetryAt: now, Version: st.Version}
 }
 
 // renewChangedRows is renewIfChanged for the table ledger, whose state is not on the scanned
@@ -280,7 +294,7 @@ func (p *pass) renewChangedRows(ctx context.Context, page *scan.Page) error {
 		}
 		// The page was read before its rows: judge the state by content read after it.
 		if current, err := p.readItem(ctx, key); err == nil && current != nil {
-			p.renewIfChanged(key, current, st)
+			p.renewIfChanged(key, current, st, p.w.cfg.Clock.Now())
 		}
 	}
 	return nil
