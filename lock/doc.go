@@ -44,7 +44,8 @@
 //     on by one in a single conditional write on the n and epoch it read, so concurrent resizes
 //     serialise and every plan has its own epoch; a resize whose answer is lost is settled by a
 //     re-read (see there). A resize writes only the meta item: holders learn of it from
-//     [Client.GroupState] (one GetItem; a worker reads it once per heartbeat) and stay holders
+//     [Client.PeekGroup] (one eventually consistent GetItem a heartbeat, confirmed by
+//     [Client.GroupState] when it shows a change) and stay holders
 //     until they release; [Client.OldPlanHolders] tells a new-plan holder when none of the old
 //     plan is left.
 //   - [Client.ReadGroup] is GroupState for a caller about to acquire (a worker starting): one

@@ -23,14 +23,26 @@ type GroupState struct {
 	Meta         map[string]string
 }
 
-// GroupState reads the group's meta item with one consistent GetItem (half an RCU for a meta item
-// under 4 KB). A holder calls it once per heartbeat to learn of a pause or a resize: an Epoch
-// larger than its [Lease.Epoch] means the plan changed.
+// GroupState reads the group's meta item with one consistent GetItem (one RCU for a meta item
+// under 4 KB): what a caller about to act on the plan or the pause flag needs. An Epoch larger
+// than a holder's [Lease.Epoch] means the plan changed.
 func (c *Client) GroupState(ctx context.Context, group string) (GroupState, error) {
+	return c.groupState(ctx, group, true)
+}
+
+// PeekGroup reads the group's meta item as GroupState does, with an eventually consistent GetItem:
+// half the read units. It may miss a write of about the last second, and one peek may show an older
+// state than an earlier one, so a holder that watches the group every heartbeat peeks, and reads
+// GroupState before it acts on what a peek shows changed.
+func (c *Client) PeekGroup(ctx context.Context, group string) (GroupState, error) {
+	return c.groupState(ctx, group, false)
+}
+
+func (c *Client) groupState(ctx context.Context, group string, consistent bool) (GroupState, error) {
 	if group == "" {
 		return GroupState{}, bad("group", "must not be empty")
 	}
-	m, err := c.readMeta(ctx, groupPK(group))
+	m, err := c.readMetaWith(ctx, groupPK(group), consistent)
 	if err != nil {
 		return GroupState{}, err
 	}

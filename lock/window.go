@@ -222,8 +222,13 @@ func (c *Client) readRange(ctx context.Context, pk string, lo, hi int, withMeta 
 
 // readMeta reads the group's meta item with a consistent GetItem.
 func (c *Client) readMeta(ctx context.Context, pk string) (metaItem, error) {
+	return c.readMetaWith(ctx, pk, true)
+}
+
+// readMetaWith reads the group's meta item with a GetItem, consistent or not.
+func (c *Client) readMetaWith(ctx context.Context, pk string, consistent bool) (metaItem, error) {
 	out, err := c.db.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: aws.String(c.table), Key: key(pk, metaSK), ConsistentRead: aws.Bool(true),
+		TableName: aws.String(c.table), Key: key(pk, metaSK), ConsistentRead: aws.Bool(consistent),
 	})
 	if err != nil {
 		return metaItem{}, fmt.Errorf("lock: read %s meta: %w", pk, c.readErr(err))

@@ -134,9 +134,10 @@ func (p *pauseState) pausedTime(now time.Time) time.Duration {
 	return p.total
 }
 
-// watchGroup reads the group's meta item (lock.GroupState) once per heartbeat while the lease is
-// held, so a holder learns of a pause, a resume or a resize within one heartbeat at the cost of
-// one consistent GetItem per heartbeat, whatever the group's size. Its first read is a heartbeat
+// watchGroup reads the group's meta item once per heartbeat while the lease is held, so a holder
+// learns of a pause, a resume or a resize within about one heartbeat at the cost of one eventually
+// consistent GetItem per heartbeat (lock.PeekGroup, half a read unit), whatever the group's size;
+// what a peek shows changed is read again consistently (lock.GroupState) before it is acted on. Its first read is a heartbeat
 // after the slot's start: the slot starts with the group's state after its take (leasePlan: a
 // read it applied, or the meta item the acquisition of a new group wrote, which is not paused),
 // one round trip fewer before the first item. replan is called (at
@@ -179,7 +180,10 @@ func (s *slot) readGroup() (resized bool) {
 	ctx, cancel := context.WithTimeout(lease.Context(), w.cfg.LeaseWriteTimeout)
 	defer cancel()
 	read := w.pause.nextRead()
-	st, err := s.e.locks.GroupState(ctx, w.cfg.Group)
+	st, err := s.e.locks.PeekGroup(ctx, w.cfg.Group)
+	if err == nil && s.groupMoved(st) {
+		st, err = s.e.locks.GroupState(ctx, w.cfg.Group) // confirmed before it is acted on
+	}
 	if err != nil {
 		if !errors.Is(err, context.Canceled) || lease.Context().Err() == nil {
 			w.cfg.Logger.Warn("dynapart: read the group's meta item", "slot", lease.Slot(), "err", err)
@@ -189,6 +193,14 @@ func (s *slot) readGroup() (resized bool) {
 	resized = s.applyGroup(read, st)
 	s.reportUsage(ctx, st)
 	return resized
+}
+
+// groupMoved reports whether a peek at the group's meta item shows something the holder would act
+// on: a pause flag other than its own, a plan epoch other than the lease's, a budget reached. A
+// peek may be stale (lock.PeekGroup), so what it shows is read again consistently first.
+func (s *slot) groupMoved(st lock.GroupState) bool {
+	return st.Paused != s.w.pause.flagged() || (st.Exists && st.Epoch != s.lease.Epoch()) ||
+		(st.Budget.Reached() && !st.Paused)
 }
 
 // applyGroup applies read number read (see pauseState.nextRead) of the group's meta item to the
