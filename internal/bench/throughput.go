@@ -265,7 +265,8 @@ func (e *Env) runPass(ctx context.Context, p pass) (rate, wcuPerItem float64, er
 		case VariantBatched:
 			cfg.BatchClaims = true
 		case VariantTransform:
-			cfg.CompleteOnly, handler = true, worker.WithEffects(transformEffects)
+			// The handler reads the name alone, and says so (as the loop's scan projects id and name).
+			cfg.CompleteOnly, cfg.Projection, handler = true, []string{"name"}, worker.WithEffects(transformEffects)
 		}
 		var w *worker.Worker
 		w, err = worker.New(cfg)
