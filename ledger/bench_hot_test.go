@@ -88,3 +88,17 @@ func BenchmarkLedgerRowKey(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkItemEffectPlan renders a transform's item effect (two attributes set, one removed: the
+// bench's split of a name) for its merge into the completion's UpdateItem, once per item.
+func BenchmarkItemEffectPlan(b *testing.B) {
+	l := hotLedger(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		e := (&Effects{}).Item(Set("first", "Given7"), Set("last", "Family7"), Remove("name"))
+		p, err := l.planEffects(hotKey, e)
+		if err != nil || p == nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -45,7 +45,7 @@ func (l *core) planEffects(itemKey Key, e *Effects) (*effectPlan, error) {
 		if err := l.checkChanges(-1, l.sourceTable(), e.item); err != nil {
 			return nil, err
 		}
-		c, _, err := renderChanges(e.item, nil)
+		c, err := renderChangesOnce(e.item)
 		if err != nil {
 			return nil, &EffectError{Write: -1, Reason: "invalid update", Err: err}
 		}
