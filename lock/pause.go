@@ -19,8 +19,8 @@ const attrPaused = "paused"
 // TryAcquireSlot joining with n = 0.
 var ErrGroupNotFound = errors.New("lock: group not found")
 
-// PauseGroup sets the group's pause flag on its meta item. Holders that watch it (a worker reads
-// it once per heartbeat, see GroupPaused) stop claiming items but keep their leases. changed is
+// PauseGroup sets the group's pause flag on its meta item. Holders that watch it (a worker peeks at
+// the meta item once per heartbeat, see PeekGroup) stop claiming items but keep their leases. changed is
 // false when the group was paused already (a no-op). A group without a meta item gives an error
 // wrapping ErrGroupNotFound and nothing is written.
 func (c *Client) PauseGroup(ctx context.Context, group string) (changed bool, err error) {
@@ -68,8 +68,8 @@ func (c *Client) setPaused(ctx context.Context, group string, paused bool) (bool
 }
 
 // GroupPaused reads the group's pause flag with one consistent GetItem of its meta item (a group
-// without one is not paused). A worker calls it (or GroupState, which also tells of a resize) once
-// per heartbeat while it holds a slot, so the cost per holder is bounded whatever the group's size.
+// without one is not paused). A worker watching the group reads the whole meta item instead
+// (PeekGroup once per heartbeat, GroupState to confirm a change), which also tells of a resize.
 func (c *Client) GroupPaused(ctx context.Context, group string) (bool, error) {
 	out, err := c.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(c.table), Key: key(groupPK(group), metaSK), ConsistentRead: aws.Bool(true),

@@ -20,8 +20,8 @@ import (
 // completeOnlyStates checks, before the handlers run, the state of the items about to be handled
 // against the complete-only condition, since no claim decides for them: items finished already
 // are skipped, items claimed by a live claim of another group are left for a later pass, and the
-// others learn which attempt they make. The inline ledger's state came with the scan; the table
-// ledger's rows are read, 100 to a call.
+// others learn which attempt they make. The inline ledger's state came with the scan (or from the
+// pass's renew of it); the table ledger's rows are read, 100 to a call.
 func (p *pass) completeOnlyStates(ctx context.Context, todo []task) ([]task, error) {
 	if len(todo) == 0 {
 		return todo, nil
@@ -38,6 +38,9 @@ func (p *pass) completeOnlyStates(ctx context.Context, todo []task) ([]task, err
 	kept := todo[:0]
 	for i, t := range todo {
 		st := states[i]
+		if t.renewed != nil {
+			st = *t.renewed // reopened by this pass after its scan: the scanned attributes show it finished
+		}
 		req := p.claimRequest(t.key, now, now)
 		if !p.e.ledger.Allows(ledger.OpCompleteOnly, st, req) {
 			p.notNow(t.key, st, 0)

@@ -28,17 +28,19 @@ func (p *pass) dispatch(ctx context.Context, page *scan.Page) error {
 		p.w.stats.scanned.Add(1)
 		p.counts.scanned.Add(1)
 		key := keyOf(it.Attrs, p.e.keyAttrs)
-		fresh := false
+		t := task{item: it, key: key}
 		if st, ok := p.e.ledger.StateOf(it.Attrs); ok {
-			st = p.renewIfChanged(key, it.Attrs, st, now)
-			fresh = st.Status == StatusPending
+			if renewed := p.renewIfChanged(key, it.Attrs, st, now); renewed != st {
+				st, t.renewed = renewed, &renewed
+			}
+			t.fresh = st.Status == StatusPending
 			if p.prefilter(st, p.claimRequest(key, now, now)) {
 				p.notNow(key, st, 0)
 				it.Ack()
 				continue
 			}
 		}
-		todo = append(todo, task{item: it, key: key, fresh: fresh})
+		todo = append(todo, t)
 	}
 	if c.CompleteOnly {
 		var err error

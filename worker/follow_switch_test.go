@@ -79,10 +79,11 @@ func testFollowSwitch(t *testing.T, kind LedgerKind) {
 			}
 		}
 	})
-	defer func() {
+	stopWriter := sync.OnceFunc(func() {
 		close(stop)
 		wg.Wait()
-	}()
+	})
+	defer stopWriter()
 	select {
 	case <-streams.reading:
 	case <-time.After(90 * time.Second):
@@ -90,6 +91,7 @@ func testFollowSwitch(t *testing.T, kind LedgerKind) {
 		t.Fatalf("the worker did not follow the stream: %d passes, %d items scanned, %d completed, %d skipped, %d writes", st.Passes, st.Scanned, st.Completed, st.Skipped, writes.Load())
 	}
 	passes, during := w.Stats().Passes, writes.Load()
+	stopWriter()
 	require.NoError(t, werr)
 	require.Positive(t, during, "the writer was writing while the pass ran")
 	require.LessOrEqual(t, passes, int64(2), "passes before the worker followed the stream under steady writes (%d writes)", during)
