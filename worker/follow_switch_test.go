@@ -131,3 +131,44 @@ func TestClaimOfADeletedItemNeedsNoOtherPass(t *testing.T) {
 		})
 	}
 }
+
+// TestFollowAfterADirtyPassWaitsOnlyUntilDue: a follower whose first pass leaves a retry due in a
+// moment scans again when it is due, not a PollInterval (here an hour) later, and then follows the
+// stream. Before, a continuous follower waited the whole PollInterval (30s by default).
+func TestFollowAfterADirtyPassWaitsOnlyUntilDue(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f := newFixture(t, 0)
+	_, _, err := follow.EnableStream(ctx, f.db, f.table)
+	require.NoError(t, err)
+	f.seed(t, 0, 10, nil)
+	streams := newReviewStreams(t, true, 0)
+	cfg := f.config(LedgerInline)
+	cfg.Workers, cfg.Follow, cfg.Streams = 1, true, streams
+	cfg.StreamPoll, cfg.PollInterval, cfg.RetryBackoff = 50*time.Millisecond, time.Hour, 200*time.Millisecond
+	w, err := New(cfg)
+	require.NoError(t, err)
+	var failed atomic.Bool
+	done := make(chan error, 1)
+	go func() {
+		done <- w.Run(ctx, func(_ context.Context, it Item) error {
+			if it.Key["id"].(*types.AttributeValueMemberS).Value == itemKey(0) && failed.CompareAndSwap(false, true) {
+				return errors.New("test: fails once")
+			}
+			return nil
+		})
+	}()
+	select {
+	case <-streams.reading:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the worker did not follow the stream within a minute (PollInterval 1h): %+v", w.Stats())
+	}
+	st := w.Stats()
+	require.True(t, failed.Load())
+	require.Equal(t, int64(2), st.Passes, "a dirty pass (the retry), then a clean one")
+	require.Equal(t, int64(10), st.Completed)
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		require.NoError(t, err)
+	}
+}

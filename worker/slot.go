@@ -189,14 +189,14 @@ func (s *slot) passes() (finished bool, err error) {
 			}
 			continue
 		}
+		if c.Once && !s.cp.dirty {
+			return s.finishWhenResumed()
+		}
 		wait := c.PollInterval
-		if c.Once {
-			if !s.cp.dirty {
-				return s.finishWhenResumed()
-			}
-			if res.nextDue > 0 && res.nextDue < wait {
-				wait = res.nextDue
-			}
+		if (c.Once || c.Follow) && res.nextDue > 0 && res.nextDue < wait {
+			// The pass's last item is due sooner: a Once worker's end, and a follower's start
+			// of following the stream, wait for the next pass.
+			wait = res.nextDue
 		}
 		s.cp = s.cp.next(s.lease.Token())
 		if err := s.saveCheckpoint(s.cp.encode()); err != nil {
