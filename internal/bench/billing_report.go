@@ -73,7 +73,7 @@ func (r *Results) transformSection(w writer) {
 		return
 	}
 	w("A migration of every item of a table of people (id, n, a 100-byte payload and a name `Given7 Family7`): split the name into `first` and `last` and remove it. " +
-		"**Run, transform**: one worker, `Once`, complete-only, with a handler (`worker.WithEffects`) that returns the item's change as an effect " +
+		"**Run, transform**: one worker, `Once`, complete-only, scanning only the name (`Config.Projection`; the key and the ledger's attributes come with it), with a handler (`worker.WithEffects`) that returns the item's change as an effect " +
 		"(`ledger.Set(\"first\", ...)`, `ledger.Set(\"last\", ...)`, `ledger.Remove(\"name\")`), which the inline ledger merges into the completion's own UpdateItem: " +
 		"one conditional write per item migrates it and marks it done. **Hand migration loop**: what a team writes without dynapart, a 4-segment parallel scan " +
 		"returning only id and name of the items that still have a name, feeding *c* goroutines that each send one UpdateItem `SET first, last REMOVE name` " +
