@@ -203,9 +203,7 @@ type Config struct {
 	// candidate held by another worker's claim is looked at again. Defaults to 1s.
 	StreamPoll time.Duration
 	// PollInterval is the pause between passes in continuous mode, and the longest wait between
-	// passes of a once job, or of a follower not yet following, that has retries or another
-	// worker's claims pending (they wait until the first is due). Defaults to 30s (continuous) /
-	// 5s (once).
+	// passes of a once job that has retries pending. Defaults to 30s (continuous) / 5s (once).
 	PollInterval time.Duration
 	// CheckpointInterval is how often the scan position is saved on the lease. Defaults to 1s.
 	CheckpointInterval time.Duration

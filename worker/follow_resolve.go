@@ -263,7 +263,11 @@ func (p *pass) renewIfChanged(key Key, attrs map[string]types.AttributeValue, st
 	if !p.w.cfg.Follow || !st.Status.Finished() || st.Claim == "" || st.Version == "" || st.Version == p.contentVersion(attrs) {
 		return st
 	}
-	if ok, err := p.renew(key, st, now); err != nil || !ok {
+	ok, err := p.renew(key, st, now)
+	if err != nil {
+		p.again(now.Add(p.w.cfg.RetryBackoff)) // the renew may have landed: its own record is no new version
+	}
+	if err != nil || !ok {
 		return st // the claim's condition decides; a later record or pass resolves it
 	}
 	return ItemState{Status: StatusRetry, RetryAt: now, Version: st.Version}

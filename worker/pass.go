@@ -37,7 +37,7 @@ type pass struct {
 	// drops it for an item behind the position.
 	dirty   atomic.Bool
 	mu      sync.Mutex
-	nextDue time.Time  // the earliest pending retry or foreign claim (used by Once and Follow)
+	nextDue time.Time  // once mode: the earliest pending retry or foreign claim
 	gate    *claimGate // with BatchClaims: bounds claims made ahead of the handlers
 
 	// counts are this pass's additions to the slot's counts (see slotCounts); startedAt and
@@ -54,7 +54,7 @@ type passCounts struct{ scanned, done, failed atomic.Int64 }
 type passResult struct {
 	cp         slotCheckpoint  // position reached (complete only when err == nil)
 	checkpoint checkpointState // whether cp was sent to the lease, or left to the finish write
-	nextDue    time.Duration   // when the earliest pending retry or foreign claim is due (Once and Follow)
+	nextDue    time.Duration   // once mode: when the earliest pending retry or foreign claim is due
 }
 
 // task is a scanned item on its way to a handler.

@@ -193,10 +193,8 @@ func (s *slot) passes() (finished bool, err error) {
 			return s.finishWhenResumed()
 		}
 		wait := c.PollInterval
-		if (c.Once || c.Follow) && res.nextDue > 0 && res.nextDue < wait {
-			// The pass's last item is due sooner: a Once worker's end, and a follower's start
-			// of following the stream, wait for the next pass.
-			wait = res.nextDue
+		if c.Once && res.nextDue > 0 && res.nextDue < wait {
+			wait = res.nextDue // the pass's last item is due sooner: the job's end waits for it
 		}
 		s.cp = s.cp.next(s.lease.Token())
 		if err := s.saveCheckpoint(s.cp.encode()); err != nil {
