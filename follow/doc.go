@@ -25,10 +25,15 @@
 //     renewed) loses its shards after the lock's lease TTL, and their next holders resume from the
 //     checkpoints. Checkpoint writes are fenced on the lease's token, so a reader that lost a shard
 //     cannot move it back; a batch Done after its lease was lost changes nothing.
-//   - Records lost are never skipped silently: a checkpoint older than the stream's retention, or
-//     a stream turned off or deleted, ends Run with a *[TrimmedError] ([ErrTrimmed]), and the
-//     caller must rescan the table. (A shard no reader had started before its first records
-//     were trimmed cannot be told from one that had no more: it is read from what is left.)
+//   - Records lost are never skipped silently: a checkpoint older than the stream's retention, a
+//     parent shard gone from the stream (closed and trimmed away) whose lease the group had not
+//     finished, or a stream turned off or deleted, ends Run with a *[TrimmedError]
+//     ([ErrTrimmed]), and the caller must rescan the table. A Reader whose caller has rescanned
+//     ([ReaderConfig.Rescanned]) reads such shards from their oldest record (and retires a gone
+//     parent's lease) while the rescan covers the loss: for [Retention] after it began, and never
+//     past a checkpoint the Reader saved itself. (A shard no reader had started before its first
+//     records were trimmed cannot be told from one that had no more: it is read from what is
+//     left; a caller judges such losses by time, as the worker does.)
 //   - Transient errors (throttling, dropped connections, DynamoDB restarting, an expired shard
 //     iterator) are logged and retried; they never end Run.
 //

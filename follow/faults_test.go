@@ -78,9 +78,14 @@ func TestReaderTrimmed(t *testing.T) {
 	require.False(t, st.Held)
 	require.Equal(t, fs.seqs(s)[1], st.Checkpoint)
 
-	// RestartTrimmed (a caller that has rescanned): the shard is read from its oldest record.
+	// A rescan that began more than Retention ago does not cover records lost since.
+	stale := cfg
+	stale.Rescanned = time.Now().Add(-Retention - time.Minute)
+	require.ErrorIs(t, startReader(t, stale, true).answer(t), ErrTrimmed)
+
+	// Rescanned (a caller that has rescanned): the shard is read from its oldest record.
 	restart := cfg
-	restart.RestartTrimmed = true
+	restart.Rescanned = time.Now()
 	rr := startReader(t, restart, false)
 	b := rr.nextBatch(t)
 	require.Equal(t, fs.seqs(s)[3], *b.Records[0].Dynamodb.SequenceNumber, "the oldest record the stream holds")

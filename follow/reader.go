@@ -57,11 +57,18 @@ type ReaderConfig struct {
 	Clock Clock
 	// Logger receives shard events and retried errors. Defaults to slog.Default().
 	Logger *slog.Logger
-	// RestartTrimmed reads a shard whose checkpoint the stream no longer holds from its oldest
-	// record instead of ending Run with a *TrimmedError: for a caller that has just scanned again
-	// what the lost records held (a worker's rescan after ErrTrimmed). Defaults to false.
-	RestartTrimmed bool
+	// Rescanned is when the caller started to scan again what lost records held (a worker's
+	// rescan after ErrTrimmed); zero (the default) when it did not. A shard whose checkpoint the
+	// stream no longer holds is then read from its oldest record instead of ending Run with a
+	// *TrimmedError, while the scan still covers what was lost: the stream keeps a record for
+	// Retention, so records lost by now were written before now-Retention, which is before
+	// Rescanned until Rescanned+Retention. A checkpoint this Reader saved itself is never
+	// restarted (records after it were read after the scan began: a loss the scan did not cover).
+	Rescanned time.Time
 }
+
+// Retention is how long DynamoDB Streams keeps a record: 24 hours.
+const Retention = 24 * time.Hour
 
 // overflowLooks is how many looks in a row a reader at MaxShards must see a shard free before it
 // takes it: readers under their share take a free shard at their next look, so a shard left free
@@ -176,6 +183,13 @@ func (r *Reader) wait(ctx context.Context, d time.Duration) bool {
 	case <-r.cfg.Clock.After(d):
 		return true
 	}
+}
+
+// rescanCovers reports whether the caller's rescan (ReaderConfig.Rescanned) covers records the
+// stream has lost by now.
+func (r *Reader) rescanCovers() bool {
+	at := r.cfg.Rescanned
+	return !at.IsZero() && r.cfg.Clock.Now().Before(at.Add(Retention))
 }
 
 // backoff is the pause before the next try after failures transient errors in a row.

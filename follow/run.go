@@ -25,12 +25,15 @@ type run struct {
 	// freeLooks counts, per shard, the looks in a row that saw it free while the run was at
 	// MaxShards (see overflowLooks). Only the look loop uses it.
 	freeLooks map[string]int
+	// goneDone: parents no longer listed whose leases say nothing was lost (see parentGone). Only
+	// the look loop uses it.
+	goneDone map[string]bool
 }
 
 func newRun(ctx context.Context, r *Reader, fn func(context.Context, *Batch) error) *run {
 	ctx, stop := context.WithCancelCause(ctx)
 	return &run{r: r, fn: fn, ctx: ctx, stop: stop, reading: map[string]bool{},
-		finished: map[string]bool{}, freeLooks: map[string]int{}}
+		finished: map[string]bool{}, freeLooks: map[string]int{}, goneDone: map[string]bool{}}
 }
 
 // loop looks for shards to take every PollInterval until the run stops; a look that failed on a
@@ -78,6 +81,11 @@ func (ru *run) look() error {
 		}
 		if ru.isReading(s.id) || ru.isFinished(s.id) || !s.readable(listed, ru.isFinished) {
 			continue
+		}
+		if s.parent != "" && !listed[s.parent] {
+			if ok, err := ru.parentGone(s.parent); err != nil || !ok {
+				return err
+			}
 		}
 		if err := ru.consider(s); err != nil {
 			return err

@@ -16,6 +16,9 @@ type shardLease struct {
 	shard      string
 	lease      *lock.Lease
 	checkpoint string
+	// ownCheckpoint: checkpoint was saved by this Reader, not found on the lease (see
+	// ReaderConfig.Rescanned).
+	ownCheckpoint bool
 }
 
 // writeTimeout bounds one lock write made on the way out (finish, release), when the run's
@@ -32,7 +35,7 @@ func (l *shardLease) save(seq string) error {
 	if err != nil {
 		return err
 	}
-	l.checkpoint = seq
+	l.checkpoint, l.ownCheckpoint = seq, true
 	l.r.stats.saved(l.shard, seq)
 	if h := l.r.hooks.saved; h != nil {
 		h(l.shard, seq)

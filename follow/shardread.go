@@ -140,9 +140,9 @@ func (s *shardReader) iterator() (*string, error) {
 	switch {
 	case err == nil:
 		return out.ShardIterator, nil
-	case cp != "" && isTrimmed(err) && s.r.cfg.RestartTrimmed:
-		s.r.log.Warn("follow: the shard's checkpoint is older than the stream's retention; reading it from its oldest record (RestartTrimmed)",
-			"shard", s.shard.id, "checkpoint", cp)
+	case cp != "" && isTrimmed(err) && s.rescanCovers():
+		s.r.log.Warn("follow: the shard's checkpoint is older than the stream's retention; reading it from its oldest record (the caller's rescan covers what was lost)",
+			"shard", s.shard.id, "checkpoint", cp, "rescanned", s.r.cfg.Rescanned)
 		s.lease.checkpoint = ""
 		return s.iterator()
 	case cp != "" && isTrimmed(err):
@@ -156,6 +156,12 @@ func (s *shardReader) iterator() (*string, error) {
 		return nil, errStop
 	}
 	return nil, fmt.Errorf("follow: shard iterator of %s: %w", s.shard.id, err)
+}
+
+// rescanCovers reports whether the caller's rescan (ReaderConfig.Rescanned) covers the records
+// lost after the shard's checkpoint.
+func (s *shardReader) rescanCovers() bool {
+	return !s.lease.ownCheckpoint && s.r.rescanCovers()
 }
 
 // deliver hands the batch to fn, waits until it is Done, and saves its checkpoint. A batch not

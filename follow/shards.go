@@ -22,7 +22,8 @@ type shard struct {
 }
 
 // readable reports whether sh may be read now: it has no parent, or its parent is finished, or
-// its parent is no longer listed (trimmed away with its records: nothing is left to wait for).
+// its parent is no longer listed (trimmed away with its records: nothing is left to wait for;
+// whether the group lost records with it is run.parentGone's question).
 func (sh shard) readable(listed map[string]bool, finished func(id string) bool) bool {
 	return sh.parent == "" || !listed[sh.parent] || finished(sh.parent)
 }

@@ -19,6 +19,7 @@ type Lease struct {
 	tookOver   bool
 	checkpoint string
 	epoch      int64
+	prevExpiry time.Time // the expiry the item showed before the take (zero: never held)
 	// afterTake: the meta item as the acquisition wrote or found it after the take (recordMeta).
 	afterTake *metaItem
 
@@ -48,6 +49,7 @@ func (c *Client) newLease(t target, before, got slotItem, now time.Time) *Lease 
 		tookOver:   before.exists && before.owner != "" && !before.released,
 		checkpoint: got.checkpoint,
 		epoch:      got.epoch,
+		prevExpiry: before.expiresAt,
 		ctx:        ctx, cancel: cancel,
 		stop: make(chan struct{}), hbDone: make(chan struct{}),
 		version: got.version, expiresAt: got.expiresAt,
@@ -106,6 +108,11 @@ func (l *Lease) Err() error {
 // Checkpoint returns the checkpoint stored on the slot when this lease was acquired ("" if none):
 // where the previous holder got to.
 func (l *Lease) Checkpoint() string { return l.checkpoint }
+
+// PreviousExpiry returns the expiry the slot (or mutex) showed before this lease took it, as its
+// previous holder last wrote it (a release leaves it as it was): about when that holder was last
+// alive. Zero for one never held before.
+func (l *Lease) PreviousExpiry() time.Time { return l.prevExpiry }
 
 // ExpiresAt returns the expiry last written by this holder (by its clock).
 func (l *Lease) ExpiresAt() time.Time {

@@ -149,6 +149,8 @@ func TestTakeoverAfterRelease(t *testing.T) {
 	require.LessOrEqual(t, lb.AcquiredAt().Sub(releasedAt), poll, "within one poll interval of the release")
 	require.False(t, lb.TookOver())
 	require.Equal(t, int64(2), lb.Token())
+	require.True(t, la.PreviousExpiry().IsZero(), "a slot never held")
+	require.True(t, lb.PreviousExpiry().Equal(la.ExpiresAt()), "the expiry a's last renew wrote (the release leaves it): %s, want %s", lb.PreviousExpiry(), la.ExpiresAt())
 	require.ErrorIs(t, la.Err(), ErrReleased)
 	require.False(t, la.endedAt.After(releasedAt), "released context cancelled before the release write")
 	release(t, lb)

@@ -143,11 +143,16 @@ func (p *pass) releaseUnsent(ts []task) {
 // skipped; it stays pending in the ledger, where `dynapart verify` counts it.
 func (p *pass) unprocessable(t task, err error) {
 	t.markFinished() // nothing can be done for it: a follower's candidate is resolved
-	p.w.stats.unprocessable.Add(1)
-	p.w.itemEvent(OutcomeUnprocessable, t.key, p.lease.Slot(), 0, 0)
-	p.w.cfg.Logger.Error("dynapart: an item cannot be claimed and is skipped (too large for the inline ledger? use the table ledger)",
-		"slot", p.lease.Slot(), "key", ledger.KeyText(t.key), "err", err)
+	p.countUnprocessable(t.key, err)
 	t.item.Ack()
+}
+
+// countUnprocessable counts and logs an item whose ledger write DynamoDB refuses for good.
+func (p *pass) countUnprocessable(key Key, err error) {
+	p.w.stats.unprocessable.Add(1)
+	p.w.itemEvent(OutcomeUnprocessable, key, p.lease.Slot(), 0, 0)
+	p.w.cfg.Logger.Error("dynapart: an item cannot be claimed and is skipped (too large for the inline ledger? use the table ledger)",
+		"slot", p.lease.Slot(), "key", ledger.KeyText(key), "err", err)
 }
 
 // notNow accounts for an item left alone because of its state st (as scanned, or the state that

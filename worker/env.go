@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -31,8 +32,17 @@ type env struct {
 	meta, metaDefaults map[string]string
 	total              int
 	joined             bool
-	n                  int    // the group's n when Run started (Workers for a new group)
-	streamARN          string // the source table's stream (Follow)
+	n                  int // the group's n when Run started (Workers for a new group)
+
+	streamMu  sync.Mutex
+	streamARN string // the source table's stream (Follow); see followedStream and slot.trimmed
+}
+
+// stream is the source table's stream the workers follow.
+func (e *env) stream() string {
+	e.streamMu.Lock()
+	defer e.streamMu.Unlock()
+	return e.streamARN
 }
 
 // prepare reads what Run needs before its first slot (the start reads, sent together and retried

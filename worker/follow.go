@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -49,10 +50,14 @@ func (s *slot) startFollowing() error {
 // checkpoints need (a *follow.TrimmedError: the caller rescans the share).
 func (s *slot) tail() error {
 	c := s.w.cfg
+	var rescanned time.Time
+	if s.rescan {
+		rescanned = s.rescanFrom
+	}
 	r, err := follow.NewReader(follow.ReaderConfig{
-		Streams: c.Streams, StreamARN: s.e.streamARN, Locks: s.e.locks, Group: c.Group,
+		Streams: c.Streams, StreamARN: s.e.stream(), Rescanned: rescanned, Locks: s.e.locks, Group: c.Group,
 		PollInterval: c.StreamPoll, Clock: c.Clock, Logger: s.log,
-		MaxShards: shardShare(s.plan.Slots), RestartTrimmed: s.rescan,
+		MaxShards: shardShare(s.plan.Slots),
 	})
 	if err != nil {
 		return err
@@ -198,10 +203,7 @@ func (s *slot) followStream(out *outage) error {
 	case s.stopped() || s.pastStop():
 		return nil
 	case errors.Is(err, follow.ErrTrimmed):
-		s.log.Warn("dynapart: the stream no longer holds records after a shard's checkpoint (older than its retention): scanning the whole table again for items whose content changed", "err", err)
-		s.w.stats.followRescans.Add(1)
-		s.rescan = true
-		s.cp = s.cp.next(s.lease.Token())
+		s.trimmed(err)
 		return nil
 	case err != nil:
 		_, ferr := s.failedPass(out, err)

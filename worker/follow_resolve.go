@@ -79,6 +79,12 @@ func (p *pass) followStep(t task, item map[string]types.AttributeValue, st ItemS
 		if ok {
 			tries.renewed = &ItemState{Status: StatusRetry, RetryAt: now, Version: st.Version}
 		}
+		if ledger.IsValidation(err) {
+			// Refused for good (the reopened state would pass 400 KB): no retry can help, and
+			// retrying would hold up the shard's every later record.
+			p.countUnprocessable(t.key, err)
+			return true
+		}
 		if err != nil {
 			c.Logger.Warn("dynapart: renew a changed item; trying again", "key", ledger.KeyText(t.key), "err", err)
 		}
@@ -264,11 +270,17 @@ func (p *pass) renewIfChanged(key Key, attrs map[string]types.AttributeValue, st
 		return st
 	}
 	ok, err := p.renew(key, st, now)
-	if err != nil {
-		p.again(now.Add(p.w.cfg.RetryBackoff)) // the renew may have landed: its own record is no new version
-	}
-	if err != nil || !ok {
-		return st // the claim's condition decides; a later record or pass resolves it
+	switch {
+	case ledger.IsValidation(err):
+		p.countUnprocessable(key, err) // refused for good: another pass would be refused again
+		return st
+	case err != nil || !ok:
+		// Landed with its answer lost (its own record is no new version), or refused because the
+		// state moved since the scan (handled, or renewed by a worker that may have stopped
+		// before claiming): the inline ledger's caller skips the finished state it is given, so
+		// another pass judges the item as it is then.
+		p.again(now.Add(p.w.cfg.RetryBackoff))
+		return st
 	}
 	return ItemState{Status: StatusRetry, RetryAt: now, Version: st.Version}
 }
@@ -297,7 +309,12 @@ func (p *pass) renewChangedRows(ctx context.Context, page *scan.Page) error {
 			continue
 		}
 		// The page was read before its rows: judge the state by content read after it.
-		if current, err := p.readItem(ctx, key); err == nil && current != nil {
+		current, err := p.readItem(ctx, key)
+		switch {
+		case err != nil:
+			// Not known whether it changed: the claim finds the row finished and would skip it.
+			p.again(p.w.cfg.Clock.Now().Add(p.w.cfg.RetryBackoff))
+		case current != nil:
 			p.renewIfChanged(key, current, st, p.w.cfg.Clock.Now())
 		}
 	}

@@ -88,6 +88,9 @@ const minNextDue = 100 * time.Millisecond
 // runPass scans the slot's share once (resuming from cp) and handles every item it yields. A
 // once-worker's pass marks the share's units for thieves (see share.go).
 func (s *slot) runPass(cp slotCheckpoint) (passResult, error) {
+	if cp.counts.started.IsZero() {
+		cp.counts.started = s.w.cfg.Clock.Now().Truncate(time.Millisecond)
+	}
 	var sh share = wholeShare{}
 	switch {
 	case s.rescan:

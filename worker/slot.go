@@ -32,8 +32,11 @@ type slot struct {
 	cp         slotCheckpoint  // the slot's checkpoint as its last pass left it
 	checkpoint checkpointState // whether cp is on the lease yet
 	// rescan: the stream lost records (follow.go): passes renew every finished item whose
-	// content changed, and the next reader restarts trimmed shards from the stream's oldest record.
-	rescan bool
+	// content changed, and the next reader restarts trimmed shards from the stream's oldest record
+	// (those whose loss the rescan covers: follow.ReaderConfig.Rescanned is rescanFrom).
+	rescan     bool
+	rescanFrom time.Time // when the slot met the loss its rescan is for, before its first pass
+	lastTrim   time.Time // when the stream last ended following with lost records (follow_trim.go)
 }
 
 // slotEnd is how a slot's run ended.
@@ -147,6 +150,11 @@ func (s *slot) passes() (finished bool, err error) {
 		}
 		return false, err
 	}
+	if s.follows() {
+		// No reader may have read the stream since (a group down that long, whose shards have
+		// closed and gone with their records: run.parentGone sees one generation only).
+		s.outlivedRetention(s.lease.PreviousExpiry(), "the slot's previous holder was last alive")
+	}
 	var out outage
 	for {
 		// Paused: no pass starts (a pass in progress stops claiming, see pauseState).
@@ -183,6 +191,9 @@ func (s *slot) passes() (finished bool, err error) {
 		s.w.stats.passes.Add(1)
 		s.log.Info("dynapart: pass complete", "pass", s.cp.pass, "again", s.cp.dirty)
 		if c.Follow && !s.cp.dirty {
+			if s.outlivedRetention(s.cp.counts.started, "the pass that just completed began") {
+				continue
+			}
 			s.cp = s.cp.next(s.lease.Token())
 			if err := s.startFollowing(); err != nil {
 				return false, nil

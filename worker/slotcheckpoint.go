@@ -35,11 +35,16 @@ type slotCheckpoint struct {
 type slotCounts struct {
 	done, failed, scanned int64
 	elapsed               time.Duration // kept in whole milliseconds
+	// started is when the pass began, by the clock of the holder that began it (or first resumed
+	// it from a checkpoint made before this field): zero until then. A follower compares it with
+	// the stream's retention (follow_trim.go).
+	started time.Time
 }
 
 // The checkpoint encodings: dp1|pass|dirty|scan (before counts; decodes with zero counts),
 // dp2|pass|dirty|done.failed.scanned.ms|scan (before plan epochs; decodes with epoch 0) and
-// dp3|epoch.n[.run]|pass|dirty|done.failed.scanned.ms|scan (run absent: 0).
+// dp3|epoch.n[.run]|pass|dirty|done.failed.scanned.ms[.started]|scan (run absent: 0; started, the
+// pass's start in Unix milliseconds, absent: zero).
 const (
 	checkpointPrefixV1 = "dp1"
 	checkpointPrefixV2 = "dp2"
@@ -54,6 +59,9 @@ func (s slotCheckpoint) encode() string {
 	c := s.counts
 	counts := strconv.FormatInt(c.done, 10) + "." + strconv.FormatInt(c.failed, 10) + "." +
 		strconv.FormatInt(c.scanned, 10) + "." + strconv.FormatInt(c.elapsed.Milliseconds(), 10)
+	if !c.started.IsZero() {
+		counts += "." + strconv.FormatInt(c.started.UnixMilli(), 10)
+	}
 	plan := strconv.FormatInt(s.epoch, 10) + "." + strconv.Itoa(s.n)
 	if s.run != 0 {
 		plan += "." + strconv.FormatInt(s.run, 10)
@@ -124,10 +132,10 @@ func decodeSlotCheckpoint(v string) (slotCheckpoint, error) {
 
 func decodeCounts(v string) (slotCounts, error) {
 	parts := strings.Split(v, ".")
-	if len(parts) != 4 {
-		return slotCounts{}, fmt.Errorf("dynapart: malformed slot checkpoint counts %q (want done.failed.scanned.ms)", v)
+	if len(parts) != 4 && len(parts) != 5 {
+		return slotCounts{}, fmt.Errorf("dynapart: malformed slot checkpoint counts %q (want done.failed.scanned.ms[.started])", v)
 	}
-	var n [4]int64
+	var n [5]int64
 	for i, p := range parts {
 		x, err := strconv.ParseInt(p, 10, 64)
 		if err != nil || x < 0 || (i == 3 && x > math.MaxInt64/int64(time.Millisecond)) {
@@ -135,7 +143,11 @@ func decodeCounts(v string) (slotCounts, error) {
 		}
 		n[i] = x
 	}
-	return slotCounts{done: n[0], failed: n[1], scanned: n[2], elapsed: time.Duration(n[3]) * time.Millisecond}, nil
+	c := slotCounts{done: n[0], failed: n[1], scanned: n[2], elapsed: time.Duration(n[3]) * time.Millisecond}
+	if len(parts) == 5 {
+		c.started = time.UnixMilli(n[4])
+	}
+	return c, nil
 }
 
 // decodePlan decodes the epoch.n[.run] field of a dp3 checkpoint.

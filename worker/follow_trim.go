@@ -1,0 +1,92 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/dynapart/dynapart/follow"
+)
+
+// trimmed handles a stream that lost records the slot's readers had not read (err wraps a
+// *follow.TrimmedError): the slot's next pass scans the whole table again, renewing every item
+// whose content changed (slot.rescan). Rescans are at least PollInterval apart: a stream that is
+// turned off or deleted ends every reader at once, and the slot then works as a worker that
+// rescans every PollInterval does, until the table streams again (a stream turned on again has a
+// new ARN, which the slot learns here).
+func (s *slot) trimmed(err error) {
+	c := s.w.cfg
+	s.log.Warn("dynapart: the stream no longer holds records the group has not read (a checkpoint older than its retention, or the stream turned off): scanning the whole table again for items whose content changed", "err", err)
+	var te *follow.TrimmedError
+	if errors.As(err, &te) && te.Shard == "" {
+		s.refreshStream()
+	}
+	if !s.lastTrim.IsZero() {
+		if wait := s.lastTrim.Add(c.PollInterval).Sub(c.Clock.Now()); wait > 0 && !s.wait(wait) {
+			return
+		}
+	}
+	s.lastTrim = c.Clock.Now()
+	s.startRescan()
+}
+
+// startRescan makes the slot's next pass a rescan of the whole table that renews every item whose
+// content changed (slot.rescan). It covers every change made before it starts: a reader after it
+// may read trimmed shards from their oldest record (follow.ReaderConfig.Rescanned).
+func (s *slot) startRescan() {
+	s.w.stats.followRescans.Add(1)
+	s.rescan, s.rescanFrom = true, s.w.cfg.Clock.Now()
+	s.cp = s.cp.next(s.lease.Token())
+}
+
+// testRetention, when set (nanoseconds), stands for the stream's retention in tests.
+var testRetention atomic.Int64
+
+// possibleLoss is how long after a change a follower takes its record to be possibly lost: the
+// stream's retention less a margin (an hour of 24) for the skew between the worker's clock and
+// DynamoDB's and for the time a reader takes to start.
+func possibleLoss() time.Duration {
+	r := follow.Retention
+	if t := testRetention.Load(); t > 0 {
+		r = time.Duration(t)
+	}
+	return r - r/24
+}
+
+// outlivedRetention reports whether the stream may have lost records the slot needs, judged by
+// time where no checkpoint can tell: since from (the start of the pass that just completed, or
+// the last time the slot's previous holder was alive), more than possibleLoss has passed. Then it starts a rescan (logged, counted as one).
+func (s *slot) outlivedRetention(from time.Time, what string) bool {
+	if from.IsZero() || s.w.cfg.Clock.Now().Sub(from) < possibleLoss() {
+		return false
+	}
+	s.log.Warn("dynapart: "+what+" longer ago than the stream keeps records: changes made since may be lost from it; scanning the whole table again for items whose content changed",
+		"since", from, "retention", follow.Retention)
+	s.startRescan()
+	return true
+}
+
+// refreshStream describes the table again after its stream ended: a stream turned on again (a new
+// ARN) is the one the slot follows from now on; none (or one of another view type) is logged, and
+// the slot rescans until there is one.
+func (s *slot) refreshStream() {
+	c := s.w.cfg
+	ctx, cancel := context.WithTimeout(s.ctx, c.WriteTimeout)
+	defer cancel()
+	d, err := describeTable(ctx, c.Client, c.Table, "Table")
+	var arn string
+	if err == nil {
+		arn, err = followedStream(c.Table, d)
+	}
+	if err != nil {
+		s.log.Error("dynapart: the table has no stream to follow: rescanning every PollInterval until it has (dynapart init --table T --stream)", "err", err)
+		return
+	}
+	s.e.streamMu.Lock()
+	defer s.e.streamMu.Unlock()
+	if arn != s.e.streamARN {
+		s.log.Warn("dynapart: the table streams to a new stream: following it", "old", s.e.streamARN, "new", arn)
+		s.e.streamARN = arn
+	}
+}
