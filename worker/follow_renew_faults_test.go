@@ -16,6 +16,7 @@ import (
 	"github.com/dynapart/dynapart/ddbfault"
 	"github.com/dynapart/dynapart/follow"
 	"github.com/dynapart/dynapart/internal/ddbtest"
+	"github.com/dynapart/dynapart/ledger"
 )
 
 // TestRescanItemReadFails (found by a review of ef374da): the table ledger's rescan
@@ -213,4 +214,63 @@ func (s *dropStreams) GetRecords(ctx context.Context, in *dynamodbstreams.GetRec
 	}
 	out.Records = kept
 	return out, nil
+}
+
+// TestRescanRenewRefused: a rescan's renew of a changed item is refused because another worker
+// renewed it first and stopped before claiming it (the item is left a retry, due). The pass used
+// to skip the item as finished and ask for another pass, a PollInterval (30s) later; now it reads
+// the item's state and claims it in the same pass.
+func TestRescanRenewRefused(t *testing.T) {
+	for _, completeOnly := range []bool{false, true} {
+		t.Run(fmt.Sprintf("complete-only=%t", completeOnly), func(t *testing.T) {
+			ctx := context.Background()
+			const n = 3
+			f := newFixture(t, 0)
+			_, _, err := follow.EnableStream(ctx, f.db, f.table)
+			require.NoError(t, err)
+			f.seed(t, 0, n, nil)
+			target := itemKey(0)
+			other, err := ledger.NewInline(f.db, f.table, []string{"id"}, ledger.WithVersions())
+			require.NoError(t, err)
+			var armed, raced atomic.Bool
+			fc := ddbfault.New(f.db)
+			fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+				in := call.In.(*dynamodb.UpdateItemInput)
+				prev, isRenew := in.ExpressionAttributeValues[":prev"].(*types.AttributeValueMemberS)
+				if armed.Load() && isRenew && keyID(in.Key) == target && raced.CompareAndSwap(false, true) {
+					ok, err := other.Renew(ctx, in.Key, prev.Value, time.Now()) // another worker, first
+					if err != nil || !ok {
+						return nil, fmt.Errorf("test: the other renew: %v %v", ok, err)
+					}
+				}
+				return send(ctx, call.In)
+			}, ddbfault.OpUpdateItem)
+			runs := newReviewRuns()
+			streams := &lossyStreams{reviewStreams: newReviewStreams(t, true, 0), id: target, n: "1000"}
+			w := startReview(t, f, LedgerInline, "A", streams, func(c *Config) {
+				c.CompleteOnly = completeOnly
+				c.Client = workerClient(fc)
+				c.PollInterval = 30 * time.Second
+			}, func(_ context.Context, it Item) error {
+				runs.add("A", it, false)
+				return nil
+			})
+			streams.following(t)
+			f.seed(t, n, 1, nil)
+			reviewWait(t, 30*time.Second, func() (bool, string) { return len(runs.of(itemKey(n))) == 1, "the new item" })
+			setN(t, f, 0, 1000) // its record is lost
+			f.seed(t, n+1, 1, nil)
+			reviewWait(t, 30*time.Second, func() (bool, string) {
+				return len(runs.of(itemKey(n+1))) == 1, "the reader read past the lost record"
+			})
+			armed.Store(true)
+			streams.trim.Store(true)
+			streams.expire.Store(true)
+			reviewWait(t, 10*time.Second, func() (bool, string) {
+				ok, why := reviewDoneAtCurrent(t, f, LedgerInline, target)
+				return ok && raced.Load(), fmt.Sprintf("%s; raced %t; runs %v; follow %+v", why, raced.Load(), runs.of(target), *w.Stats().Follow)
+			})
+			require.Equal(t, int64(1), w.Stats().Follow.Rescans)
+		})
+	}
 }

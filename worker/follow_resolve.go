@@ -274,15 +274,32 @@ func (p *pass) renewIfChanged(key Key, attrs map[string]types.AttributeValue, st
 	case ledger.IsValidation(err):
 		p.countUnprocessable(key, err) // refused for good: another pass would be refused again
 		return st
-	case err != nil || !ok:
-		// Landed with its answer lost (its own record is no new version), or refused because the
-		// state moved since the scan (handled, or renewed by a worker that may have stopped
-		// before claiming): the inline ledger's caller skips the finished state it is given, so
-		// another pass judges the item as it is then.
+	case err != nil:
+		// Landed with its answer lost (its own record is no new version): the inline ledger's
+		// caller skips the finished state it is given, so another pass judges the item.
 		p.again(now.Add(p.w.cfg.RetryBackoff))
 		return st
+	case !ok:
+		return p.afterRefusedRenew(key, st, now)
 	}
 	return ItemState{Status: StatusRetry, RetryAt: now, Version: st.Version}
+}
+
+// afterRefusedRenew judges an item whose renew was refused, its state having moved since the scan
+// (handled, or renewed by another worker, which may have stopped before claiming it), by its state
+// read now: an unfinished state is for the claim (or the complete-only check) to decide, and a
+// state finished at the item's current content is skipped. A read that fails, or a state finished
+// at another version, asks for another pass.
+func (p *pass) afterRefusedRenew(key Key, st ItemState, now time.Time) ItemState {
+	item, cur, err := p.currentItem(key)
+	switch {
+	case err == nil && item == nil:
+		return st // deleted: nothing to handle
+	case err == nil && (!cur.Status.Finished() || cur.Claim == "" || cur.Version == p.contentVersion(item)):
+		return cur
+	}
+	p.again(now.Add(p.w.cfg.RetryBackoff))
+	return st
 }
 
 // renewChangedRows is renewIfChanged for the table ledger, whose state is not on the scanned

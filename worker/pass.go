@@ -66,8 +66,8 @@ type task struct {
 	// carry their own.
 	attempt int
 	fresh   bool // the scan saw the item with no ledger state (see ClaimRequest.fresh)
-	// renewed is the item's state after the pass reopened it (renewIfChanged): newer than the
-	// state its scanned attributes show.
+	// renewed is the item's state after the pass reopened it, or as read after a refused reopen
+	// (renewIfChanged): newer than the state its scanned attributes show.
 	renewed *ItemState
 	// follow: a candidate of the stream (follow.go), resolved by followOne; item.Attrs is the
 	// record's new image.
