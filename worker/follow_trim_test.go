@@ -1,9 +1,12 @@
 package worker
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dynapart/dynapart/follow"
+	"github.com/dynapart/dynapart/lock"
 )
 
 // TestStreamTurnedOffRescansOncePerPoll (found by a review of ef374da): a stream turned off (or
@@ -338,4 +342,81 @@ func TestRolledOverParentLost(t *testing.T) {
 			require.Equal(t, int64(1), b.Stats().Follow.Rescans, "one rescan: the gone parent is retired")
 		})
 	}
+}
+
+// TestRescanTakenOverIsARescan: a slot's rescan of the whole table keeps no position; its
+// checkpoint says rescan (and `dynapart status` shows it), and a holder that takes the slot over
+// rescans the table again from its start rather than resuming a pass of its share. A's handler
+// holds the rescan open on the item whose change the stream lost; B, after A is stopped, rescans
+// and handles it.
+func TestRescanTakenOverIsARescan(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, 0)
+	_, _, err := follow.EnableStream(ctx, f.db, f.table)
+	require.NoError(t, err)
+	f.seed(t, 0, 3, nil)
+	x := itemKey(0)
+	runs := newReviewRuns()
+	streams := &dropStreams{reviewStreams: newReviewStreams(t, true, 0), id: x}
+	holding := make(chan struct{})
+	var once sync.Once
+	a := startReview(t, f, LedgerInline, "A", streams, func(c *Config) { c.HandlerGrace = 100 * time.Millisecond },
+		func(ctx context.Context, it Item) error {
+			if keyID(it.Key) == x && it.Attrs["n"].(*types.AttributeValueMemberN).Value == "1000" {
+				once.Do(func() { close(holding) })
+				<-ctx.Done() // A's rescan stays open on X until A stops
+				return ctx.Err()
+			}
+			runs.add("A", it, false)
+			return nil
+		})
+	streams.following(t)
+	reviewWait(t, 30*time.Second, func() (bool, string) { return a.Stats().Completed == 3, "A follows" })
+	streams.drop.Store("all")
+	setN(t, f, 0, 1000) // its record is lost
+	streams.trim.Store(true)
+	streams.expire.Store(true)
+	select {
+	case <-holding:
+	case <-time.After(30 * time.Second):
+		t.Fatal("A's rescan did not reach X")
+	}
+	locks, err := lock.New(f.db, f.leaseTable)
+	require.NoError(t, err)
+	reviewWait(t, 10*time.Second, func() (bool, string) {
+		gs, err := locks.GroupStatus(ctx, a.Config().Group)
+		require.NoError(t, err)
+		return strings.HasSuffix(gs.Slots[0].Checkpoint, "|rescan"), "the slot's checkpoint says rescan: " + gs.Slots[0].Checkpoint
+	})
+	a.stop()
+	var logs syncBuffer
+	b := startReview(t, f, LedgerInline, "B", streams, func(c *Config) {
+		c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}, func(_ context.Context, it Item) error {
+		runs.add("B", it, false)
+		return nil
+	})
+	reviewWait(t, 30*time.Second, func() (bool, string) {
+		ok, why := reviewDoneAtCurrent(t, f, LedgerInline, x)
+		return ok, fmt.Sprintf("%s; runs %v; B's follow %+v", why, runs.of(x), *b.Stats().Follow)
+	})
+	require.Contains(t, logs.String(), "rescanning it again from its start")
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger's goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

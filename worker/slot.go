@@ -136,6 +136,13 @@ func (s *slot) start() error {
 		err = errReplan
 	}
 	cp.epoch, cp.n = s.lease.Epoch(), s.plan.Slots
+	if cp.scan == rescanMark {
+		// The previous holder was rescanning the table for records the stream lost: start the
+		// rescan again (its position is not kept), covering every change made before now.
+		s.log.Warn("dynapart: the slot's previous holder was rescanning the whole table for records the stream may have lost: rescanning it again from its start")
+		cp.scan = ""
+		s.rescan, s.rescanFrom = s.w.cfg.Follow, s.w.cfg.Clock.Now()
+	}
 	s.cp = cp
 	return err
 }

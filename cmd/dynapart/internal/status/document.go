@@ -62,6 +62,9 @@ type slotDoc struct {
 	// Following says the slot's share was read and its holders follow the table's stream (work
 	// --follow) instead of scanning it again.
 	Following bool `json:"following"`
+	// Rescanning says the slot's holder scans the whole table again, because the stream may have
+	// lost records its readers had not read (work --follow; see README).
+	Rescanning bool `json:"rescanning"`
 	// Progress counts the slot's items; null when not known.
 	Progress *slotProgress `json:"progress"`
 	// Fraction is how far the slot's share is, 0..1: its items done or failed / the share
@@ -178,7 +181,8 @@ func (r *reader) read(ctx context.Context, now time.Time) (*Document, error) {
 		PausedReason: pausedReason(st), Budget: newBudgetDoc(st.Budget), Slots: []slotDoc{}, Throughput: throughput{Samples: []sample{}}}
 	plan := planOf(st)
 	for _, s := range st.Slots {
-		doc.Slots = append(doc.Slots, slotDoc{slotJSON: newSlotJSON(s, plan), State: slotState(s), Following: followsStream(s.Checkpoint)})
+		doc.Slots = append(doc.Slots, slotDoc{slotJSON: newSlotJSON(s, plan), State: slotState(s), Following: followsStream(s.Checkpoint),
+			Rescanning: rescansTable(s.Checkpoint)})
 	}
 	r.fillProgress(ctx, doc, st, now)
 	doc.Stream = r.stream.doc(ctx, st, now)

@@ -226,6 +226,9 @@ func positionSummary(cp string) string {
 	if followsStream(cp) { // the pass that read the share is complete: Pass counts it
 		return fmt.Sprintf("pass %d read, following the stream", p.Pass)
 	}
+	if rescansTable(cp) {
+		return fmt.Sprintf("pass %d, rescanning the whole table (the stream may have lost records)", p.Pass+1)
+	}
 	if err != nil {
 		return fmt.Sprintf("unreadable checkpoint (%d bytes)", len(cp))
 	}

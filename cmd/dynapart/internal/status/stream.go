@@ -201,3 +201,9 @@ func printStreamText(w io.Writer, d *streamDoc) {
 func followsStream(checkpoint string) bool {
 	return strings.HasSuffix(checkpoint, "|follow")
 }
+
+// rescansTable reports whether a slot checkpoint says its holder scans the whole table again
+// because the stream may have lost records (work --follow).
+func rescansTable(checkpoint string) bool {
+	return strings.HasSuffix(checkpoint, "|rescan")
+}

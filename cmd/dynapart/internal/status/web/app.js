@@ -64,6 +64,7 @@
     }
     if (s.finished) short = "finished" + (p ? " · " + fmtInt(p.done) + " done" : "");
     else if (s.following) short = "following the stream" + (p ? " · " + fmtInt(p.done) + " done" : "");
+    else if (s.rescanning) short = "rescanning the table: the stream may have lost records";
     if (doc.paused && s.state === "working") details.push("paused");
     if (s.retired) details.push("retired by a scale-down");
     else if (s.segments) details.push("units " + s.segments);
