@@ -30,8 +30,8 @@
 //     finished, or a stream turned off or deleted, ends Run with a *[TrimmedError]
 //     ([ErrTrimmed]), and the caller must rescan the table. A Reader whose caller has rescanned
 //     ([ReaderConfig.Rescanned]) reads such shards from their oldest record (and retires a gone
-//     parent's lease) while the rescan covers the loss: for [Retention] after it began, and never
-//     past a checkpoint the Reader saved itself. (A shard no reader had started before its first
+//     parent's lease) while the rescan covers the loss: for [Retention] (less an hour) after it
+//     began, and never past a checkpoint the Reader saved itself. (A shard no reader had started before its first
 //     records were trimmed cannot be told from one that had no more: it is read from what is
 //     left; a caller judges such losses by time, as the worker does.)
 //   - Transient errors (throttling, dropped connections, DynamoDB restarting, an expired shard

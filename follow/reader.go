@@ -62,7 +62,8 @@ type ReaderConfig struct {
 	// stream no longer holds is then read from its oldest record instead of ending Run with a
 	// *TrimmedError, while the scan still covers what was lost: the stream keeps a record for
 	// Retention, so records lost by now were written before now-Retention, which is before
-	// Rescanned until Rescanned+Retention. A checkpoint this Reader saved itself is never
+	// Rescanned until Rescanned+Retention (less an hour, for the skew between the caller's clock
+	// and DynamoDB's). A checkpoint this Reader saved itself is never
 	// restarted (records after it were read after the scan began: a loss the scan did not cover).
 	Rescanned time.Time
 }
@@ -189,7 +190,7 @@ func (r *Reader) wait(ctx context.Context, d time.Duration) bool {
 // stream has lost by now.
 func (r *Reader) rescanCovers() bool {
 	at := r.cfg.Rescanned
-	return !at.IsZero() && r.cfg.Clock.Now().Before(at.Add(Retention))
+	return !at.IsZero() && r.cfg.Clock.Now().Before(at.Add(Retention-Retention/24)) // an hour's margin for clock skew
 }
 
 // backoff is the pause before the next try after failures transient errors in a row.

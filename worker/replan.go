@@ -105,7 +105,14 @@ func (s *slot) adoptPlan(own slotCheckpoint) (slotCheckpoint, error) {
 	w, e := s.w, s.e
 	out := slotCheckpoint{epoch: s.lease.Epoch(), n: s.plan.Slots, pass: own.pass,
 		counts: slotCounts{done: own.counts.done, failed: own.counts.failed}}
-	if w.cfg.Mode == scan.ModeFilter {
+	rescan, err := s.groupRescans(own)
+	switch {
+	case err != nil:
+		return slotCheckpoint{}, err
+	case rescan:
+		out.scan = rescanMark // the whole table, this slot's new share with it (follow_trim.go)
+		return out, nil
+	case w.cfg.Mode == scan.ModeFilter:
 		return out, nil // filter mode rescans the share under the new n
 	}
 	ps, err := s.planStartFor()

@@ -160,7 +160,9 @@ func (s *slot) passes() (finished bool, err error) {
 	if s.follows() {
 		// No reader may have read the stream since (a group down that long, whose shards have
 		// closed and gone with their records: run.parentGone sees one generation only).
-		s.outlivedRetention(s.lease.PreviousExpiry(), "the slot's previous holder was last alive")
+		if _, err := s.outlivedRetention(s.lease.PreviousExpiry(), "the slot's previous holder was last alive"); err != nil {
+			return false, nil // the lease lost, or DynamoDB out of reach: Run decides
+		}
 	}
 	var out outage
 	for {
@@ -198,7 +200,11 @@ func (s *slot) passes() (finished bool, err error) {
 		s.w.stats.passes.Add(1)
 		s.log.Info("dynapart: pass complete", "pass", s.cp.pass, "again", s.cp.dirty)
 		if c.Follow && !s.cp.dirty {
-			if s.outlivedRetention(s.cp.counts.started, "the pass that just completed began") {
+			rescan, err := s.outlivedRetention(s.cp.counts.started, "the pass that just completed began")
+			if err != nil {
+				return false, nil
+			}
+			if rescan {
 				continue
 			}
 			s.cp = s.cp.next(s.lease.Token())
@@ -214,7 +220,7 @@ func (s *slot) passes() (finished bool, err error) {
 		if c.Once && res.nextDue > 0 && res.nextDue < wait {
 			wait = res.nextDue // the pass's last item is due sooner: the job's end waits for it
 		}
-		s.cp = s.cp.next(s.lease.Token())
+		s.cp = s.nextPass()
 		if err := s.saveCheckpoint(s.cp.encode()); err != nil {
 			return false, nil
 		}
