@@ -39,29 +39,8 @@ func slotCheckpointOf(t *testing.T, f *fixture, group string) string {
 // (its previous holder alive a moment ago) ran a plain pass, which with the table ledger renews
 // nothing, and followed: X's new version was never handled. Now the next pass says rescan too.
 func TestDirtyRescanKeepsItsMark(t *testing.T) {
-	shortRetention(t, 2*time.Second)
-	ctx := context.Background()
-	f := newFixture(t, 0)
-	_, _, err := follow.EnableStream(ctx, f.db, f.table)
-	require.NoError(t, err)
-	f.seed(t, 0, 3, nil)
-	x := itemKey(0)
-	runs := newReviewRuns()
-	streams := &dropStreams{reviewStreams: newReviewStreams(t, true, 0), id: x}
-	h := func(by string) Handler {
-		return func(_ context.Context, it Item) error {
-			runs.add(by, it, false)
-			return nil
-		}
-	}
-	a := startReview(t, f, LedgerTable, "A", streams, nil, h("A"))
-	streams.following(t)
-	reviewWait(t, 30*time.Second, func() (bool, string) { return a.Stats().Completed == 3, "A follows" })
-	group := a.Config().Group
-	a.stop()
-	setN(t, f, 0, 1000)
-	streams.drop.Store("all")
-	time.Sleep(3*time.Second + 2*time.Second) // down past A's lease and the (short) retention
+	d := groupWentDown(t, LedgerTable, 2*time.Second)
+	f, x, runs, streams, h, group := d.f, d.x, d.runs, d.streams, d.handler, d.group
 
 	// B rescans (time-judged); its read of X fails once: the rescan is dirty.
 	var failed atomic.Bool
@@ -107,31 +86,10 @@ func TestDirtyRescanKeepsItsMark(t *testing.T) {
 // handled. Now a slot taken under a new plan of a group that was rescanning rescans
 // (slot.groupRescans).
 func TestResizeKeepsARescan(t *testing.T) {
-	shortRetention(t, 2*time.Second)
-	ctx := context.Background()
-	f := newFixture(t, 0)
-	_, _, err := follow.EnableStream(ctx, f.db, f.table)
-	require.NoError(t, err)
-	f.seed(t, 0, 3, nil)
-	x := itemKey(0)
-	runs := newReviewRuns()
-	streams := &dropStreams{reviewStreams: newReviewStreams(t, true, 0), id: x}
-	h := func(by string) Handler {
-		return func(_ context.Context, it Item) error {
-			runs.add(by, it, false)
-			return nil
-		}
-	}
-	a := startReview(t, f, LedgerTable, "A", streams, nil, h("A"))
-	streams.following(t)
-	reviewWait(t, 30*time.Second, func() (bool, string) { return a.Stats().Completed == 3, "A follows" })
-	group := a.Config().Group
-	a.stop()
-	setN(t, f, 0, 1000)
-	streams.drop.Store("all")
+	d := groupWentDown(t, LedgerTable, 2*time.Second)
+	ctx, f, x, runs, streams, h, group := context.Background(), d.f, d.x, d.runs, d.streams, d.handler, d.group
 	z := itemKey(9)
 	f.seed(t, 9, 1, nil) // a new item: B's rescan holds on it
-	time.Sleep(3*time.Second + 2*time.Second)
 
 	var failed atomic.Bool
 	fc := ddbfault.New(f.db)
@@ -269,29 +227,8 @@ func TestTwoFollowersSwitchUnderSteadyWrites(t *testing.T) {
 func TestCrashBeforeRescanIsSaved(t *testing.T) {
 	for _, kind := range []LedgerKind{LedgerInline, LedgerTable} {
 		t.Run(string(kind), func(t *testing.T) {
-			shortRetention(t, 8*time.Second) // much longer than the lease TTL (3s), as 24h is
-			ctx := context.Background()
-			f := newFixture(t, 0)
-			_, _, err := follow.EnableStream(ctx, f.db, f.table)
-			require.NoError(t, err)
-			f.seed(t, 0, 3, nil)
-			x := itemKey(0)
-			runs := newReviewRuns()
-			streams := &dropStreams{reviewStreams: newReviewStreams(t, true, 0), id: x}
-			h := func(by string) Handler {
-				return func(_ context.Context, it Item) error {
-					runs.add(by, it, false)
-					return nil
-				}
-			}
-			a := startReview(t, f, kind, "A", streams, nil, h("A"))
-			streams.following(t)
-			reviewWait(t, 30*time.Second, func() (bool, string) { return a.Stats().Completed == 3, "A follows" })
-			group := a.Config().Group
-			a.stop()
-			setN(t, f, 0, 1000)
-			streams.drop.Store("all")
-			time.Sleep(3*time.Second + 8*time.Second)
+			d := groupWentDown(t, kind, 8*time.Second)
+			f, x, runs, streams, h, group := d.f, d.x, d.runs, d.streams, d.handler, d.group
 
 			var dead atomic.Bool
 			fc := ddbfault.New(f.db)

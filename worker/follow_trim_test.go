@@ -115,28 +115,8 @@ func (s *arnStreams) DescribeStream(ctx context.Context, in *dynamodbstreams.Des
 // shows. A slot whose previous holder was last alive longer ago than the retention (less a
 // margin) rescans before it follows. Modelled with a retention of 2s and item 0's records dropped.
 func TestGroupDownLongerThanRetention(t *testing.T) {
-	shortRetention(t, 2*time.Second)
-	ctx := context.Background()
-	f := newFixture(t, 0)
-	_, _, err := follow.EnableStream(ctx, f.db, f.table)
-	require.NoError(t, err)
-	f.seed(t, 0, 3, nil)
-	x := itemKey(0)
-	runs := newReviewRuns()
-	streams := &dropStreams{reviewStreams: newReviewStreams(t, true, 0), id: x}
-	h := func(by string) Handler {
-		return func(_ context.Context, it Item) error {
-			runs.add(by, it, false)
-			return nil
-		}
-	}
-	a := startReview(t, f, LedgerInline, "A", streams, nil, h("A"))
-	streams.following(t)
-	reviewWait(t, 30*time.Second, func() (bool, string) { return a.Stats().Completed == 3, "A follows" })
-	a.stop()
-	setN(t, f, 0, 1000)
-	streams.drop.Store("all")
-	time.Sleep(3*time.Second + 2*time.Second) // down: past A's lease (LeaseTTL 3s) and the retention
+	d := groupWentDown(t, LedgerInline, 2*time.Second)
+	f, x, runs, streams, h := d.f, d.x, d.runs, d.streams, d.handler
 	b := startReview(t, f, LedgerInline, "B", streams, nil, h("B"))
 	reviewWait(t, 30*time.Second, func() (bool, string) {
 		ok, why := reviewDoneAtCurrent(t, f, LedgerInline, x)
@@ -419,4 +399,42 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// downScenario is a group that went down longer than the stream's (shortened) retention: A
+// followed the stream and stopped; item 0 (x) then changed to n=1000 and the stream lost its
+// records (dropStreams); the test waits past A's lease (LeaseTTL 3s) and the retention.
+type downScenario struct {
+	f       *fixture
+	x       string
+	runs    *reviewRuns
+	streams *dropStreams
+	group   string
+}
+
+func groupWentDown(t *testing.T, kind LedgerKind, retention time.Duration) *downScenario {
+	t.Helper()
+	shortRetention(t, retention)
+	d := &downScenario{f: newFixture(t, 0), x: itemKey(0), runs: newReviewRuns()}
+	_, _, err := follow.EnableStream(context.Background(), d.f.db, d.f.table)
+	require.NoError(t, err)
+	d.f.seed(t, 0, 3, nil)
+	d.streams = &dropStreams{reviewStreams: newReviewStreams(t, true, 0), id: d.x}
+	a := startReview(t, d.f, kind, "A", d.streams, nil, d.handler("A"))
+	d.streams.following(t)
+	reviewWait(t, 30*time.Second, func() (bool, string) { return a.Stats().Completed == 3, "A follows" })
+	d.group = a.Config().Group
+	a.stop()
+	setN(t, d.f, 0, 1000)
+	d.streams.drop.Store("all")
+	time.Sleep(3*time.Second + retention) // down: past A's lease and the retention
+	return d
+}
+
+// handler records the runs of the worker named by.
+func (d *downScenario) handler(by string) Handler {
+	return func(_ context.Context, it Item) error {
+		d.runs.add(by, it, false)
+		return nil
+	}
 }
