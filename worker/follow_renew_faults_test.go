@@ -56,17 +56,7 @@ func TestRescanItemReadFails(t *testing.T) {
 				runs.add("A", it, false)
 				return nil
 			})
-			streams.following(t)
-			f.seed(t, n, 1, nil)
-			reviewWait(t, 30*time.Second, func() (bool, string) { return len(runs.of(itemKey(n))) == 1, "the new item" })
-			setN(t, f, 0, 1000) // its record is lost
-			f.seed(t, n+1, 1, nil)
-			reviewWait(t, 30*time.Second, func() (bool, string) {
-				return len(runs.of(itemKey(n+1))) == 1, "the reader read past the lost record"
-			})
-			armed.Store(true)
-			streams.trim.Store(true)
-			streams.expire.Store(true)
+			loseChangeThenTrim(t, f, streams, runs, n, func() { armed.Store(true) })
 			reviewWait(t, 30*time.Second, func() (bool, string) {
 				fs := w.Stats().Follow
 				return fs != nil && fs.Rescans > 0 && failed.Load(), "a rescan whose read of item 0 fails"
@@ -255,17 +245,7 @@ func TestRescanRenewRefused(t *testing.T) {
 				runs.add("A", it, false)
 				return nil
 			})
-			streams.following(t)
-			f.seed(t, n, 1, nil)
-			reviewWait(t, 30*time.Second, func() (bool, string) { return len(runs.of(itemKey(n))) == 1, "the new item" })
-			setN(t, f, 0, 1000) // its record is lost
-			f.seed(t, n+1, 1, nil)
-			reviewWait(t, 30*time.Second, func() (bool, string) {
-				return len(runs.of(itemKey(n+1))) == 1, "the reader read past the lost record"
-			})
-			armed.Store(true)
-			streams.trim.Store(true)
-			streams.expire.Store(true)
+			loseChangeThenTrim(t, f, streams, runs, n, func() { armed.Store(true) })
 			reviewWait(t, 10*time.Second, func() (bool, string) {
 				ok, why := reviewDoneAtCurrent(t, f, LedgerInline, target)
 				return ok && raced.Load(), fmt.Sprintf("%s; raced %t; runs %v; follow %+v", why, raced.Load(), runs.of(target), *w.Stats().Follow)

@@ -77,17 +77,7 @@ func TestRescanRenewOfUnknownOutcome(t *testing.T) {
 				runs.add("A", it, false)
 				return nil
 			})
-			streams.following(t)
-			f.seed(t, n, 1, nil)
-			reviewWait(t, 30*time.Second, func() (bool, string) { return len(runs.of(itemKey(n))) == 1, "the new item" })
-			setN(t, f, 0, 1000) // its record is lost
-			f.seed(t, n+1, 1, nil)
-			reviewWait(t, 30*time.Second, func() (bool, string) {
-				return len(runs.of(itemKey(n+1))) == 1, "the reader read past the lost record"
-			})
-			armed.Store(true)
-			streams.trim.Store(true)
-			streams.expire.Store(true)
+			loseChangeThenTrim(t, f, streams, runs, n, func() { armed.Store(true) })
 			reviewWait(t, 30*time.Second, func() (bool, string) {
 				fs := w.Stats().Follow
 				return fs != nil && fs.Rescans > 0 && lost.Load(), "a rescan that renews item 0"
@@ -98,4 +88,23 @@ func TestRescanRenewOfUnknownOutcome(t *testing.T) {
 			})
 		})
 	}
+}
+
+// loseChangeThenTrim: with a worker following the stream (its handler adding to runs; items 0..n-1
+// seeded), item 0 changes to n=1000 and its record is lost (streams, a lossyStreams for item 0 and
+// n=1000), the reader reads past it (item n+1 handled), arm is called, and the stream's next
+// iterator is trimmed: the worker rescans.
+func loseChangeThenTrim(t *testing.T, f *fixture, streams *lossyStreams, runs *reviewRuns, n int, arm func()) {
+	t.Helper()
+	streams.following(t)
+	f.seed(t, n, 1, nil)
+	reviewWait(t, 30*time.Second, func() (bool, string) { return len(runs.of(itemKey(n))) == 1, "the new item" })
+	setN(t, f, 0, 1000) // its record is lost
+	f.seed(t, n+1, 1, nil)
+	reviewWait(t, 30*time.Second, func() (bool, string) {
+		return len(runs.of(itemKey(n+1))) == 1, "the reader read past the lost record"
+	})
+	arm()
+	streams.trim.Store(true)
+	streams.expire.Store(true)
 }
