@@ -65,6 +65,9 @@ func (s *slot) tail() error {
 	s.rescan = false // the reader restarts trimmed shards; the rescan that allows it is done
 	s.w.setReader(r)
 	defer s.w.setReader(nil)
+	stopKeep, cp := make(chan struct{}), s.cp
+	kept := goDone(func() { s.keepFollowing(cp, stopKeep) })
+	defer func() { close(stopKeep); <-kept }()
 	p := s.newPass(s.cp, wholeShare{})
 	stop := p.startContexts()
 	defer stop()

@@ -261,3 +261,130 @@ func TestCrashBeforeRescanIsSaved(t *testing.T) {
 		})
 	}
 }
+
+// TestRescanSaveFailsThenRetake: a group down longer than the retention; B takes slot 0, judges
+// that it must rescan, and startRescan's save of the rescan mark fails once (DynamoDB briefly out
+// of reach): the slot ends and Run takes a slot again. B used to judge by the lease's previous
+// expiry, which its own first take had just written: it followed without a rescan, and X's change
+// (its record lost) was never handled. Now the follow checkpoint says when a holder last followed
+// (keepFollowing), which a take does not change.
+func TestRescanSaveFailsThenRetake(t *testing.T) {
+	for _, kind := range []LedgerKind{LedgerInline, LedgerTable} {
+		t.Run(string(kind), func(t *testing.T) {
+			d := groupWentDown(t, kind, 2*time.Second)
+			f, x, runs, streams, h := d.f, d.x, d.runs, d.streams, d.handler
+
+			var failed atomic.Bool
+			fc := ddbfault.New(f.db)
+			fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+				in := call.In.(*dynamodb.UpdateItemInput)
+				if aws.ToString(in.TableName) == f.leaseTable {
+					if v, ok := in.ExpressionAttributeValues[":cp"].(*types.AttributeValueMemberS); ok &&
+						strings.HasSuffix(v.Value, "|rescan") && failed.CompareAndSwap(false, true) {
+						return nil, errTransient
+					}
+				}
+				return send(ctx, call.In)
+			}, ddbfault.OpUpdateItem)
+			b := startReview(t, f, kind, "B", streams, func(c *Config) { c.Client = workerClient(fc) }, h("B"))
+			reviewWait(t, 30*time.Second, func() (bool, string) { return failed.Load(), "B's rescan save failed" })
+			f.seed(t, 3, 1, nil)
+			reviewWait(t, 30*time.Second, func() (bool, string) { return len(runs.of(itemKey(3))) == 1, "B follows" })
+			reviewWait(t, 10*time.Second, func() (bool, string) {
+				ok, why := reviewDoneAtCurrent(t, f, kind, x)
+				return ok, fmt.Sprintf("%s; runs %v; B's rescans %d leases %d; checkpoint %q", why, runs.of(x),
+					b.Stats().Follow.Rescans, b.Stats().Leases, slotCheckpointOf(t, f, d.group))
+			})
+		})
+	}
+}
+
+// TestDirtyLongPassKeepsItsStart: TestFirstPassOutlastsRetention with the long first pass ending
+// dirty (its slow item fails once). The next pass used to start with no since, so the clean pass
+// after it was judged by its own recent start: no rescan, and with the table ledger (a plain pass
+// renews nothing) X's change made during the long pass was never handled. Now a dirty pass's
+// since carries over.
+func TestDirtyLongPassKeepsItsStart(t *testing.T) {
+	shortRetention(t, 2*time.Second)
+	ctx := context.Background()
+	f := newFixture(t, 0)
+	_, _, err := follow.EnableStream(ctx, f.db, f.table)
+	require.NoError(t, err)
+	f.seed(t, 0, 3, nil)
+	x := itemKey(0)
+	gate := make(chan struct{})
+	var failedOnce atomic.Bool
+	runs := newReviewRuns()
+	streams := &dropStreams{reviewStreams: newReviewStreams(t, true, 0), id: x}
+	w := startReview(t, f, LedgerTable, "A", streams, func(c *Config) { c.Concurrency = 4; c.PollInterval = 200 * time.Millisecond },
+		func(ctx context.Context, it Item) error {
+			runs.add("A", it, false)
+			if keyID(it.Key) == itemKey(2) && failedOnce.CompareAndSwap(false, true) {
+				select { // a slow item: the first pass lasts longer than the retention, and ends dirty
+				case <-gate:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				return errors.New("test: fails once")
+			}
+			return nil
+		})
+	reviewWait(t, 30*time.Second, func() (bool, string) { return len(runs.of(x)) == 1, "the pass handled item 0" })
+	setN(t, f, 0, 1000)
+	streams.drop.Store("all")
+	time.Sleep(2 * time.Second)
+	close(gate)
+	streams.following(t)
+	f.seed(t, 3, 1, nil)
+	reviewWait(t, 30*time.Second, func() (bool, string) { return len(runs.of(itemKey(3))) == 1, "following" })
+	reviewWait(t, 10*time.Second, func() (bool, string) {
+		ok, why := reviewDoneAtCurrent(t, f, LedgerTable, x)
+		return ok, fmt.Sprintf("%s; runs %v; passes %d follow %+v", why, runs.of(x), w.Stats().Passes, *w.Stats().Follow)
+	})
+}
+
+// TestResizeKeepsALongPassStart: TestFirstPassOutlastsRetention with a resize during the long
+// first pass. adoptPlan used to compose the new plan's checkpoints with no since: the new slots'
+// passes were judged by their own recent starts, nobody rescanned, and X's change made during the
+// long pass was never handled. Now the new plan's slots judge from the old plan's earliest since.
+func TestResizeKeepsALongPassStart(t *testing.T) {
+	shortRetention(t, 2*time.Second)
+	ctx := context.Background()
+	f := newFixture(t, 0)
+	_, _, err := follow.EnableStream(ctx, f.db, f.table)
+	require.NoError(t, err)
+	f.seed(t, 0, 3, nil)
+	x := itemKey(0)
+	var first atomic.Bool
+	runs := newReviewRuns()
+	streams := &dropStreams{reviewStreams: newReviewStreams(t, true, 0), id: x}
+	h := func(by string) Handler {
+		return func(ctx context.Context, it Item) error {
+			runs.add(by, it, false)
+			if keyID(it.Key) == itemKey(2) && by == "A" && first.CompareAndSwap(false, true) {
+				<-ctx.Done() // held until the resize stops A's pass
+				return ctx.Err()
+			}
+			return nil
+		}
+	}
+	a := startReview(t, f, LedgerTable, "A", streams, func(c *Config) {
+		c.Concurrency, c.HandlerGrace, c.PollInterval = 4, 100*time.Millisecond, time.Second
+	}, h("A"))
+	reviewWait(t, 30*time.Second, func() (bool, string) { return len(runs.of(x)) == 1, "the pass handled item 0" })
+	setN(t, f, 0, 1000)
+	streams.drop.Store("all")
+	time.Sleep(2 * time.Second) // the first pass outlasts the retention
+	locks, err := lock.New(f.db, f.leaseTable)
+	require.NoError(t, err)
+	_, err = Resize(ctx, locks, a.Config().Group, 2)
+	require.NoError(t, err)
+	// The passes after the resize are dirty until A's abandoned claim of item 2 expires (ClaimTTL).
+	c := startReview(t, f, LedgerTable, "C", streams, func(c *Config) { c.Workers, c.PollInterval = 0, time.Second }, h("C"))
+	f.seed(t, 3, 1, nil)
+	reviewWait(t, 30*time.Second, func() (bool, string) { return len(runs.of(itemKey(3))) == 1, "the new plan follows" })
+	reviewWait(t, 10*time.Second, func() (bool, string) {
+		ok, why := reviewDoneAtCurrent(t, f, LedgerTable, x)
+		return ok, fmt.Sprintf("%s; runs %v; rescans A %d C %d", why, runs.of(x), a.Stats().Follow.Rescans, c.Stats().Follow.Rescans)
+	})
+}

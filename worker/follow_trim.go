@@ -50,14 +50,31 @@ func (s *slot) startRescan() bool {
 	return true
 }
 
-// nextPass is the checkpoint the slot's next pass starts from: a rescan's next pass (after a dirty
-// one) is a rescan too, and says so on the lease.
+// nextPass is the checkpoint the slot's next pass starts from, after a dirty one: it needs the
+// stream's records from when the dirty pass began (the table ledger's plain pass renews no item
+// changed since), and a rescan's next pass is a rescan too, and says so on the lease.
 func (s *slot) nextPass() slotCheckpoint {
 	cp := s.cp.next(s.lease.Token())
+	cp.counts.since = s.cp.counts.since
 	if s.rescan {
 		cp.scan = rescanMark
 	}
 	return cp
+}
+
+// keepFollowing saves, while the slot follows the stream, that it does (the follow checkpoint cp
+// with since now, every possibleLoss/24) until stop is closed: a holder that takes the slot later judges by
+// it how long nobody followed (slot.passes), which its own take cannot hide.
+func (s *slot) keepFollowing(cp slotCheckpoint, stop <-chan struct{}) {
+	for {
+		select {
+		case <-stop:
+			return
+		case <-s.w.cfg.Clock.After(possibleLoss() / 24):
+		}
+		cp.counts.since = s.w.cfg.Clock.Now().Truncate(time.Millisecond)
+		_ = s.saveCheckpoint(cp.encode()) // a failed save is judged conservatively: an older since
+	}
 }
 
 // testRetention, when set (nanoseconds), stands for the stream's retention in tests.
@@ -93,24 +110,33 @@ func (s *slot) outlivedRetention(from time.Time, what string) (bool, error) {
 // errRescanNotSaved: a rescan judged necessary could not be recorded on the lease.
 var errRescanNotSaved = errors.New("dynapart: the slot's rescan could not be saved on its lease")
 
-// groupRescans reports whether the group's old plan was rescanning the table (a slot checkpoint
-// since the group's last reset says rescanMark, own's included), for a slot taken under a new
-// plan (replan.go): its holder rescans, so a resize does not drop a rescan that nothing else
-// would bring back. A slot's new holder that overwrote such a checkpoint carried the mark.
-func (s *slot) groupRescans(own slotCheckpoint) (bool, error) {
-	if !s.w.cfg.Follow || own.scan == rescanMark {
-		return s.w.cfg.Follow, nil
+// groupRescans reads, for a slot taken under a new plan (replan.go), what the group's slot
+// checkpoints since its last reset (own's included) say of the stream: whether one was rescanning
+// the table (rescanMark), and the earliest since of those in a pass. Its holder rescans too, and
+// judges its pass from that since, so a resize drops neither a rescan nor a long pass's start,
+// which nothing else would bring back. A slot's new holder that overwrote such a checkpoint
+// carried both.
+func (s *slot) groupRescans(own slotCheckpoint) (rescan bool, since time.Time, err error) {
+	if !s.w.cfg.Follow {
+		return false, time.Time{}, nil
 	}
 	st, err := s.e.locks.GroupStatus(s.ctx, s.w.cfg.Group)
 	if err != nil {
-		return false, err
+		return false, time.Time{}, err
 	}
+	cps := []slotCheckpoint{own}
 	for _, sl := range st.Slots {
-		if cp, err := decodeSlotCheckpoint(sl.Checkpoint); err == nil && cp.scan == rescanMark && cp.epoch >= st.ResetEpoch {
-			return true, nil
+		if cp, err := decodeSlotCheckpoint(sl.Checkpoint); err == nil && cp.epoch >= st.ResetEpoch {
+			cps = append(cps, cp)
 		}
 	}
-	return false, nil
+	for _, cp := range cps {
+		rescan = rescan || cp.scan == rescanMark
+		if cp.scan != followMark && !cp.counts.since.IsZero() && (since.IsZero() || cp.counts.since.Before(since)) {
+			since = cp.counts.since
+		}
+	}
+	return rescan, since, nil
 }
 
 // refreshStream describes the table again after its stream ended: a stream turned on again (a new

@@ -302,6 +302,10 @@ func TestRolledOverParentLost(t *testing.T) {
 			streams.following(t)
 			f.seed(t, n, 1, nil)
 			reviewWait(t, 30*time.Second, func() (bool, string) { return len(runs.of(itemKey(n))) == 1, "A follows the stream" })
+			reviewWait(t, 30*time.Second, func() (bool, string) { // the control's trim needs a checkpoint to meet
+				fs := a.Stats().Follow
+				return fs != nil && len(fs.Shards) > 0 && fs.Shards[0].Position != "", "A's shard checkpoint saved"
+			})
 			a.stop() // the group is down ...
 			setN(t, f, 0, 1000)
 			streams.drop.Store("all") // ... longer than the retention: X's records are gone

@@ -88,8 +88,8 @@ const minNextDue = 100 * time.Millisecond
 // runPass scans the slot's share once (resuming from cp) and handles every item it yields. A
 // once-worker's pass marks the share's units for thieves (see share.go).
 func (s *slot) runPass(cp slotCheckpoint) (passResult, error) {
-	if cp.counts.started.IsZero() {
-		cp.counts.started = s.w.cfg.Clock.Now().Truncate(time.Millisecond)
+	if cp.counts.since.IsZero() {
+		cp.counts.since = s.w.cfg.Clock.Now().Truncate(time.Millisecond) // the pass's start
 	}
 	var sh share = wholeShare{}
 	switch {

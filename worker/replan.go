@@ -105,7 +105,8 @@ func (s *slot) adoptPlan(own slotCheckpoint) (slotCheckpoint, error) {
 	w, e := s.w, s.e
 	out := slotCheckpoint{epoch: s.lease.Epoch(), n: s.plan.Slots, pass: own.pass,
 		counts: slotCounts{done: own.counts.done, failed: own.counts.failed}}
-	rescan, err := s.groupRescans(own)
+	rescan, since, err := s.groupRescans(own)
+	out.counts.since = since
 	switch {
 	case err != nil:
 		return slotCheckpoint{}, err

@@ -35,16 +35,18 @@ type slotCheckpoint struct {
 type slotCounts struct {
 	done, failed, scanned int64
 	elapsed               time.Duration // kept in whole milliseconds
-	// started is when the pass began, by the clock of the holder that began it (or first resumed
-	// it from a checkpoint made before this field): zero until then. A follower compares it with
-	// the stream's retention (follow_trim.go).
-	started time.Time
+	// since is the time from which the slot needs the stream's records (follow_trim.go), by its
+	// holders' clocks: the start of the slot's current pass, carried over dirty passes (by the
+	// holder that began it, or first resumed it from a checkpoint made before this field), and,
+	// once the slot follows the stream, the last time a holder of it was following (refreshed
+	// while it is). Zero until then. It is compared with the stream's retention.
+	since time.Time
 }
 
 // The checkpoint encodings: dp1|pass|dirty|scan (before counts; decodes with zero counts),
 // dp2|pass|dirty|done.failed.scanned.ms|scan (before plan epochs; decodes with epoch 0) and
-// dp3|epoch.n[.run]|pass|dirty|done.failed.scanned.ms[.started]|scan (run absent: 0; started, the
-// pass's start in Unix milliseconds, absent: zero).
+// dp3|epoch.n[.run]|pass|dirty|done.failed.scanned.ms[.since]|scan (run absent: 0; since in Unix
+// milliseconds, absent: zero).
 const (
 	checkpointPrefixV1 = "dp1"
 	checkpointPrefixV2 = "dp2"
@@ -59,8 +61,8 @@ func (s slotCheckpoint) encode() string {
 	c := s.counts
 	counts := strconv.FormatInt(c.done, 10) + "." + strconv.FormatInt(c.failed, 10) + "." +
 		strconv.FormatInt(c.scanned, 10) + "." + strconv.FormatInt(c.elapsed.Milliseconds(), 10)
-	if !c.started.IsZero() {
-		counts += "." + strconv.FormatInt(c.started.UnixMilli(), 10)
+	if !c.since.IsZero() {
+		counts += "." + strconv.FormatInt(c.since.UnixMilli(), 10)
 	}
 	plan := strconv.FormatInt(s.epoch, 10) + "." + strconv.Itoa(s.n)
 	if s.run != 0 {
@@ -133,7 +135,7 @@ func decodeSlotCheckpoint(v string) (slotCheckpoint, error) {
 func decodeCounts(v string) (slotCounts, error) {
 	parts := strings.Split(v, ".")
 	if len(parts) != 4 && len(parts) != 5 {
-		return slotCounts{}, fmt.Errorf("dynapart: malformed slot checkpoint counts %q (want done.failed.scanned.ms[.started])", v)
+		return slotCounts{}, fmt.Errorf("dynapart: malformed slot checkpoint counts %q (want done.failed.scanned.ms[.since])", v)
 	}
 	var n [5]int64
 	for i, p := range parts {
@@ -145,7 +147,7 @@ func decodeCounts(v string) (slotCounts, error) {
 	}
 	c := slotCounts{done: n[0], failed: n[1], scanned: n[2], elapsed: time.Duration(n[3]) * time.Millisecond}
 	if len(parts) == 5 {
-		c.started = time.UnixMilli(n[4])
+		c.since = time.UnixMilli(n[4])
 	}
 	return c, nil
 }

@@ -31,13 +31,13 @@ func TestSlotCheckpointCounts(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, cp, back)
 
-	cp.counts.started = time.UnixMilli(1_795_000_000_123)
-	require.Equal(t, "dp3|4.6.9|1|0|7.2.12.2500.1795000000123|x|y", cp.encode(), "the pass's start follows the counts")
+	cp.counts.since = time.UnixMilli(1_795_000_000_123)
+	require.Equal(t, "dp3|4.6.9|1|0|7.2.12.2500.1795000000123|x|y", cp.encode(), "since follows the counts")
 	back, err = decodeSlotCheckpoint(cp.encode())
 	require.NoError(t, err)
 	require.Equal(t, cp, back)
-	require.True(t, cp.next(9).counts.started.IsZero(), "a new pass has not started")
-	cp.counts.started = time.Time{}
+	require.True(t, cp.next(9).counts.since.IsZero(), "a new pass has not started")
+	cp.counts.since = time.Time{}
 
 	for _, bad := range []string{"dp3|1.2|1|0|0.0.0.0.1.2|x", "dp3|1.2|1|0|0.0.0.0.x|x", "dp2|1|0|7.2.12|x", "dp2|1|0|a.b.c.d|x", "dp2|1|0|-1.0.0.0|x", "dp2|1|0", "dp3|-1.2|1|0|0.0.0.0|x", "dp3|e.2|1|0|0.0.0.0|x", "dp3|1|1|0|0.0.0.0|x", "dp3|1.-2|1|0|0.0.0.0|x", "dp3|1.2|1|0|0.0.0.0", "dp3|1.2.0|1|0|0.0.0.0|x", "dp3|1.2.x|1|0|0.0.0.0|x"} {
 		_, err := decodeSlotCheckpoint(bad)
