@@ -388,3 +388,28 @@ func TestResizeKeepsALongPassStart(t *testing.T) {
 		return ok, fmt.Sprintf("%s; runs %v; rescans A %d C %d", why, runs.of(x), a.Stats().Follow.Rescans, c.Stats().Follow.Rescans)
 	})
 }
+
+// TestResizeWhileDown: a group of one follower down longer than the retention, resized before it
+// starts again. The new plan's slots used to run plain passes judged from their own starts (the
+// follow checkpoint's since was left out of groupRescans): no rescan, and with the table ledger X's
+// change (its record lost) was never handled. Now they judge from when the group last followed.
+func TestResizeWhileDown(t *testing.T) {
+	d := groupWentDown(t, LedgerTable, 2*time.Second)
+	ctx, f, x, runs, streams, h, group := context.Background(), d.f, d.x, d.runs, d.streams, d.handler, d.group
+	locks, err := lock.New(f.db, f.leaseTable)
+	require.NoError(t, err)
+	_, err = Resize(ctx, locks, group, 2)
+	require.NoError(t, err)
+	b := startReview(t, f, LedgerTable, "B", streams, func(c *Config) { c.Workers = 0 }, h("B"))
+	c := startReview(t, f, LedgerTable, "C", streams, func(c *Config) { c.Workers = 0 }, h("C"))
+	reviewWait(t, 30*time.Second, func() (bool, string) {
+		return b.Stats().Passes >= 1 && c.Stats().Passes >= 1, "both slots of the new plan passed"
+	})
+	f.seed(t, 3, 1, nil)
+	reviewWait(t, 30*time.Second, func() (bool, string) { return len(runs.of(itemKey(3))) == 1, "the new plan follows" })
+	reviewWait(t, 10*time.Second, func() (bool, string) {
+		ok, why := reviewDoneAtCurrent(t, f, LedgerTable, x)
+		return ok, fmt.Sprintf("%s; runs %v; B's passes %d rescans %d, C's passes %d rescans %d; slot 0 checkpoint %q", why, runs.of(x),
+			b.Stats().Passes, b.Stats().Follow.Rescans, c.Stats().Passes, c.Stats().Follow.Rescans, slotCheckpointOf(t, f, group))
+	})
+}

@@ -112,9 +112,10 @@ var errRescanNotSaved = errors.New("dynapart: the slot's rescan could not be sav
 
 // groupRescans reads, for a slot taken under a new plan (replan.go), what the group's slot
 // checkpoints since its last reset (own's included) say of the stream: whether one was rescanning
-// the table (rescanMark), and the earliest since of those in a pass. Its holder rescans too, and
-// judges its pass from that since, so a resize drops neither a rescan nor a long pass's start,
-// which nothing else would bring back. A slot's new holder that overwrote such a checkpoint
+// the table (rescanMark), and the earliest since (a pass's start, or when a follower last
+// followed). Its holder rescans too, and judges its pass from that since, so a resize drops
+// neither a rescan, nor a long pass's start, nor a group's downtime, which nothing else would
+// bring back. A slot's new holder that overwrote such a checkpoint
 // carried both.
 func (s *slot) groupRescans(own slotCheckpoint) (rescan bool, since time.Time, err error) {
 	if !s.w.cfg.Follow {
@@ -126,14 +127,19 @@ func (s *slot) groupRescans(own slotCheckpoint) (rescan bool, since time.Time, e
 	}
 	cps := []slotCheckpoint{own}
 	for _, sl := range st.Slots {
-		if cp, err := decodeSlotCheckpoint(sl.Checkpoint); err == nil && cp.epoch >= st.ResetEpoch {
-			cps = append(cps, cp)
+		cp, err := decodeSlotCheckpoint(sl.Checkpoint)
+		if err != nil || cp.epoch < st.ResetEpoch {
+			continue
 		}
+		if cp.scan == followMark && cp.counts.since.IsZero() {
+			cp.counts.since = sl.ExpiresAt // saved before since was: its holder was last alive then
+		}
+		cps = append(cps, cp)
 	}
 	for _, cp := range cps {
 		rescan = rescan || cp.scan == rescanMark
-		if cp.scan != followMark && !cp.counts.since.IsZero() && (since.IsZero() || cp.counts.since.Before(since)) {
-			since = cp.counts.since
+		if !cp.counts.since.IsZero() && (since.IsZero() || cp.counts.since.Before(since)) {
+			since = cp.counts.since // a pass's start, or when a follower last followed
 		}
 	}
 	return rescan, since, nil

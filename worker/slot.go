@@ -140,7 +140,7 @@ func (s *slot) start() error {
 		// The previous holder was rescanning the table for records the stream lost: start the
 		// rescan again (its position is not kept), covering every change made before now.
 		s.log.Warn("dynapart: the slot's previous holder was rescanning the whole table for records the stream may have lost: rescanning it again from its start")
-		cp.scan = ""
+		cp.scan, cp.counts.since = "", time.Time{} // the rescan begins again: judged from its new start
 		s.rescan, s.rescanFrom = s.w.cfg.Follow, s.w.cfg.Clock.Now()
 	}
 	s.cp = cp
