@@ -168,3 +168,34 @@ func (s *slot) refreshStream() {
 		s.e.streamARN = arn
 	}
 }
+
+// judgeDowntime rescans, for a slot taken while its holders followed the stream, when nobody may
+// have read the stream since (a group down that long, whose shards have closed and gone with
+// their records: run.parentGone sees one generation only). The checkpoint says when a holder last
+// followed (this take changed only the lease's expiry); one saved before it did, the previous
+// holder's expiry. false when the rescan could not be saved.
+func (s *slot) judgeDowntime() bool {
+	if !s.follows() {
+		return true
+	}
+	since := s.cp.counts.since
+	if since.IsZero() {
+		since = s.lease.PreviousExpiry()
+	}
+	_, err := s.outlivedRetention(since, "the slot's holders last followed the stream")
+	return err == nil
+}
+
+// afterCleanPass moves a follower whose pass was clean to the stream, or, when the pass (or its
+// first dirty predecessor) began longer ago than the stream keeps records, to a rescan. false when
+// the checkpoint that says so could not be saved.
+func (s *slot) afterCleanPass() bool {
+	since := s.cp.counts.since
+	rescan, err := s.outlivedRetention(since, "the pass that just completed (or its first dirty predecessor) began")
+	if err != nil || rescan {
+		return err == nil
+	}
+	s.cp = s.cp.next(s.lease.Token())
+	s.cp.counts.since = since // records since the pass began are the stream's to bring
+	return s.startFollowing() == nil
+}

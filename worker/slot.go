@@ -157,18 +157,8 @@ func (s *slot) passes() (finished bool, err error) {
 		}
 		return false, err
 	}
-	if s.follows() {
-		// No reader may have read the stream since (a group down that long, whose shards have
-		// closed and gone with their records: run.parentGone sees one generation only). The
-		// checkpoint says when a holder last followed (this take changed only the lease's expiry);
-		// one saved before it did, the previous holder's expiry.
-		since := s.cp.counts.since
-		if since.IsZero() {
-			since = s.lease.PreviousExpiry()
-		}
-		if _, err := s.outlivedRetention(since, "the slot's holders last followed the stream"); err != nil {
-			return false, nil // the lease lost, or DynamoDB out of reach: Run decides
-		}
+	if !s.judgeDowntime() {
+		return false, nil // the lease lost, or DynamoDB out of reach: Run decides
 	}
 	var out outage
 	for {
@@ -206,17 +196,7 @@ func (s *slot) passes() (finished bool, err error) {
 		s.w.stats.passes.Add(1)
 		s.log.Info("dynapart: pass complete", "pass", s.cp.pass, "again", s.cp.dirty)
 		if c.Follow && !s.cp.dirty {
-			since := s.cp.counts.since
-			rescan, err := s.outlivedRetention(since, "the pass that just completed (or its first dirty predecessor) began")
-			if err != nil {
-				return false, nil
-			}
-			if rescan {
-				continue
-			}
-			s.cp = s.cp.next(s.lease.Token())
-			s.cp.counts.since = since // records since the pass began are the stream's to bring
-			if err := s.startFollowing(); err != nil {
+			if !s.afterCleanPass() {
 				return false, nil
 			}
 			continue
