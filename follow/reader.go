@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -124,6 +125,9 @@ type Reader struct {
 	stats   *statBook
 	running atomic.Bool
 	hooks   testHooks
+
+	throughMu   sync.Mutex
+	throughDone map[string]bool // shards ReadThrough found finished
 }
 
 // testHooks let the package's tests wait on events instead of polling. Nil in production.
@@ -141,7 +145,7 @@ func NewReader(cfg ReaderConfig) (*Reader, error) {
 	}
 	cfg = cfg.withDefaults()
 	return &Reader{cfg: cfg, log: cfg.Logger.With("stream", cfg.StreamARN, "group", cfg.Group),
-		stats: newStatBook(cfg.Clock)}, nil
+		stats: newStatBook(cfg.Clock), throughDone: map[string]bool{}}, nil
 }
 
 // Run takes shard leases and reads the shards until ctx ends, then returns ctx.Err(). fn is called

@@ -65,18 +65,21 @@ func (s *slot) tail() error {
 	s.rescan = false // the reader restarts trimmed shards; the rescan that allows it is done
 	s.w.setReader(r)
 	defer s.w.setReader(nil)
-	stopKeep, cp := make(chan struct{}), s.cp
-	kept := goDone(func() { s.keepFollowing(cp, stopKeep) })
-	defer func() { close(stopKeep); <-kept }()
 	p := s.newPass(s.cp, wholeShare{})
 	stop := p.startContexts()
 	defer stop()
+	stopKeep, cp := make(chan struct{}), s.cp
+	kept := goDone(func() { s.keepFollowing(p, r, cp, stopKeep) })
+	defer func() { close(stopKeep); <-kept }()
 	return p.followRecords(r)
 }
 
 // followRecords runs the reader and the handler pool until the pass's fetch context ends.
 func (p *pass) followRecords(r *follow.Reader) error {
 	err := p.withHandlers(func() error { return r.Run(p.fetchCtx, p.dispatchRecords) })
+	if cause := context.Cause(p.fetchCtx); errors.Is(cause, follow.ErrTrimmed) {
+		return cause // the group fell too far behind the stream (keepFollowing)
+	}
 	if p.fetchCtx.Err() != nil && !errors.Is(err, follow.ErrTrimmed) {
 		return nil
 	}

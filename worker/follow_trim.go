@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -62,20 +63,51 @@ func (s *slot) nextPass() slotCheckpoint {
 	return cp
 }
 
-// keepFollowing saves, while the slot follows the stream, that it does (the follow checkpoint cp
-// with since now, every possibleLoss/24) until stop is closed: a holder that takes the slot later judges by
-// it how long nobody followed (slot.passes), which its own take cannot hide.
-func (s *slot) keepFollowing(cp slotCheckpoint, stop <-chan struct{}) {
+// keepFollowing saves, while the slot follows the stream, how far the group has read it, every
+// possibleLoss/24 until stop is closed: the follow checkpoint cp's since is the creation time of the
+// group's oldest unread record (follow.Reader.ReadThrough), or the start of the pass the slot
+// followed from when that is later (records before it are that pass's). Every record the group
+// needs that was created before since is read, so a holder that takes the slot later judges by it
+// whether the stream may have dropped records nobody read (judgeDowntime), however many
+// generations of shards closed and went since, which neither its own take nor a parent's lease
+// can hide. A group still behind by possibleLoss ends the slot's following with a
+// *follow.TrimmedError: the slot rescans the table.
+func (s *slot) keepFollowing(p *pass, r *follow.Reader, cp slotCheckpoint, stop <-chan struct{}) {
+	if cp.counts.since.IsZero() {
+		cp.counts.since = s.lease.PreviousExpiry() // as judgeDowntime judged it
+	}
 	for {
 		select {
 		case <-stop:
 			return
 		case <-s.w.cfg.Clock.After(possibleLoss() / 24):
 		}
-		cp.counts.since = s.w.cfg.Clock.Now().Truncate(time.Millisecond)
-		_ = s.saveCheckpoint(cp.encode()) // a failed save is judged conservatively: an older since
+		if through, err := s.readThrough(p, r); err == nil && through.After(cp.counts.since) {
+			cp.counts.since = through.Truncate(time.Millisecond)
+			_ = s.saveCheckpoint(cp.encode()) // a failed save is judged conservatively: an older since
+		}
+		if behind := s.w.cfg.Clock.Now().Sub(cp.counts.since); !cp.counts.since.IsZero() && behind >= possibleLoss() {
+			p.endFetch(&follow.TrimmedError{Reason: fmt.Sprintf(
+				"the group has records from %s ago not yet read, and the stream keeps records %s", behind.Round(time.Second), follow.Retention)})
+			return
+		}
 	}
 }
+
+// readThrough is how far the group has read the stream (follow.Reader.ReadThrough); an error when
+// it could not be read, which leaves since where it was.
+func (s *slot) readThrough(p *pass, r *follow.Reader) (time.Time, error) {
+	ctx, cancel := context.WithTimeout(p.fetchCtx, readThroughTimeout)
+	defer cancel()
+	t, err := r.ReadThrough(ctx)
+	if err != nil && ctx.Err() == nil {
+		s.log.Warn("dynapart: reading how far the group has read the stream failed; trying again later", "err", err)
+	}
+	return t, err
+}
+
+// readThroughTimeout bounds one follow.Reader.ReadThrough.
+const readThroughTimeout = time.Minute
 
 // testRetention, when set (nanoseconds), stands for the stream's retention in tests.
 var testRetention atomic.Int64

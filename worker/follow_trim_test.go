@@ -233,26 +233,29 @@ func shortRetention(t *testing.T, d time.Duration) {
 }
 
 // rollStreams models DynamoDB's shard rollover (a shard closes about every four hours and a child
-// takes over) followed by the retention trimming the closed parent away: once rolled, the stream
-// lists its shard under a new id whose parent, the old id, is no longer listed; the child is read
-// from its oldest record. (The records the parent lost are dropStreams' dropped ones.)
+// takes over) followed by the retention trimming the closed ancestors away: once rolled gens
+// generations, the stream lists its shard under a new id (rolledPrefix gens times) whose parent
+// (one prefix less) is no longer listed, nor any ancestor; the child is read from its oldest
+// record. (The records the ancestors lost are dropStreams' dropped ones.)
 type rollStreams struct {
 	*dropStreams
-	rolled atomic.Bool
+	gens atomic.Int32
 }
 
 const rolledPrefix = "rolled-"
 
 func (s *rollStreams) DescribeStream(ctx context.Context, in *dynamodbstreams.DescribeStreamInput, opts ...func(*dynamodbstreams.Options)) (*dynamodbstreams.DescribeStreamOutput, error) {
 	out, err := s.dropStreams.DescribeStream(ctx, in, opts...)
-	if err != nil || out == nil || out.StreamDescription == nil || !s.rolled.Load() {
+	gens := int(s.gens.Load())
+	if err != nil || out == nil || out.StreamDescription == nil || gens == 0 {
 		return out, err
 	}
 	d := *out.StreamDescription
 	d.Shards = nil
 	for _, sh := range out.StreamDescription.Shards {
 		id := aws.ToString(sh.ShardId)
-		sh.ParentShardId, sh.ShardId = aws.String(id), aws.String(rolledPrefix+id)
+		parent := strings.Repeat(rolledPrefix, gens-1) + id
+		sh.ParentShardId, sh.ShardId = aws.String(parent), aws.String(rolledPrefix+parent)
 		d.Shards = append(d.Shards, sh)
 	}
 	cp := *out
@@ -263,7 +266,10 @@ func (s *rollStreams) DescribeStream(ctx context.Context, in *dynamodbstreams.De
 func (s *rollStreams) GetShardIterator(ctx context.Context, in *dynamodbstreams.GetShardIteratorInput, opts ...func(*dynamodbstreams.Options)) (*dynamodbstreams.GetShardIteratorOutput, error) {
 	if id := aws.ToString(in.ShardId); strings.HasPrefix(id, rolledPrefix) {
 		cp := *in
-		cp.ShardId = aws.String(strings.TrimPrefix(id, rolledPrefix))
+		for strings.HasPrefix(id, rolledPrefix) {
+			id = strings.TrimPrefix(id, rolledPrefix)
+		}
+		cp.ShardId = aws.String(id)
 		in = &cp
 	}
 	return s.dropStreams.GetShardIterator(ctx, in, opts...)
@@ -310,7 +316,7 @@ func TestRolledOverParentLost(t *testing.T) {
 			setN(t, f, 0, 1000)
 			streams.drop.Store("all") // ... longer than the retention: X's records are gone
 			if tc.rolled {
-				streams.rolled.Store(true) // with the shard they were in
+				streams.gens.Store(1) // with the shard they were in
 			} else {
 				streams.trim.Store(true) // the control: B's reader meets the checkpoint trimmed
 			}

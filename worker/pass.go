@@ -24,8 +24,11 @@ type pass struct {
 	from  slotCheckpoint // where the pass started
 	share share          // what the pass reads and where it saves its position (see share.go)
 
-	fetchCtx context.Context // stops claiming: shutdown, lease loss, or the deadline margin; fenced by the lease
+	fetchCtx context.Context // stops claiming: shutdown, lease loss, the deadline margin, or endFetch; fenced by the lease
 	workCtx  context.Context // cancels handlers: lease loss, or DrainTimeout after fetchCtx ends
+	// endFetch ends fetchCtx with a cause, as a shutdown would (a follower whose group fell too
+	// far behind the stream: slot.keepFollowing).
+	endFetch context.CancelCauseFunc
 
 	sc          *scan.Scanner
 	latest      atomic.Pointer[string] // the scanner's latest checkpoint
@@ -163,8 +166,10 @@ func (p *pass) run() (passResult, error) {
 // startContexts derives fetchCtx and workCtx and starts the drain timer; stop ends them all and
 // returns once the timer has returned.
 func (p *pass) startContexts() (stop func()) {
-	fetchCtx, cancelFetch := p.w.untilStop(p.lease.Context(), p.stopAt)
-	stopFetchOnCtx := context.AfterFunc(p.ctx, cancelFetch)
+	stopCtx, cancelStop := p.w.untilStop(p.lease.Context(), p.stopAt)
+	fetchCtx, cancelFetch := context.WithCancelCause(stopCtx)
+	stopFetchOnCtx := context.AfterFunc(p.ctx, cancelStop)
+	p.endFetch = cancelFetch
 	workCtx, cancelWork := context.WithCancelCause(p.lease.Context())
 	// The claims dispatch makes under fetchCtx are fenced by the lease: a claim cut short by a
 	// shutdown is still settled, one cut short by the lease's end is not (see withFence).
@@ -176,7 +181,8 @@ func (p *pass) startContexts() (stop func()) {
 		<-drainExited
 		cancelWork(nil)
 		stopFetchOnCtx()
-		cancelFetch()
+		cancelFetch(nil)
+		cancelStop()
 	}
 }
 

@@ -11,7 +11,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
-	stypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/dynapart/dynapart/follow"
@@ -140,35 +139,14 @@ func (w *streamWatch) readShard(ctx context.Context, arn string, s *shardDoc, no
 // shardLag is the age at now of the shard's first record after position (from its start when
 // position is ""), 0 when there is none.
 func (w *streamWatch) shardLag(ctx context.Context, arn, shard, position string, now time.Time) (float64, error) {
-	in := &dynamodbstreams.GetShardIteratorInput{StreamArn: aws.String(arn), ShardId: aws.String(shard),
-		ShardIteratorType: stypes.ShardIteratorTypeTrimHorizon}
-	if position != "" {
-		in.ShardIteratorType, in.SequenceNumber = stypes.ShardIteratorTypeAfterSequenceNumber, aws.String(position)
+	t, err := follow.OldestUnread(ctx, w.streams, arn, shard, position)
+	switch {
+	case errors.Is(err, follow.ErrTrimmed):
+		return 0, errTrimmedLag
+	case err != nil:
+		return 0, err
+	case t.IsZero():
+		return 0, nil
 	}
-	it, err := w.streams.GetShardIterator(ctx, in)
-	if err != nil {
-		return 0, lagErr("get shard iterator", err)
-	}
-	if it.ShardIterator == nil {
-		return 0, nil // a closed shard with nothing after position
-	}
-	out, err := w.streams.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: it.ShardIterator, Limit: aws.Int32(1)})
-	if err != nil {
-		return 0, lagErr("get records", err)
-	}
-	for _, r := range out.Records {
-		if d := r.Dynamodb; d != nil && d.ApproximateCreationDateTime != nil {
-			return max(0, now.Sub(*d.ApproximateCreationDateTime).Seconds()), nil
-		}
-	}
-	return 0, nil
-}
-
-// lagErr is the error of a shard's lag read: errTrimmedLag for records the stream lost.
-func lagErr(op string, err error) error {
-	var trimmed *stypes.TrimmedDataAccessException
-	if errors.As(err, &trimmed) {
-		return errTrimmedLag
-	}
-	return fmt.Errorf("%s: %w", op, err)
+	return max(0, now.Sub(t).Seconds()), nil
 }
