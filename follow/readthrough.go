@@ -95,7 +95,7 @@ func OldestUnread(ctx context.Context, sc StreamsClient, arn, shard, position st
 	}
 	it, err := sc.GetShardIterator(ctx, in)
 	switch {
-	case err != nil && position != "" && (isTrimmed(err) || isNotFound(err)):
+	case err != nil && (isTrimmed(err) || position != "" && isNotFound(err)):
 		return time.Time{}, &TrimmedError{Shard: shard, Checkpoint: position, Err: err,
 			Reason: "the stream no longer holds the records after the checkpoint"}
 	case err != nil:
