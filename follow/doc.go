@@ -33,7 +33,10 @@
 //     parent's lease) while the rescan covers the loss: for [Retention] (less an hour) after it
 //     began, and never past a checkpoint the Reader saved itself. (A shard no reader had started before its first
 //     records were trimmed cannot be told from one that had no more: it is read from what is
-//     left; a caller judges such losses by time, as the worker does.)
+//     left; a caller judges such losses by time, as the worker does: [Reader.ReadThrough] says
+//     how far the group has read the stream, the creation time of its oldest unread record, and
+//     a caller that saves it and rescans once it is older than the retention misses no loss,
+//     however many generations of shards went meanwhile.)
 //   - Transient errors (throttling, dropped connections, DynamoDB restarting, an expired shard
 //     iterator) are logged and retried; they never end Run.
 //

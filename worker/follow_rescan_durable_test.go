@@ -266,8 +266,8 @@ func TestCrashBeforeRescanIsSaved(t *testing.T) {
 // that it must rescan, and startRescan's save of the rescan mark fails once (DynamoDB briefly out
 // of reach): the slot ends and Run takes a slot again. B used to judge by the lease's previous
 // expiry, which its own first take had just written: it followed without a rescan, and X's change
-// (its record lost) was never handled. Now the follow checkpoint says when a holder last followed
-// (keepFollowing), which a take does not change.
+// (its record lost) was never handled. Now the follow checkpoint says how far the group had read
+// the stream (keepFollowing), which a take does not change.
 func TestRescanSaveFailsThenRetake(t *testing.T) {
 	for _, kind := range []LedgerKind{LedgerInline, LedgerTable} {
 		t.Run(string(kind), func(t *testing.T) {
@@ -392,7 +392,7 @@ func TestResizeKeepsALongPassStart(t *testing.T) {
 // TestResizeWhileDown: a group of one follower down longer than the retention, resized before it
 // starts again. The new plan's slots used to run plain passes judged from their own starts (the
 // follow checkpoint's since was left out of groupRescans): no rescan, and with the table ledger X's
-// change (its record lost) was never handled. Now they judge from when the group last followed.
+// change (its record lost) was never handled. Now they judge also from how far the group had read the stream.
 func TestResizeWhileDown(t *testing.T) {
 	d := groupWentDown(t, LedgerTable, 2*time.Second)
 	ctx, f, x, runs, streams, h, group := context.Background(), d.f, d.x, d.runs, d.streams, d.handler, d.group

@@ -144,8 +144,8 @@ var errRescanNotSaved = errors.New("dynapart: the slot's rescan could not be sav
 
 // groupRescans reads, for a slot taken under a new plan (replan.go), what the group's slot
 // checkpoints since its last reset (own's included) say of the stream: whether one was rescanning
-// the table (rescanMark), and the earliest since (a pass's start, or when a follower last
-// followed). Its holder rescans too, and judges its pass from that since, so a resize drops
+// the table (rescanMark), and the earliest since (a pass's start, or how far the group had read
+// the stream while a holder followed it). Its holder rescans too, and judges its pass from that since, so a resize drops
 // neither a rescan, nor a long pass's start, nor a group's downtime, which nothing else would
 // bring back. A slot's new holder that overwrote such a checkpoint
 // carried both.
@@ -171,7 +171,7 @@ func (s *slot) groupRescans(own slotCheckpoint) (rescan bool, since time.Time, e
 	for _, cp := range cps {
 		rescan = rescan || cp.scan == rescanMark
 		if !cp.counts.since.IsZero() && (since.IsZero() || cp.counts.since.Before(since)) {
-			since = cp.counts.since // a pass's start, or when a follower last followed
+			since = cp.counts.since // a pass's start, or how far the group had read the stream
 		}
 	}
 	return rescan, since, nil
@@ -201,11 +201,12 @@ func (s *slot) refreshStream() {
 	}
 }
 
-// judgeDowntime rescans, for a slot taken while its holders followed the stream, when nobody may
-// have read the stream since (a group down that long, whose shards have closed and gone with
-// their records: run.parentGone sees one generation only). The checkpoint says when a holder last
-// followed (this take changed only the lease's expiry); one saved before it did, the previous
-// holder's expiry. false when the rescan could not be saved.
+// judgeDowntime rescans, for a slot taken while its holders followed the stream, when the stream
+// may have dropped records the group had not read (a group down, or behind, that long, whose
+// shards have closed and gone with their records: run.parentGone sees one generation only). The
+// checkpoint says how far the group had read the stream (keepFollowing; this take changed only
+// the lease's expiry); one saved before it did, the previous holder's expiry. false when the
+// rescan could not be saved.
 func (s *slot) judgeDowntime() bool {
 	if !s.follows() {
 		return true
@@ -214,7 +215,7 @@ func (s *slot) judgeDowntime() bool {
 	if since.IsZero() {
 		since = s.lease.PreviousExpiry()
 	}
-	_, err := s.outlivedRetention(since, "the slot's holders last followed the stream")
+	_, err := s.outlivedRetention(since, "the group last read the stream's records up to a time")
 	return err == nil
 }
 
