@@ -23,8 +23,15 @@ import (
 // only; and X's change was never handled. Now the follow checkpoint says how far the group had
 // read the stream (follow.Reader.ReadThrough), and a group behind by the retention rescans.
 func TestReadersBehindThenDown(t *testing.T) {
-	for _, kind := range []LedgerKind{LedgerInline, LedgerTable} {
-		t.Run(string(kind), func(t *testing.T) {
+	for _, tc := range []struct {
+		kind LedgerKind
+		// downEarly: A stops 1s after it fell behind, and B starts once the retention has
+		// passed (the group down for less than it), and judges; otherwise A, still following,
+		// finds its group behind by the retention and rescans.
+		downEarly bool
+	}{{LedgerInline, false}, {LedgerTable, false}, {LedgerInline, true}, {LedgerTable, true}} {
+		kind := tc.kind
+		t.Run(fmt.Sprintf("%s/down-early=%t", kind, tc.downEarly), func(t *testing.T) {
 			const retention = 4 * time.Second
 			shortRetention(t, retention)
 			ctx := context.Background()
@@ -51,18 +58,29 @@ func TestReadersBehindThenDown(t *testing.T) {
 			})
 			streams.behind.Store(true)
 			setN(t, f, 0, 1000)
-			time.Sleep(retention + time.Second) // A's readers stay behind X's record longer than the retention
+			changed := time.Now()
+			if tc.downEarly {
+				time.Sleep(time.Second)
+			} else {
+				reviewWait(t, 2*retention, func() (bool, string) {
+					return a.Stats().Follow.Rescans > 0, "A, behind X's record by the retention, rescans"
+				})
+			}
 			a.stop()
 			streams.drop.Store("all") // X's record is gone ...
 			streams.gens.Store(2)     // ... with its shard and the shard's child
 			f.seed(t, n, 1, nil)
 			streams.behind.Store(false)
+			time.Sleep(time.Until(changed.Add(retention))) // down less than the retention, behind longer
 			b := startReview(t, f, kind, "B", streams, nil, h("B"))
 			reviewWait(t, 30*time.Second, func() (bool, string) { return len(runs.of(itemKey(n))) == 1, "B follows the rolled stream" })
 			reviewWait(t, 10*time.Second, func() (bool, string) {
 				ok, why := reviewDoneAtCurrent(t, f, kind, x)
 				return ok, fmt.Sprintf("%s; runs %v; A's follow %+v; B's follow %+v", why, runs.of(x), *a.Stats().Follow, *b.Stats().Follow)
 			})
+			if tc.downEarly {
+				require.Equal(t, int64(1), b.Stats().Follow.Rescans, "B judged that the group's oldest unread record is older than the retention")
+			}
 		})
 	}
 }
@@ -80,4 +98,32 @@ func (s *behindStreams) GetRecords(ctx context.Context, in *dynamodbstreams.GetR
 		return &dynamodbstreams.GetRecordsOutput{NextShardIterator: in.ShardIterator}, nil
 	}
 	return s.rollStreams.GetRecords(ctx, in, opts...)
+}
+
+// TestKeepingUpDoesNotRescan: a group that keeps up with a stream written all the time has a
+// record in flight at many of its reads of how far it has read; it never falls behind by the
+// retention, and never rescans. (DynamoDB Local rounds a record's creation time down to the
+// minute, so a record in flight reads as older than the 4s retention here.)
+func TestKeepingUpDoesNotRescan(t *testing.T) {
+	const retention = 4 * time.Second
+	shortRetention(t, retention)
+	ctx := context.Background()
+	f := newFixture(t, 0)
+	_, _, err := follow.EnableStream(ctx, f.db, f.table)
+	require.NoError(t, err)
+	f.seed(t, 0, 3, nil)
+	streams := newReviewStreams(t, true, 0)
+	a := startReview(t, f, LedgerInline, "A", streams, nil, func(context.Context, Item) error { return nil })
+	streams.following(t)
+	reviewWait(t, 30*time.Second, func() (bool, string) { return a.Stats().Completed == 3, "A's pass" })
+	const writes = 60
+	for i := range writes { // 3 retentions of a write every 200ms
+		setN(t, f, i%3, 2000+i)
+		time.Sleep(200 * time.Millisecond)
+	}
+	reviewWait(t, 30*time.Second, func() (bool, string) {
+		fs := a.Stats().Follow
+		return fs.Handled >= writes-3, fmt.Sprintf("A's follow %+v", *fs)
+	})
+	require.Zero(t, a.Stats().Follow.Rescans, "a group keeping up rescanned")
 }

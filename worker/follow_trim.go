@@ -20,8 +20,8 @@ func (s *slot) trimmed(err error) {
 	c := s.w.cfg
 	s.log.Warn("dynapart: the stream no longer holds records the group has not read (a checkpoint older than its retention, or the stream turned off): scanning the whole table again for items whose content changed", "err", err)
 	var te *follow.TrimmedError
-	if errors.As(err, &te) && te.Shard == "" {
-		s.refreshStream()
+	if errors.As(err, &te) && te.Shard == "" && !errors.Is(err, errGroupBehind) {
+		s.refreshStream() // the stream ended
 	}
 	if !s.lastTrim.IsZero() {
 		if wait := s.lastTrim.Add(c.PollInterval).Sub(c.Clock.Now()); wait > 0 && !s.wait(wait) {
@@ -87,7 +87,7 @@ func (s *slot) keepFollowing(p *pass, r *follow.Reader, cp slotCheckpoint, stop 
 			_ = s.saveCheckpoint(cp.encode()) // a failed save is judged conservatively: an older since
 		}
 		if behind := s.w.cfg.Clock.Now().Sub(cp.counts.since); !cp.counts.since.IsZero() && behind >= possibleLoss() {
-			p.endFetch(&follow.TrimmedError{Reason: fmt.Sprintf(
+			p.endFetch(&follow.TrimmedError{Err: errGroupBehind, Reason: fmt.Sprintf(
 				"the group has records from %s ago not yet read, and the stream keeps records %s", behind.Round(time.Second), follow.Retention)})
 			return
 		}
@@ -105,6 +105,10 @@ func (s *slot) readThrough(p *pass, r *follow.Reader) (time.Time, error) {
 	}
 	return t, err
 }
+
+// errGroupBehind is behind the *follow.TrimmedError of a follower whose group has not read
+// records older than possibleLoss (keepFollowing): the stream may drop them unread.
+var errGroupBehind = errors.New("dynapart: the group is further behind the stream than it keeps records")
 
 // readThroughTimeout bounds one follow.Reader.ReadThrough.
 const readThroughTimeout = time.Minute
