@@ -28,7 +28,8 @@ const readsAtOnce = 8
 // the stream lists, that is after its shard's checkpoint (a shard without one from its oldest
 // record), or now, on the Reader's clock, when there is none. Shards whose leases say finished are
 // skipped (and remembered, at no further cost). The cost: DescribeStream, and for each other
-// shard one GetItem of its lease, GetShardIterator and GetRecords of one record. Nothing is
+// shard one GetItem of its lease, GetShardIterator and GetRecords of one record (more while
+// the pages come back empty, see OldestUnread). Nothing is
 // written. A shard whose records after its checkpoint the stream no longer holds is a
 // *TrimmedError. Safe to call while Run runs.
 func (r *Reader) ReadThrough(ctx context.Context) (time.Time, error) {
@@ -74,7 +75,7 @@ func (r *Reader) shardUnread(ctx context.Context, id string) (time.Time, error) 
 		r.throughMu.Unlock()
 		return time.Time{}, nil
 	}
-	return OldestUnread(ctx, r.cfg.Streams, r.cfg.StreamARN, id, st.Checkpoint)
+	return OldestUnread(ctx, r.cfg.Streams, r.cfg.StreamARN, id, st.Checkpoint, peekPages)
 }
 
 func (r *Reader) throughFinished(id string) bool {
@@ -85,9 +86,11 @@ func (r *Reader) throughFinished(id string) bool {
 
 // OldestUnread is the creation time (ApproximateCreationDateTime) of the shard's first record
 // after position (a sequence number; "" for the shard's oldest record); zero when there is none
-// yet. A *TrimmedError when the stream no longer holds the records after position, or the shard
+// yet (the shard's pages, followed for up to pages of them, hold no record: DynamoDB may answer
+// a page with no records although records lie further on, and a shard read to its end answers so
+// for ever). A *TrimmedError when the stream no longer holds the records after position, or the shard
 // is gone with them.
-func OldestUnread(ctx context.Context, sc StreamsClient, arn, shard, position string) (time.Time, error) {
+func OldestUnread(ctx context.Context, sc StreamsClient, arn, shard, position string, pages int) (time.Time, error) {
 	in := &dynamodbstreams.GetShardIteratorInput{StreamArn: aws.String(arn), ShardId: aws.String(shard),
 		ShardIteratorType: stypes.ShardIteratorTypeTrimHorizon}
 	if position != "" {
@@ -103,15 +106,31 @@ func OldestUnread(ctx context.Context, sc StreamsClient, arn, shard, position st
 	case it.ShardIterator == nil:
 		return time.Time{}, nil // a closed shard with nothing after position
 	}
-	out, err := sc.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: it.ShardIterator, Limit: aws.Int32(1)})
-	if err != nil {
-		return time.Time{}, fmt.Errorf("follow: read shard %s: %w", shard, err)
+	iter := it.ShardIterator
+	for range max(pages, 1) {
+		out, err := sc.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: iter, Limit: aws.Int32(1)})
+		switch {
+		case err != nil && isTrimmed(err):
+			return time.Time{}, &TrimmedError{Shard: shard, Checkpoint: position, Err: err,
+				Reason: "the stream no longer holds the records after the checkpoint"}
+		case err != nil:
+			return time.Time{}, fmt.Errorf("follow: read shard %s: %w", shard, err)
+		case len(out.Records) > 0:
+			if t := newBatch(shard, out.Records).oldest(); !t.IsZero() {
+				return t, nil
+			}
+			return time.Time{}, fmt.Errorf("follow: shard %s: the stream's record has no ApproximateCreationDateTime", shard)
+		case out.NextShardIterator == nil:
+			return time.Time{}, nil // closed, and nothing after position
+		}
+		iter = out.NextShardIterator // an empty page: records may lie further on
 	}
-	if t := newBatch(shard, out.Records).oldest(); len(out.Records) == 0 || !t.IsZero() {
-		return t, nil
-	}
-	return time.Time{}, fmt.Errorf("follow: shard %s: the stream's record has no ApproximateCreationDateTime", shard)
+	return time.Time{}, nil
 }
+
+// peekPages bounds the pages ReadThrough reads of a shard (OldestUnread): one still without a
+// record after them is taken as read to its end.
+const peekPages = 8
 
 func minTime(a, b time.Time) time.Time {
 	if b.Before(a) {

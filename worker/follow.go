@@ -69,8 +69,13 @@ func (s *slot) tail() error {
 	stop := p.startContexts()
 	defer stop()
 	stopKeep, cp := make(chan struct{}), s.cp
-	kept := goDone(func() { s.keepFollowing(p, r, cp, stopKeep) })
-	defer func() { close(stopKeep); <-kept }()
+	var since time.Time
+	kept := goDone(func() { since = s.keepFollowing(p, r, cp, stopKeep) })
+	defer func() {
+		close(stopKeep)
+		<-kept
+		s.cp.counts.since = since // a reader started again judges from how far the group had read
+	}()
 	return p.followRecords(r)
 }
 

@@ -3,12 +3,16 @@ package worker
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/aws/smithy-go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/dynapart/dynapart/follow"
@@ -29,9 +33,13 @@ func TestReadersBehindThenDown(t *testing.T) {
 		// passed (the group down for less than it), and judges; otherwise A, still following,
 		// finds its group behind by the retention and rescans.
 		downEarly bool
-	}{{LedgerInline, false}, {LedgerTable, false}, {LedgerInline, true}, {LedgerTable, true}} {
+		// emptyPeeks: how many empty pages the stream answers to a read of one record before
+		// the records (DynamoDB may; found by a review of a9d12d9: one empty page used to read
+		// as a shard read to its end, and B did not rescan).
+		emptyPeeks int
+	}{{LedgerInline, false, 0}, {LedgerTable, false, 0}, {LedgerInline, true, 0}, {LedgerTable, true, 0}, {LedgerInline, true, 3}} {
 		kind := tc.kind
-		t.Run(fmt.Sprintf("%s/down-early=%t", kind, tc.downEarly), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s/down-early=%t/empty-peeks=%d", kind, tc.downEarly, tc.emptyPeeks), func(t *testing.T) {
 			const retention = 4 * time.Second
 			shortRetention(t, retention)
 			ctx := context.Background()
@@ -42,7 +50,7 @@ func TestReadersBehindThenDown(t *testing.T) {
 			f.seed(t, 0, n, nil)
 			x := itemKey(0)
 			runs := newReviewRuns()
-			streams := &behindStreams{rollStreams: &rollStreams{dropStreams: &dropStreams{reviewStreams: newReviewStreams(t, true, 0), id: x}}}
+			streams := &behindStreams{rollStreams: &rollStreams{dropStreams: &dropStreams{reviewStreams: newReviewStreams(t, true, 0), id: x}}, emptyPeeks: tc.emptyPeeks}
 			h := func(by string) Handler {
 				return func(_ context.Context, it Item) error {
 					runs.add(by, it, false)
@@ -87,17 +95,71 @@ func TestReadersBehindThenDown(t *testing.T) {
 
 // behindStreams is rollStreams whose reader, while behind is set, reads nothing new: the records
 // are there (a read of one record, as follow.Reader.ReadThrough makes, finds them), but the group
-// has not read them yet.
+// has not read them yet. A read of one record answers emptyPeeks empty pages before the records
+// (DynamoDB may), and fails while failPeeks is set; failRead fails the reader's next read, for
+// good (its pass fails and the slot follows again).
 type behindStreams struct {
 	*rollStreams
-	behind atomic.Bool
+	behind, failPeeks, failRead atomic.Bool
+	emptyPeeks                  int
 }
 
+// peekSkip marks the iterators of the empty pages a read of one record is answered with.
+const peekSkip = "peek-skip-"
+
 func (s *behindStreams) GetRecords(ctx context.Context, in *dynamodbstreams.GetRecordsInput, opts ...func(*dynamodbstreams.Options)) (*dynamodbstreams.GetRecordsOutput, error) {
-	if s.behind.Load() && aws.ToInt32(in.Limit) != 1 {
+	switch {
+	case aws.ToInt32(in.Limit) == 1 && s.failPeeks.Load():
+		return nil, &smithy.GenericAPIError{Code: "ThrottlingException", Message: "test: throttled"}
+	case aws.ToInt32(in.Limit) == 1:
+		it, skipped := aws.ToString(in.ShardIterator), 0
+		if rest, ok := strings.CutPrefix(it, peekSkip); ok {
+			n, real, _ := strings.Cut(rest, "|")
+			skipped, _ = strconv.Atoi(n)
+			it = real
+		}
+		if skipped < s.emptyPeeks {
+			return &dynamodbstreams.GetRecordsOutput{NextShardIterator: aws.String(fmt.Sprintf("%s%d|%s", peekSkip, skipped+1, it))}, nil
+		}
+		cp := *in
+		cp.ShardIterator = aws.String(it)
+		in = &cp
+	case s.behind.Load():
 		return &dynamodbstreams.GetRecordsOutput{NextShardIterator: in.ShardIterator}, nil
+	case s.failRead.CompareAndSwap(true, false):
+		return nil, &smithy.GenericAPIError{Code: "AccessDeniedException", Message: "test: one failed read"}
 	}
 	return s.rollStreams.GetRecords(ctx, in, opts...)
+}
+
+// TestReaderRestartKeepsHowFarItRead (found by a review of a9d12d9): a follower whose reader
+// failed and started again judged from the start of the pass it followed from, not from how far
+// the group had read: one failed read of how far (throttled) then made it rescan the whole table
+// of a group that had read everything. failPeeks false is the control.
+func TestReaderRestartKeepsHowFarItRead(t *testing.T) {
+	for _, failPeeks := range []bool{true, false} {
+		t.Run(fmt.Sprintf("fail-peeks=%t", failPeeks), func(t *testing.T) {
+			const retention = 4 * time.Second
+			shortRetention(t, retention)
+			ctx := context.Background()
+			f := newFixture(t, 0)
+			_, _, err := follow.EnableStream(ctx, f.db, f.table)
+			require.NoError(t, err)
+			f.seed(t, 0, 3, nil)
+			streams := &behindStreams{rollStreams: &rollStreams{dropStreams: &dropStreams{reviewStreams: newReviewStreams(t, true, 0), id: "none"}}}
+			a := startReview(t, f, LedgerInline, "A", streams, nil, func(context.Context, Item) error { return nil })
+			streams.following(t)
+			reviewWait(t, 30*time.Second, func() (bool, string) { return a.Stats().Completed == 3, "A's pass" })
+			time.Sleep(2 * retention) // all read; the pass's start older than the retention
+			require.Zero(t, a.Stats().Follow.Rescans, "kept up so far")
+			streams.failPeeks.Store(failPeeks)
+			streams.failRead.Store(true)
+			reviewWait(t, 10*time.Second, func() (bool, string) { return !streams.failRead.Load(), "A's read failed" })
+			time.Sleep(2 * time.Second) // the failed pass's pause, then the reader again, and its checks
+			streams.failPeeks.Store(false)
+			require.Zero(t, a.Stats().Follow.Rescans, "a group that read everything rescanned after its reader started again")
+		})
+	}
 }
 
 // TestKeepingUpDoesNotRescan: a group that keeps up with a stream written all the time has a
@@ -113,7 +175,15 @@ func TestKeepingUpDoesNotRescan(t *testing.T) {
 	require.NoError(t, err)
 	f.seed(t, 0, 3, nil)
 	streams := newReviewStreams(t, true, 0)
-	a := startReview(t, f, LedgerInline, "A", streams, nil, func(context.Context, Item) error { return nil })
+	var logs syncBuffer
+	defer func() {
+		if t.Failed() {
+			t.Log(logs.String())
+		}
+	}()
+	a := startReview(t, f, LedgerInline, "A", streams, func(c *Config) {
+		c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}, func(context.Context, Item) error { return nil })
 	streams.following(t)
 	reviewWait(t, 30*time.Second, func() (bool, string) { return a.Stats().Completed == 3, "A's pass" })
 	const writes = 60

@@ -64,7 +64,8 @@ func (s *slot) nextPass() slotCheckpoint {
 }
 
 // keepFollowing saves, while the slot follows the stream, how far the group has read it, every
-// possibleLoss/24 until stop is closed: the follow checkpoint cp's since is the creation time of the
+// possibleLoss/24 until stop is closed, and returns the last: the follow
+// checkpoint cp's since is the creation time of the
 // group's oldest unread record (follow.Reader.ReadThrough), or the start of the pass the slot
 // followed from when that is later (records before it are that pass's). Every record the group
 // needs that was created before since is read, so a holder that takes the slot later judges by it
@@ -72,16 +73,17 @@ func (s *slot) nextPass() slotCheckpoint {
 // generations of shards closed and went since, which neither its own take nor a parent's lease
 // can hide. A group still behind by possibleLoss ends the slot's following with a
 // *follow.TrimmedError: the slot rescans the table.
-func (s *slot) keepFollowing(p *pass, r *follow.Reader, cp slotCheckpoint, stop <-chan struct{}) {
+func (s *slot) keepFollowing(p *pass, r *follow.Reader, cp slotCheckpoint, stop <-chan struct{}) (since time.Time) {
 	if cp.counts.since.IsZero() {
 		cp.counts.since = s.lease.PreviousExpiry() // as judgeDowntime judged it
 	}
 	for {
 		select {
 		case <-stop:
-			return
-		case <-s.w.cfg.Clock.After(possibleLoss() / 24):
+			return cp.counts.since
+		case <-s.w.cfg.Clock.After(s.untilReadThrough()):
 		}
+		s.throughAt = s.w.cfg.Clock.Now()
 		if through, err := s.readThrough(p, r); err == nil && through.After(cp.counts.since) {
 			cp.counts.since = through.Truncate(time.Millisecond)
 			_ = s.saveCheckpoint(cp.encode()) // a failed save is judged conservatively: an older since
@@ -89,9 +91,20 @@ func (s *slot) keepFollowing(p *pass, r *follow.Reader, cp slotCheckpoint, stop 
 		if behind := s.w.cfg.Clock.Now().Sub(cp.counts.since); !cp.counts.since.IsZero() && behind >= possibleLoss() {
 			p.endFetch(&follow.TrimmedError{Err: errGroupBehind, Reason: fmt.Sprintf(
 				"the group has records from %s ago not yet read, and the stream keeps records %s", behind.Round(time.Second), follow.Retention)})
-			return
+			return cp.counts.since
 		}
 	}
+}
+
+// untilReadThrough is the wait before keepFollowing's next read of how far the group has read:
+// possibleLoss/24 after the last, also when the slot's reader started again since (a reader that
+// starts again more often is judged all the same).
+func (s *slot) untilReadThrough() time.Duration {
+	every := possibleLoss() / 24
+	if s.throughAt.IsZero() {
+		return every
+	}
+	return max(s.throughAt.Add(every).Sub(s.w.cfg.Clock.Now()), 0)
 }
 
 // readThrough is how far the group has read the stream (follow.Reader.ReadThrough); an error when

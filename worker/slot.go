@@ -37,6 +37,7 @@ type slot struct {
 	rescan     bool
 	rescanFrom time.Time // when the slot met the loss its rescan is for, before its first pass
 	lastTrim   time.Time // when the stream last ended following with lost records (follow_trim.go)
+	throughAt  time.Time // when keepFollowing last read how far the group has read the stream
 }
 
 // slotEnd is how a slot's run ended.

@@ -139,7 +139,7 @@ func (w *streamWatch) readShard(ctx context.Context, arn string, s *shardDoc, no
 // shardLag is the age at now of the shard's first record after position (from its start when
 // position is ""), 0 when there is none.
 func (w *streamWatch) shardLag(ctx context.Context, arn, shard, position string, now time.Time) (float64, error) {
-	t, err := follow.OldestUnread(ctx, w.streams, arn, shard, position)
+	t, err := follow.OldestUnread(ctx, w.streams, arn, shard, position, 1) // the page read every streamEvery: one
 	switch {
 	case errors.Is(err, follow.ErrTrimmed):
 		return 0, errTrimmedLag
