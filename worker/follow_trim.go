@@ -64,7 +64,7 @@ func (s *slot) nextPass() slotCheckpoint {
 }
 
 // keepFollowing saves, while the slot follows the stream, how far the group has read it, every
-// possibleLoss/24 until stop is closed, and returns the last: the follow
+// readThroughEvery until stop is closed, and returns the last: the follow
 // checkpoint cp's since is the creation time of the
 // group's oldest unread record (follow.Reader.ReadThrough), or the start of the pass the slot
 // followed from when that is later (records before it are that pass's). Every record the group
@@ -97,10 +97,10 @@ func (s *slot) keepFollowing(p *pass, r *follow.Reader, cp slotCheckpoint, stop 
 }
 
 // untilReadThrough is the wait before keepFollowing's next read of how far the group has read:
-// possibleLoss/24 after the last, also when the slot's reader started again since (a reader that
+// readThroughEvery after the last, also when the slot's reader started again since (a reader that
 // starts again more often is judged all the same).
 func (s *slot) untilReadThrough() time.Duration {
-	every := possibleLoss() / 24
+	every := readThroughEvery()
 	if s.throughAt.IsZero() {
 		return every
 	}
@@ -122,6 +122,12 @@ func (s *slot) readThrough(p *pass, r *follow.Reader) (time.Time, error) {
 // errGroupBehind is behind the *follow.TrimmedError of a follower whose group has not read
 // records older than possibleLoss (keepFollowing): the stream may drop them unread.
 var errGroupBehind = errors.New("dynapart: the group is further behind the stream than it keeps records")
+
+// readThroughEvery is how often keepFollowing reads how far the group has read the stream: every
+// possibleLoss/48 (29 minutes), so that a group falling behind is found behind by possibleLoss
+// well within the hour possibleLoss leaves for clock skew before the stream may drop what it has
+// not read (and the shard holding it would no longer be listed).
+func readThroughEvery() time.Duration { return possibleLoss() / 48 }
 
 // readThroughTimeout bounds one follow.Reader.ReadThrough.
 const readThroughTimeout = time.Minute
