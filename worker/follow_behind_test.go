@@ -40,14 +40,8 @@ func TestReadersBehindThenDown(t *testing.T) {
 	}{{LedgerInline, false, 0}, {LedgerTable, false, 0}, {LedgerInline, true, 0}, {LedgerTable, true, 0}, {LedgerInline, true, 3}} {
 		kind := tc.kind
 		t.Run(fmt.Sprintf("%s/down-early=%t/empty-peeks=%d", kind, tc.downEarly, tc.emptyPeeks), func(t *testing.T) {
-			const retention = 4 * time.Second
-			shortRetention(t, retention)
-			ctx := context.Background()
-			const n = 3
-			f := newFixture(t, 0)
-			_, _, err := follow.EnableStream(ctx, f.db, f.table)
-			require.NoError(t, err)
-			f.seed(t, 0, n, nil)
+			const retention, n = 4 * time.Second, 3
+			f := streamFixture(t, retention, n)
 			x := itemKey(0)
 			runs := newReviewRuns()
 			streams := &behindStreams{rollStreams: &rollStreams{dropStreams: &dropStreams{reviewStreams: newReviewStreams(t, true, 0), id: x}}, emptyPeeks: tc.emptyPeeks}
@@ -140,12 +134,7 @@ func TestReaderRestartKeepsHowFarItRead(t *testing.T) {
 	for _, failPeeks := range []bool{true, false} {
 		t.Run(fmt.Sprintf("fail-peeks=%t", failPeeks), func(t *testing.T) {
 			const retention = 4 * time.Second
-			shortRetention(t, retention)
-			ctx := context.Background()
-			f := newFixture(t, 0)
-			_, _, err := follow.EnableStream(ctx, f.db, f.table)
-			require.NoError(t, err)
-			f.seed(t, 0, 3, nil)
+			f := streamFixture(t, retention, 3)
 			streams := &behindStreams{rollStreams: &rollStreams{dropStreams: &dropStreams{reviewStreams: newReviewStreams(t, true, 0), id: "none"}}}
 			a := startReview(t, f, LedgerInline, "A", streams, nil, func(context.Context, Item) error { return nil })
 			streams.following(t)
@@ -168,13 +157,7 @@ func TestReaderRestartKeepsHowFarItRead(t *testing.T) {
 // minute, so a record in flight reads as older than the 6s retention here: the writes leave the
 // reader idle between them, as a group that keeps up is.)
 func TestKeepingUpDoesNotRescan(t *testing.T) {
-	const retention = 6 * time.Second
-	shortRetention(t, retention)
-	ctx := context.Background()
-	f := newFixture(t, 0)
-	_, _, err := follow.EnableStream(ctx, f.db, f.table)
-	require.NoError(t, err)
-	f.seed(t, 0, 3, nil)
+	f := streamFixture(t, 6*time.Second, 3)
 	streams := newReviewStreams(t, true, 0)
 	var logs syncBuffer
 	defer func() {
@@ -197,4 +180,16 @@ func TestKeepingUpDoesNotRescan(t *testing.T) {
 		return fs.Handled >= writes-3, fmt.Sprintf("A's follow %+v", *fs)
 	})
 	require.Zero(t, a.Stats().Follow.Rescans, "a group keeping up rescanned")
+}
+
+// streamFixture is a fixture whose table streams, with n items, under a stream retention
+// shortened to retention.
+func streamFixture(t *testing.T, retention time.Duration, n int) *fixture {
+	t.Helper()
+	shortRetention(t, retention)
+	f := newFixture(t, 0)
+	_, _, err := follow.EnableStream(context.Background(), f.db, f.table)
+	require.NoError(t, err)
+	f.seed(t, 0, n, nil)
+	return f
 }
