@@ -210,7 +210,8 @@ type Config struct {
 	// OutageTimeout is how long a slot holder keeps retrying passes that fail (DynamoDB
 	// unreachable or throttled beyond the SDK's retries) before Run gives up and returns the last
 	// error. It is measured on the worker's clock from the first failure of a run of failed
-	// passes; a pass that succeeds starts the count again. Between failed passes the holder keeps
+	// passes; a pass that succeeds starts the count again, and so does a follower's failure after
+	// it followed the stream for longer than OutageTimeout. Between failed passes the holder keeps
 	// its lease (while the heartbeat gets through) and waits 1s, doubling up to 30s. A negative
 	// value retries for ever, like a standby. A *ConfigError ends Run at once. A worker whose start
 	// reads (the tables' descriptions, the group) fail the same way retries them on the same terms.

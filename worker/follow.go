@@ -47,18 +47,10 @@ func (s *slot) startFollowing() error {
 }
 
 // tail follows the stream until the slot stops (nil) or the stream lost records the slot's
-// checkpoints need (a *follow.TrimmedError: the caller rescans the share).
-func (s *slot) tail() error {
-	c := s.w.cfg
-	var rescanned time.Time
-	if s.rescan {
-		rescanned = s.rescanFrom
-	}
-	r, err := follow.NewReader(follow.ReaderConfig{
-		Streams: c.Streams, StreamARN: s.e.stream(), Rescanned: rescanned, Locks: s.e.locks, Group: c.Group,
-		PollInterval: c.StreamPoll, Clock: c.Clock, Logger: s.log,
-		MaxShards: shardShare(s.plan.Slots),
-	})
+// checkpoints need (a *follow.TrimmedError: the caller rescans the share), which includes a group
+// that keepFollowing found behind by the retention, also when the reader failed first.
+func (s *slot) tail() (err error) {
+	r, err := s.newReader()
 	if err != nil {
 		return err
 	}
@@ -68,15 +60,36 @@ func (s *slot) tail() error {
 	p := s.newPass(s.cp, wholeShare{})
 	stop := p.startContexts()
 	defer stop()
+	if s.throughAt.IsZero() {
+		s.throughAt = s.w.cfg.Clock.Now() // the looks' schedule starts with the slot's first reader
+	}
 	stopKeep, cp := make(chan struct{}), s.cp
-	var since time.Time
-	kept := goDone(func() { since = s.keepFollowing(p, r, cp, stopKeep) })
+	var kept keptFollowing
+	done := goDone(func() { kept = s.keepFollowing(p, r, cp, stopKeep) })
 	defer func() {
 		close(stopKeep)
-		<-kept
-		s.cp.counts.since = since // a reader started again judges from how far the group had read
+		<-done
+		s.cp.counts.since = kept.since // a reader started again judges from how far the group had read
+		if kept.behind != nil && !errors.Is(err, follow.ErrTrimmed) {
+			err = kept.behind
+		}
 	}()
 	return p.followRecords(r)
+}
+
+// newReader is the slot's reader of the stream: after a rescan, one that restarts the trimmed
+// shards the rescan covers.
+func (s *slot) newReader() (*follow.Reader, error) {
+	c := s.w.cfg
+	var rescanned time.Time
+	if s.rescan {
+		rescanned = s.rescanFrom
+	}
+	return follow.NewReader(follow.ReaderConfig{
+		Streams: c.Streams, StreamARN: s.e.stream(), Rescanned: rescanned, Locks: s.e.locks, Group: c.Group,
+		PollInterval: c.StreamPoll, Clock: c.Clock, Logger: s.log,
+		MaxShards: shardShare(s.plan.Slots),
+	})
 }
 
 // followRecords runs the reader and the handler pool until the pass's fetch context ends.
@@ -209,6 +222,7 @@ func followedStream(table string, d *types.TableDescription) (string, error) {
 // records the slot's checkpoints need makes the slot's next pass a rescan of the whole table (the
 // log and Stats say so); other failures are retried as a failed pass is, until OutageTimeout.
 func (s *slot) followStream(out *outage) error {
+	began := s.w.cfg.Clock.Now()
 	err := s.tail()
 	switch {
 	case s.stopped() || s.pastStop():
@@ -217,6 +231,9 @@ func (s *slot) followStream(out *outage) error {
 		s.trimmed(err)
 		return nil
 	case err != nil:
+		if s.w.cfg.Clock.Now().Sub(began) >= s.w.cfg.OutageTimeout {
+			*out = outage{} // it followed longer than an outage may last: this failure begins a new one
+		}
 		_, ferr := s.failedPass(out, err)
 		return ferr
 	}

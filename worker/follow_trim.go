@@ -73,27 +73,38 @@ func (s *slot) nextPass() slotCheckpoint {
 // generations of shards closed and went since, which neither its own take nor a parent's lease
 // can hide. A group still behind by possibleLoss ends the slot's following with a
 // *follow.TrimmedError: the slot rescans the table.
-func (s *slot) keepFollowing(p *pass, r *follow.Reader, cp slotCheckpoint, stop <-chan struct{}) (since time.Time) {
+func (s *slot) keepFollowing(p *pass, r *follow.Reader, cp slotCheckpoint, stop <-chan struct{}) keptFollowing {
 	if cp.counts.since.IsZero() {
 		cp.counts.since = s.lease.PreviousExpiry() // as judgeDowntime judged it
 	}
 	for {
 		select {
 		case <-stop:
-			return cp.counts.since
+			return keptFollowing{since: cp.counts.since}
 		case <-s.w.cfg.Clock.After(s.untilReadThrough()):
 		}
 		s.throughAt = s.w.cfg.Clock.Now()
-		if through, err := s.readThrough(p, r); err == nil && through.After(cp.counts.since) {
+		through, err := s.readThrough(p, r)
+		// Judged before since moves: a shard the stream dropped since the last look, unread, is no
+		// longer listed, and through does not show it.
+		if behind := s.w.cfg.Clock.Now().Sub(cp.counts.since); !cp.counts.since.IsZero() && behind >= possibleLoss() {
+			te := &follow.TrimmedError{Err: errGroupBehind, Reason: fmt.Sprintf(
+				"the group has records from %s ago not yet read, and the stream keeps records %s", behind.Round(time.Second), follow.Retention)}
+			p.endFetch(te)
+			return keptFollowing{since: cp.counts.since, behind: te}
+		}
+		if err == nil && through.After(cp.counts.since) {
 			cp.counts.since = through.Truncate(time.Millisecond)
 			_ = s.saveCheckpoint(cp.encode()) // a failed save is judged conservatively: an older since
 		}
-		if behind := s.w.cfg.Clock.Now().Sub(cp.counts.since); !cp.counts.since.IsZero() && behind >= possibleLoss() {
-			p.endFetch(&follow.TrimmedError{Err: errGroupBehind, Reason: fmt.Sprintf(
-				"the group has records from %s ago not yet read, and the stream keeps records %s", behind.Round(time.Second), follow.Retention)})
-			return cp.counts.since
-		}
 	}
+}
+
+// keptFollowing is how keepFollowing ended: the last since, and the group found behind by the
+// retention (nil when it was not).
+type keptFollowing struct {
+	since  time.Time
+	behind error
 }
 
 // untilReadThrough is the wait before keepFollowing's next read of how far the group has read:
