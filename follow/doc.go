@@ -36,7 +36,8 @@
 //     left; a caller judges such losses by time, as the worker does: [Reader.ReadThrough] says
 //     how far the group has read the stream, the creation time of its oldest unread record, and
 //     a caller that saves it and rescans once it is older than the retention misses no loss,
-//     however many generations of shards went meanwhile.)
+//     however many generations of shards went meanwhile, unless a shard's first pages after its
+//     checkpoint came back empty although records lay further on: see [OldestUnread].)
 //   - Transient errors (throttling, dropped connections, DynamoDB restarting, an expired shard
 //     iterator) are logged and retried; they never end Run.
 //
