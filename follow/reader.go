@@ -194,8 +194,13 @@ func (r *Reader) wait(ctx context.Context, d time.Duration) bool {
 // stream has lost by now.
 func (r *Reader) rescanCovers() bool {
 	at := r.cfg.Rescanned
-	return !at.IsZero() && r.cfg.Clock.Now().Before(at.Add(Retention-Retention/24)) // an hour's margin for clock skew
+	return !at.IsZero() && r.cfg.Clock.Now().Before(at.Add(SafeAge(Retention)))
 }
+
+// SafeAge is how long after it was written a record is surely still in a stream that keeps
+// records for retention, judged by a clock that may be skewed from DynamoDB's: the retention less
+// a margin of one 24th (an hour of 24), for that skew and for the time a reader takes to start.
+func SafeAge(retention time.Duration) time.Duration { return retention - retention/24 }
 
 // backoff is the pause before the next try after failures transient errors in a row.
 func (r *Reader) backoff(failures int) time.Duration {

@@ -91,16 +91,14 @@ func (r *Reader) throughFinished(id string) bool {
 // for ever). A *TrimmedError when the stream no longer holds the records after position, or the shard
 // is gone with them.
 func OldestUnread(ctx context.Context, sc StreamsClient, arn, shard, position string, pages int) (time.Time, error) {
-	in := &dynamodbstreams.GetShardIteratorInput{StreamArn: aws.String(arn), ShardId: aws.String(shard),
-		ShardIteratorType: stypes.ShardIteratorTypeTrimHorizon}
-	if position != "" {
-		in.ShardIteratorType, in.SequenceNumber = stypes.ShardIteratorTypeAfterSequenceNumber, aws.String(position)
+	lost := func(err error) error {
+		return &TrimmedError{Shard: shard, Checkpoint: position, Err: err,
+			Reason: "the stream no longer holds the records after the checkpoint"}
 	}
-	it, err := sc.GetShardIterator(ctx, in)
+	it, err := sc.GetShardIterator(ctx, iteratorAfter(arn, shard, position))
 	switch {
 	case err != nil && (isTrimmed(err) || position != "" && isNotFound(err)):
-		return time.Time{}, &TrimmedError{Shard: shard, Checkpoint: position, Err: err,
-			Reason: "the stream no longer holds the records after the checkpoint"}
+		return time.Time{}, lost(err)
 	case err != nil:
 		return time.Time{}, fmt.Errorf("follow: shard iterator of %s: %w", shard, err)
 	case it.ShardIterator == nil:
@@ -111,8 +109,7 @@ func OldestUnread(ctx context.Context, sc StreamsClient, arn, shard, position st
 		out, err := sc.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: iter, Limit: aws.Int32(1)})
 		switch {
 		case err != nil && isTrimmed(err):
-			return time.Time{}, &TrimmedError{Shard: shard, Checkpoint: position, Err: err,
-				Reason: "the stream no longer holds the records after the checkpoint"}
+			return time.Time{}, lost(err)
 		case err != nil:
 			return time.Time{}, fmt.Errorf("follow: read shard %s: %w", shard, err)
 		case len(out.Records) > 0:
@@ -131,6 +128,17 @@ func OldestUnread(ctx context.Context, sc StreamsClient, arn, shard, position st
 // peekPages bounds the pages ReadThrough reads of a shard (OldestUnread): one still without a
 // record after them is taken as read to its end.
 const peekPages = 8
+
+// iteratorAfter asks for an iterator right after position (a sequence number), or at the shard's
+// oldest record when position is "".
+func iteratorAfter(arn, shard, position string) *dynamodbstreams.GetShardIteratorInput {
+	in := &dynamodbstreams.GetShardIteratorInput{StreamArn: aws.String(arn), ShardId: aws.String(shard),
+		ShardIteratorType: stypes.ShardIteratorTypeTrimHorizon}
+	if position != "" {
+		in.ShardIteratorType, in.SequenceNumber = stypes.ShardIteratorTypeAfterSequenceNumber, aws.String(position)
+	}
+	return in
+}
 
 func minTime(a, b time.Time) time.Time {
 	if b.Before(a) {

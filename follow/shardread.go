@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
-	stypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 
 	"github.com/dynapart/dynapart/lock"
 )
@@ -131,12 +129,7 @@ func (s *shardReader) pause(failures int, what string, err error) error {
 // that had a checkpoint (a shard gone before anyone read it is left: errStop).
 func (s *shardReader) iterator() (*string, error) {
 	cp := s.lease.checkpoint
-	in := &dynamodbstreams.GetShardIteratorInput{StreamArn: aws.String(s.r.cfg.StreamARN),
-		ShardId: aws.String(s.shard.id), ShardIteratorType: stypes.ShardIteratorTypeTrimHorizon}
-	if cp != "" {
-		in.ShardIteratorType, in.SequenceNumber = stypes.ShardIteratorTypeAfterSequenceNumber, aws.String(cp)
-	}
-	out, err := s.r.cfg.Streams.GetShardIterator(s.ctx, in)
+	out, err := s.r.cfg.Streams.GetShardIterator(s.ctx, iteratorAfter(s.r.cfg.StreamARN, s.shard.id, cp))
 	switch {
 	case err == nil:
 		return out.ShardIterator, nil

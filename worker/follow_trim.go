@@ -63,16 +63,15 @@ func (s *slot) nextPass() slotCheckpoint {
 	return cp
 }
 
-// keepFollowing saves, while the slot follows the stream, how far the group has read it, every
-// readThroughEvery until stop is closed, and returns the last: the follow
-// checkpoint cp's since is the creation time of the
-// group's oldest unread record (follow.Reader.ReadThrough), or the start of the pass the slot
-// followed from when that is later (records before it are that pass's). Every record the group
-// needs that was created before since is read, so a holder that takes the slot later judges by it
-// whether the stream may have dropped records nobody read (judgeDowntime), however many
+// keepFollowing saves, every readThroughEvery until stop is closed, how far the group has read
+// the stream, and returns the last: the follow checkpoint cp's since becomes the creation time of
+// the group's oldest unread record (follow.Reader.ReadThrough), or stays the start of the pass the
+// slot followed from while that is later (records before it are that pass's). Every record the
+// group needs that was created before since is read, so a holder that takes the slot later judges
+// by it whether the stream may have dropped records nobody read (judgeDowntime), however many
 // generations of shards closed and went since, which neither its own take nor a parent's lease
-// can hide. A group still behind by possibleLoss ends the slot's following with a
-// *follow.TrimmedError: the slot rescans the table.
+// can hide. A group behind by possibleLoss ends the slot's following with a *follow.TrimmedError:
+// the slot rescans the table.
 func (s *slot) keepFollowing(p *pass, r *follow.Reader, cp slotCheckpoint, stop <-chan struct{}) keptFollowing {
 	if cp.counts.since.IsZero() {
 		cp.counts.since = s.lease.PreviousExpiry() // as judgeDowntime judged it
@@ -84,16 +83,15 @@ func (s *slot) keepFollowing(p *pass, r *follow.Reader, cp slotCheckpoint, stop 
 		case <-s.w.cfg.Clock.After(s.untilReadThrough()):
 		}
 		s.throughAt = s.w.cfg.Clock.Now()
-		through, err := s.readThrough(p, r)
 		// Judged before since moves: a shard the stream dropped since the last look, unread, is no
-		// longer listed, and through does not show it.
-		if behind := s.w.cfg.Clock.Now().Sub(cp.counts.since); !cp.counts.since.IsZero() && behind >= possibleLoss() {
+		// longer listed, and the look does not show it.
+		if behind := s.throughAt.Sub(cp.counts.since); !cp.counts.since.IsZero() && behind >= possibleLoss() {
 			te := &follow.TrimmedError{Err: errGroupBehind, Reason: fmt.Sprintf(
 				"the group has records from %s ago not yet read, and the stream keeps records %s", behind.Round(time.Second), follow.Retention)}
 			p.endFetch(te)
 			return keptFollowing{since: cp.counts.since, behind: te}
 		}
-		if err == nil && through.After(cp.counts.since) {
+		if through, err := s.readThrough(p, r); err == nil && through.After(cp.counts.since) {
 			cp.counts.since = through.Truncate(time.Millisecond)
 			_ = s.saveCheckpoint(cp.encode()) // a failed save is judged conservatively: an older since
 		}
@@ -107,15 +105,12 @@ type keptFollowing struct {
 	behind error
 }
 
-// untilReadThrough is the wait before keepFollowing's next read of how far the group has read:
-// readThroughEvery after the last, also when the slot's reader started again since (a reader that
-// starts again more often is judged all the same).
+// untilReadThrough is the wait before keepFollowing's next look at how far the group has read:
+// readThroughEvery after the last (or after the slot's first reader started), also when the
+// slot's reader started again since (a reader that starts again more often is judged all the
+// same).
 func (s *slot) untilReadThrough() time.Duration {
-	every := readThroughEvery()
-	if s.throughAt.IsZero() {
-		return every
-	}
-	return max(s.throughAt.Add(every).Sub(s.w.cfg.Clock.Now()), 0)
+	return max(s.throughAt.Add(readThroughEvery()).Sub(s.w.cfg.Clock.Now()), 0)
 }
 
 // readThrough is how far the group has read the stream (follow.Reader.ReadThrough); an error when
@@ -146,20 +141,20 @@ const readThroughTimeout = time.Minute
 // testRetention, when set (nanoseconds), stands for the stream's retention in tests.
 var testRetention atomic.Int64
 
-// possibleLoss is how long after a change a follower takes its record to be possibly lost: the
-// stream's retention less a margin (an hour of 24) for the skew between the worker's clock and
-// DynamoDB's and for the time a reader takes to start.
+// possibleLoss is how long after a change a follower takes its record to be possibly lost
+// (follow.SafeAge of the stream's retention).
 func possibleLoss() time.Duration {
 	r := follow.Retention
 	if t := testRetention.Load(); t > 0 {
 		r = time.Duration(t)
 	}
-	return r - r/24
+	return follow.SafeAge(r)
 }
 
 // outlivedRetention reports whether the stream may have lost records the slot needs, judged by
-// time where no checkpoint can tell: since from (the start of the pass that just completed, or
-// the last time the slot's previous holder was alive), more than possibleLoss has passed. Then it
+// time where no checkpoint can tell: since from (the start of the pass that just completed, how
+// far the group had read the stream, or the last time the slot's previous holder was alive), more
+// than possibleLoss has passed. Then it
 // starts a rescan (logged, counted as one); an error when the rescan could not be saved.
 func (s *slot) outlivedRetention(from time.Time, what string) (bool, error) {
 	if from.IsZero() || s.w.cfg.Clock.Now().Sub(from) < possibleLoss() {
@@ -179,9 +174,9 @@ var errRescanNotSaved = errors.New("dynapart: the slot's rescan could not be sav
 // groupRescans reads, for a slot taken under a new plan (replan.go), what the group's slot
 // checkpoints since its last reset (own's included) say of the stream: whether one was rescanning
 // the table (rescanMark), and the earliest since (a pass's start, or how far the group had read
-// the stream while a holder followed it). Its holder rescans too, and judges its pass from that since, so a resize drops
-// neither a rescan, nor a long pass's start, nor a group's downtime, which nothing else would
-// bring back. A slot's new holder that overwrote such a checkpoint
+// the stream while a holder followed it). Its holder rescans too, and judges its pass from that
+// since, so a resize drops neither a rescan, nor a long pass's start, nor a group's downtime,
+// which nothing else would bring back. A slot's new holder that overwrote such a checkpoint
 // carried both.
 func (s *slot) groupRescans(own slotCheckpoint) (rescan bool, since time.Time, err error) {
 	if !s.w.cfg.Follow {

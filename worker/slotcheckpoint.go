@@ -38,8 +38,9 @@ type slotCounts struct {
 	// since is the time from which the slot needs the stream's records (follow_trim.go), by its
 	// holders' clocks: the start of the slot's current pass, carried over dirty passes (by the
 	// holder that began it, or first resumed it from a checkpoint made before this field), and,
-	// once the slot follows the stream, the last time a holder of it was following (refreshed
-	// while it is). Zero until then. It is compared with the stream's retention.
+	// once the slot follows the stream, how far the group had read it (keepFollowing: every
+	// record the group needs created before it is read). Zero until then. It is compared with the
+	// stream's retention.
 	since time.Time
 }
 
