@@ -36,8 +36,10 @@
 //     left; a caller judges such losses by time, as the worker does: [Reader.ReadThrough] says
 //     how far the group has read the stream, the creation time of its oldest unread record, and
 //     a caller that saves it and rescans once it is older than the retention misses no loss,
-//     however many generations of shards went meanwhile, unless a shard's first pages after its
-//     checkpoint came back empty although records lay further on: see [OldestUnread].)
+//     however many generations of shards went meanwhile. Empty pages do not read as a shard's
+//     end, since DynamoDB may answer them although records lie further on: such a shard counts
+//     as read as far as its checkpoint's own record, so an idle shard holds the time back until
+//     it closes.)
 //   - Transient errors (throttling, dropped connections, DynamoDB restarting, an expired shard
 //     iterator) are logged and retried; they never end Run.
 //

@@ -152,12 +152,16 @@ func (f *fakeStream) GetShardIterator(_ context.Context, in *dynamodbstreams.Get
 		return nil, &stypes.ResourceNotFoundException{Message: aws.String("no such shard")}
 	}
 	pos := sh.trimmed
-	if in.ShardIteratorType == stypes.ShardIteratorTypeAfterSequenceNumber {
+	switch in.ShardIteratorType {
+	case stypes.ShardIteratorTypeAfterSequenceNumber, stypes.ShardIteratorTypeAtSequenceNumber:
 		i := slices.IndexFunc(sh.recs, func(r stypes.Record) bool { return *r.Dynamodb.SequenceNumber == aws.ToString(in.SequenceNumber) })
 		if i < sh.trimmed {
 			return nil, &stypes.TrimmedDataAccessException{Message: aws.String("trimmed")}
 		}
-		pos = i + 1
+		pos = i
+		if in.ShardIteratorType == stypes.ShardIteratorTypeAfterSequenceNumber {
+			pos++
+		}
 	}
 	return &dynamodbstreams.GetShardIteratorOutput{ShardIterator: f.iterator(sh, pos)}, nil
 }

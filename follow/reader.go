@@ -127,7 +127,9 @@ type Reader struct {
 	hooks   testHooks
 
 	throughMu   sync.Mutex
-	throughDone map[string]bool // shards ReadThrough found finished
+	throughDone map[string]bool      // shards ReadThrough found finished
+	listedAfter map[string]time.Time // per shard listed: the last look before the first that listed it
+	lastListing time.Time            // when ReadThrough last listed the shards
 }
 
 // testHooks let the package's tests wait on events instead of polling. Nil in production.

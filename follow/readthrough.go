@@ -2,7 +2,9 @@ package follow
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -27,17 +29,28 @@ const readsAtOnce = 8
 // (ApproximateCreationDateTime, which DynamoDB rounds down) of the oldest record, over every shard
 // the stream lists, that is after its shard's checkpoint (a shard without one from its oldest
 // record), or now, on the Reader's clock, when there is none. Shards whose leases say finished are
-// skipped (and remembered, at no further cost). The cost: DescribeStream, and for each other
-// shard one GetItem of its lease, GetShardIterator and GetRecords of one record (more while
-// the pages come back empty, see OldestUnread). Nothing is
-// written. A shard whose records after its checkpoint the stream no longer holds is a
-// *TrimmedError. Safe to call while Run runs.
+// skipped (and remembered, at no further cost).
+//
+// A shard whose pages run out before a record (see OldestUnread) is not taken as read to its end:
+// DynamoDB may answer empty pages although records lie further on. It is read at least as far as
+// its checkpoint's own record, and holds no record created before the Reader's last look that
+// did not list it; the later of the two is its bound. A shard with neither (no checkpoint, listed
+// at the Reader's first look) makes ReadThrough answer the zero time: it cannot say, and the
+// caller keeps what it knew. On a stream whose shards close every few hours, as DynamoDB's do, an
+// idle shard holds the answer back until it closes; on one whose shards never close (DynamoDB
+// Local), until a record comes.
+//
+// The cost: DescribeStream, and for each other shard one GetItem of its lease, GetShardIterator
+// and GetRecords of one record (more while the pages come back empty, and one more of each for a
+// shard whose pages ran out). Nothing is written. A shard whose records after its checkpoint the
+// stream no longer holds is a *TrimmedError. Safe to call while Run runs.
 func (r *Reader) ReadThrough(ctx context.Context) (time.Time, error) {
 	now := r.cfg.Clock.Now() // before the listing: a record created after it is not claimed read
 	shards, err := listShards(ctx, r.cfg.Streams, r.cfg.StreamARN)
 	if err != nil {
 		return time.Time{}, err
 	}
+	listedAfter := r.noteListing(now, shards)
 	var mu sync.Mutex
 	through := now
 	g, gctx := errgroup.WithContext(ctx)
@@ -47,8 +60,8 @@ func (r *Reader) ReadThrough(ctx context.Context) (time.Time, error) {
 			continue
 		}
 		g.Go(func() error {
-			t, err := r.shardUnread(gctx, s.id)
-			if err == nil && !t.IsZero() {
+			t, bounds, err := r.shardThrough(gctx, s.id, listedAfter[s.id])
+			if err == nil && bounds {
 				mu.Lock()
 				through = minTime(through, t)
 				mu.Unlock()
@@ -62,20 +75,60 @@ func (r *Reader) ReadThrough(ctx context.Context) (time.Time, error) {
 	return through, nil
 }
 
-// shardUnread is the creation time of the shard's oldest unread record; zero when it has none,
-// or its lease says finished.
-func (r *Reader) shardUnread(ctx context.Context, id string) (time.Time, error) {
+// shardThrough is how far the group has read the shard: every record it holds created before the
+// time is read (the zero time: unknown). bounds is false for a shard read to its end, or whose
+// lease says finished. listedAfter is the time of the Reader's last look that did not list the
+// shard (zero when unknown).
+func (r *Reader) shardThrough(ctx context.Context, id string, listedAfter time.Time) (t time.Time, bounds bool, err error) {
 	st, err := r.cfg.Locks.MutexState(ctx, ShardMutex(r.cfg.Group, id))
 	switch {
 	case err != nil:
-		return time.Time{}, fmt.Errorf("follow: read the lease of shard %s: %w", id, err)
+		return time.Time{}, false, fmt.Errorf("follow: read the lease of shard %s: %w", id, err)
 	case st.Finished:
 		r.throughMu.Lock()
 		r.throughDone[id] = true
 		r.throughMu.Unlock()
-		return time.Time{}, nil
+		return time.Time{}, false, nil
 	}
-	return OldestUnread(ctx, r.cfg.Streams, r.cfg.StreamARN, id, st.Checkpoint, peekPages)
+	p, err := peek(ctx, r.cfg.Streams, iteratorAfter(r.cfg.StreamARN, id, st.Checkpoint), peekPages)
+	switch {
+	case err != nil:
+		return time.Time{}, false, err
+	case p.ended:
+		return time.Time{}, false, nil
+	case !p.oldest.IsZero():
+		return p.oldest, true, nil
+	case st.Checkpoint == "":
+		return listedAfter, true, nil
+	}
+	// The pages ran out: read at least as far as the checkpoint's record.
+	at, err := peek(ctx, r.cfg.Streams, iteratorAt(r.cfg.StreamARN, id, st.Checkpoint), peekPages)
+	if err != nil && !errors.Is(err, ErrTrimmed) {
+		return time.Time{}, false, err
+	}
+	return maxTime(at.oldest, listedAfter), true, nil // trimmed: older than the retention, unknown
+}
+
+// noteListing records the shards a look listed, and returns for each the time of the Reader's
+// last look that did not list it (zero for shards its first look listed): a shard holds no record
+// created before it existed. It forgets the shards the stream no longer lists.
+func (r *Reader) noteListing(now time.Time, shards []shard) map[string]time.Time {
+	r.throughMu.Lock()
+	defer r.throughMu.Unlock()
+	listed := make(map[string]time.Time, len(shards))
+	done := map[string]bool{}
+	for _, s := range shards {
+		after, seen := r.listedAfter[s.id]
+		if !seen {
+			after = r.lastListing
+		}
+		listed[s.id] = after
+		if r.throughDone[s.id] {
+			done[s.id] = true
+		}
+	}
+	r.listedAfter, r.throughDone, r.lastListing = listed, done, now
+	return maps.Clone(listed)
 }
 
 func (r *Reader) throughFinished(id string) bool {
@@ -91,42 +144,56 @@ func (r *Reader) throughFinished(id string) bool {
 // for ever). A *TrimmedError when the stream no longer holds the records after position, or the shard
 // is gone with them.
 func OldestUnread(ctx context.Context, sc StreamsClient, arn, shard, position string, pages int) (time.Time, error) {
+	p, err := peek(ctx, sc, iteratorAfter(arn, shard, position), pages)
+	return p.oldest, err
+}
+
+// peeked is what peek found: the creation time of the first record, or that the shard ended
+// before one (closed, with nothing after the iterator's start); neither when the pages ran out.
+type peeked struct {
+	oldest time.Time
+	ended  bool
+}
+
+// peek reads one record from the iterator in asks for, following up to pages empty pages.
+func peek(ctx context.Context, sc StreamsClient, in *dynamodbstreams.GetShardIteratorInput, pages int) (peeked, error) {
+	shard, position := aws.ToString(in.ShardId), aws.ToString(in.SequenceNumber)
 	lost := func(err error) error {
 		return &TrimmedError{Shard: shard, Checkpoint: position, Err: err,
 			Reason: "the stream no longer holds the records after the checkpoint"}
 	}
-	it, err := sc.GetShardIterator(ctx, iteratorAfter(arn, shard, position))
+	it, err := sc.GetShardIterator(ctx, in)
 	switch {
 	case err != nil && (isTrimmed(err) || position != "" && isNotFound(err)):
-		return time.Time{}, lost(err)
+		return peeked{}, lost(err)
 	case err != nil:
-		return time.Time{}, fmt.Errorf("follow: shard iterator of %s: %w", shard, err)
+		return peeked{}, fmt.Errorf("follow: shard iterator of %s: %w", shard, err)
 	case it.ShardIterator == nil:
-		return time.Time{}, nil // a closed shard with nothing after position
+		return peeked{ended: true}, nil // a closed shard with nothing after position
 	}
 	iter := it.ShardIterator
 	for range max(pages, 1) {
 		out, err := sc.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: iter, Limit: aws.Int32(1)})
 		switch {
 		case err != nil && isTrimmed(err):
-			return time.Time{}, lost(err)
+			return peeked{}, lost(err)
 		case err != nil:
-			return time.Time{}, fmt.Errorf("follow: read shard %s: %w", shard, err)
+			return peeked{}, fmt.Errorf("follow: read shard %s: %w", shard, err)
 		case len(out.Records) > 0:
 			if t := newBatch(shard, out.Records).oldest(); !t.IsZero() {
-				return t, nil
+				return peeked{oldest: t}, nil
 			}
-			return time.Time{}, fmt.Errorf("follow: shard %s: the stream's record has no ApproximateCreationDateTime", shard)
+			return peeked{}, fmt.Errorf("follow: shard %s: the stream's record has no ApproximateCreationDateTime", shard)
 		case out.NextShardIterator == nil:
-			return time.Time{}, nil // closed, and nothing after position
+			return peeked{ended: true}, nil // closed, and nothing after position
 		}
 		iter = out.NextShardIterator // an empty page: records may lie further on
 	}
-	return time.Time{}, nil
+	return peeked{}, nil
 }
 
-// peekPages bounds the pages ReadThrough reads of a shard (OldestUnread): one still without a
-// record after them is taken as read to its end.
+// peekPages bounds the pages ReadThrough reads of a shard (OldestUnread) before it takes the
+// shard as read as far as its checkpoint's record.
 const peekPages = 8
 
 // iteratorAfter asks for an iterator right after position (a sequence number), or at the shard's
@@ -138,6 +205,20 @@ func iteratorAfter(arn, shard, position string) *dynamodbstreams.GetShardIterato
 		in.ShardIteratorType, in.SequenceNumber = stypes.ShardIteratorTypeAfterSequenceNumber, aws.String(position)
 	}
 	return in
+}
+
+// iteratorAt asks for an iterator at the record whose sequence number is position.
+func iteratorAt(arn, shard, position string) *dynamodbstreams.GetShardIteratorInput {
+	in := iteratorAfter(arn, shard, position)
+	in.ShardIteratorType = stypes.ShardIteratorTypeAtSequenceNumber
+	return in
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 func minTime(a, b time.Time) time.Time {

@@ -14,13 +14,15 @@ import (
 // fixedClock is a clock whose Now stands still; its waits are real.
 type fixedClock struct{ now time.Time }
 
-func (c fixedClock) Now() time.Time                         { return c.now }
-func (c fixedClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+func (c *fixedClock) Now() time.Time                         { return c.now }
+func (c *fixedClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
 // TestReadThrough: how far the group has read the stream is the creation time of its oldest
 // record after a shard's checkpoint (from the start of a shard without one), over every listed
-// shard whose lease is not finished; now when every shard is read to its last record; a
-// checkpoint the stream no longer holds is a *TrimmedError.
+// shard whose lease is not finished; a shard whose pages run out before a record is read as far
+// as its checkpoint's record (it used to read as read to its end: records may lie further on), or
+// from the last look that did not list it; a Reader that cannot say answers zero; a checkpoint
+// the stream no longer holds is a *TrimmedError.
 func TestReadThrough(t *testing.T) {
 	ctx := context.Background()
 	db, table := lockTable(t)
@@ -42,8 +44,8 @@ func TestReadThrough(t *testing.T) {
 	fs.close("s2")
 	fs.addShard("s3", "s2") // no lease: counted from its oldest record
 	at("s3", time.Hour, "d")
-	fs.addShard("s4", "") // no records
-	r, err := NewReader(ReaderConfig{Streams: fs, StreamARN: fakeARN, Locks: locks, Group: "g", Clock: fixedClock{now}})
+	clock := &fixedClock{now}
+	r, err := NewReader(ReaderConfig{Streams: fs, StreamARN: fakeARN, Locks: locks, Group: "g", Clock: clock})
 	require.NoError(t, err)
 	lease := func(shard string) *lock.Lease {
 		m := locks.NewMutex(ShardMutex("g", shard))
@@ -53,30 +55,43 @@ func TestReadThrough(t *testing.T) {
 		t.Cleanup(func() { _ = m.Unlock(context.Background()) })
 		return m.Lease()
 	}
+	look := func(want time.Time, why string) {
+		t.Helper()
+		through, err := r.ReadThrough(ctx)
+		require.NoError(t, err)
+		require.Equal(t, want, through, why)
+	}
 	require.NoError(t, lease("s1").FinishAndRelease(ctx, fs.seqs("s1")[0]))
 	s2 := lease("s2")
 	require.NoError(t, s2.SaveCheckpoint(ctx, fs.seqs("s2")[0]))
-
-	through, err := r.ReadThrough(ctx)
-	require.NoError(t, err)
-	require.Equal(t, now.Add(-2*time.Hour), through, "s2's record after its checkpoint")
+	look(now.Add(-2*time.Hour), "s2's record after its checkpoint")
 
 	require.NoError(t, s2.FinishAndRelease(ctx, fs.seqs("s2")[1]))
-	through, err = r.ReadThrough(ctx)
-	require.NoError(t, err)
-	require.Equal(t, now.Add(-time.Hour), through, "s3's oldest record: it has no checkpoint")
+	look(now.Add(-time.Hour), "s3's oldest record: it has no checkpoint")
 
 	s3 := lease("s3")
 	require.NoError(t, s3.SaveCheckpoint(ctx, fs.seqs("s3")[0]))
-	through, err = r.ReadThrough(ctx)
-	require.NoError(t, err)
-	require.Equal(t, now, through, "every record read")
+	look(now.Add(-time.Hour), "s3's pages run out after its checkpoint: read as far as the checkpoint's record, not to its end")
 
-	at("s3", 0, "e")
-	fs.trim("s3", 2)
+	fs.close("s3")
+	require.NoError(t, s3.FinishAndRelease(ctx, fs.seqs("s3")[0]))
+	fs.addShard("s4", "s3") // no records, no lease
+	clock.now = now.Add(2 * time.Hour)
+	look(now, "s4 holds no record from before the last look, which did not list it")
+
+	fresh, err := NewReader(ReaderConfig{Streams: fs, StreamARN: fakeARN, Locks: locks, Group: "g", Clock: clock})
+	require.NoError(t, err)
+	through, err := fresh.ReadThrough(ctx)
+	require.NoError(t, err)
+	require.Zero(t, through, "a Reader whose first look lists s4 cannot say how far s4 is read")
+
+	at("s4", 0, "e", "f")
+	s4 := lease("s4")
+	require.NoError(t, s4.SaveCheckpoint(ctx, fs.seqs("s4")[0]))
+	fs.trim("s4", 2)
 	_, err = r.ReadThrough(ctx)
 	var te *TrimmedError
-	require.ErrorAs(t, err, &te, "s3's checkpoint is trimmed")
-	require.Equal(t, "s3", te.Shard)
+	require.ErrorAs(t, err, &te, "s4's checkpoint is trimmed")
+	require.Equal(t, "s4", te.Shard)
 	require.True(t, errors.Is(err, ErrTrimmed))
 }

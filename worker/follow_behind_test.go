@@ -37,7 +37,7 @@ func TestReadersBehindThenDown(t *testing.T) {
 		// the records (DynamoDB may; found by a review of a9d12d9: one empty page used to read
 		// as a shard read to its end, and B did not rescan).
 		emptyPeeks int
-	}{{LedgerInline, false, 0}, {LedgerTable, false, 0}, {LedgerInline, true, 0}, {LedgerTable, true, 0}, {LedgerInline, true, 3}} {
+	}{{LedgerInline, false, 0}, {LedgerTable, false, 0}, {LedgerInline, true, 0}, {LedgerTable, true, 0}, {LedgerInline, true, 3}, {LedgerInline, true, 9}} {
 		kind := tc.kind
 		t.Run(fmt.Sprintf("%s/down-early=%t/empty-peeks=%d", kind, tc.downEarly, tc.emptyPeeks), func(t *testing.T) {
 			const retention, n = 4 * time.Second, 3
@@ -130,17 +130,23 @@ func (s *behindStreams) GetRecords(ctx context.Context, in *dynamodbstreams.GetR
 // TestReaderRestartKeepsHowFarItRead (found by a review of a9d12d9): a follower whose reader
 // failed and started again judged from the start of the pass it followed from, not from how far
 // the group had read: one failed read of how far (throttled) then made it rescan the whole table
-// of a group that had read everything. failPeeks false is the control.
+// of a group that had read everything. failPeeks false is the control. The table is written
+// twice a second throughout: a shard read to its checkpoint counts as read as far as the
+// checkpoint's record, so a group idle for longer than the retention rescans (follow.ReadThrough).
 func TestReaderRestartKeepsHowFarItRead(t *testing.T) {
 	for _, failPeeks := range []bool{true, false} {
 		t.Run(fmt.Sprintf("fail-peeks=%t", failPeeks), func(t *testing.T) {
 			const retention = 4 * time.Second
 			f := streamFixture(t, retention, 3)
-			streams := &behindStreams{rollStreams: &rollStreams{dropStreams: &dropStreams{reviewStreams: newReviewStreams(t, true, 0), id: "none"}}}
+			review := newReviewStreams(t, true, 0)
+			review.StreamsClient = newExactTimes(review.StreamsClient)
+			streams := &behindStreams{rollStreams: &rollStreams{dropStreams: &dropStreams{reviewStreams: review, id: "none"}}}
 			a := startReview(t, f, LedgerInline, "A", streams, nil, func(context.Context, Item) error { return nil })
 			streams.following(t)
 			reviewWait(t, 30*time.Second, func() (bool, string) { return a.Stats().Completed == 3, "A's pass" })
-			time.Sleep(2 * retention) // all read; the pass's start older than the retention
+			stop := keepWriting(t, f, 3, 500*time.Millisecond)
+			defer stop()
+			time.Sleep(2 * retention) // all read as it comes; the pass's start older than the retention
 			require.Zero(t, a.Stats().Follow.Rescans, "kept up so far")
 			streams.failPeeks.Store(failPeeks)
 			streams.failRead.Store(true)
@@ -152,14 +158,38 @@ func TestReaderRestartKeepsHowFarItRead(t *testing.T) {
 	}
 }
 
+// keepWriting changes one of the fixture's n items every period, in turn, until stop is called.
+func keepWriting(t *testing.T, f *fixture, n int, period time.Duration) (stop func()) {
+	t.Helper()
+	done, ended := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(ended)
+		for i := 0; ; i++ {
+			select {
+			case <-done:
+				return
+			case <-time.After(period):
+			}
+			if err := f.setN(i%n, 5000+i); err != nil {
+				t.Errorf("write item %d: %v", i%n, err)
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-ended
+	}
+}
+
 // TestKeepingUpDoesNotRescan: a group that keeps up with a stream written all the time has a
 // record in flight at many of its reads of how far it has read; it never falls behind by the
-// retention, and never rescans. (DynamoDB Local rounds a record's creation time down to the
-// minute, so a record in flight reads as older than the 8s retention here: the writes leave the
-// reader idle between them, as a group that keeps up is.)
+// retention, and never rescans. The writes come in bursts a second apart, and the stream's record
+// times are exact (exactTimes: DynamoDB Local rounds them down to the minute, far older than the
+// 8s retention here).
 func TestKeepingUpDoesNotRescan(t *testing.T) {
 	f := streamFixture(t, 8*time.Second, 3)
 	streams := newReviewStreams(t, true, 0)
+	streams.StreamsClient = newExactTimes(streams.StreamsClient)
 	var logs syncBuffer
 	defer func() {
 		if t.Failed() {

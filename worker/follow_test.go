@@ -179,11 +179,16 @@ func checkFollowRuns(t *testing.T, runs map[string][]handledRun) {
 }
 
 func setN(t *testing.T, f *fixture, i, n int) {
+	require.NoError(t, f.setN(i, n))
+}
+
+// setN sets item i's n; for goroutines other than the test's.
+func (f *fixture) setN(i, n int) error {
 	_, err := f.db.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
 		TableName: aws.String(f.table), Key: skey(itemKey(i)), UpdateExpression: aws.String("SET n = :n"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":n": &types.AttributeValueMemberN{Value: strconv.Itoa(n)}},
 	})
-	require.NoError(t, err)
+	return err
 }
 
 func waitHandled(t *testing.T, log *versionLog, want map[string]int) {
