@@ -3,11 +3,14 @@ package follow
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
+	stypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 	"github.com/stretchr/testify/require"
 
+	"github.com/dynapart/dynapart/internal/ddbtest"
 	"github.com/dynapart/dynapart/lock"
 )
 
@@ -94,4 +97,47 @@ func TestReadThrough(t *testing.T) {
 	require.ErrorAs(t, err, &te, "s4's checkpoint is trimmed")
 	require.Equal(t, "s4", te.Shard)
 	require.True(t, errors.Is(err, ErrTrimmed))
+}
+
+// TestReadThroughOnBackends: on DynamoDB Local and moto, a group that has read its shard to the
+// last record is read as far as that record (the record at its checkpoint, read with
+// AT_SEQUENCE_NUMBER: the pages after it come back empty, which does not prove the shard's end),
+// and a record written after it is the oldest unread; before any checkpoint, the shard's first
+// record is.
+func TestReadThroughOnBackends(t *testing.T) {
+	ddbtest.ForEachBackend(t, func(t *testing.T, _ ddbtest.Backend) {
+		ctx := context.Background()
+		db, table, arn := streamTable(t)
+		ldb, ltable := lockTable(t)
+		for i := range 3 {
+			put(t, db, table, fmt.Sprint("k", i), 1)
+		}
+		cfg := ReaderConfig{Streams: ddbtest.Streams(t), StreamARN: arn, Locks: newLocks(t, ldb, ltable, "a"),
+			Group: "g", PollInterval: 20 * time.Millisecond}
+		look := func() time.Time {
+			t.Helper()
+			r, err := NewReader(cfg)
+			require.NoError(t, err)
+			through, err := r.ReadThrough(ctx)
+			require.NoError(t, err)
+			return through
+		}
+		created := func(rec stypes.Record) time.Time { return *rec.Dynamodb.ApproximateCreationDateTime }
+		before := look()
+		a := startReader(t, cfg, true)
+		recs, last := collect(t, a, 3)
+		require.Equal(t, created(recs[0]), before, "before any checkpoint: the shard's first record")
+		for shard, seq := range last {
+			a.waitSaved(t, shard, seq)
+		}
+		require.ErrorIs(t, a.halt(t), context.Canceled)
+		require.Equal(t, created(recs[2]), look(), "read as far as the checkpoint's record, not to the end")
+
+		put(t, db, table, "k9", 1)
+		through := look()
+		b := startReader(t, cfg, true)
+		unread, _ := collect(t, b, 1)
+		require.ErrorIs(t, b.halt(t), context.Canceled)
+		require.Equal(t, created(unread[0]), through, "the record after the checkpoint")
+	})
 }
