@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -109,7 +108,10 @@ func (l *core) isKeyAttr(name string) bool {
 // ledger's prefix (not the key, which the names map too, nor the attributes removed when an item
 // is finished, which a write may set, e.g. to put another item into the pending index).
 func (l *core) isLedgerAttr(name string) bool {
-	for _, a := range append(slices.Clone(stateAttrs), aLastError, aRedriven) {
+	if name == l.names[aLastError] || name == l.names[aRedriven] {
+		return true
+	}
+	for _, a := range stateAttrs {
 		if l.names[a] == name {
 			return true
 		}
