@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,12 +35,12 @@ const readsAtOnce = 8
 //
 // A shard whose pages run out before a record (see OldestUnread) is not taken as read to its end:
 // DynamoDB may answer empty pages although records lie further on. It is read at least as far as
-// its checkpoint's own record, and holds no record created before the Reader's last look that
-// did not list it; the later of the two is its bound. A shard with neither (no checkpoint, listed
-// at the Reader's first look) makes ReadThrough answer the zero time: it cannot say, and the
-// caller keeps what it knew. On a stream whose shards close every few hours, as DynamoDB's do, an
-// idle shard holds the answer back until it closes; on one whose shards never close (DynamoDB
-// Local), until a record comes.
+// its checkpoint's own record, and holds no record created before the shard (the time its id
+// carries, see shardCreated) or before the Reader's last look that did not list it; the latest
+// of these is its bound. A shard with none of them makes ReadThrough answer the zero time: it
+// cannot say, and the caller keeps what it knew. On a stream whose shards close every few hours,
+// as DynamoDB's do, an idle shard holds the answer back until it closes; on one whose shards
+// never close (DynamoDB Local), until a record comes.
 //
 // The cost: DescribeStream, and for each other shard one GetItem of its lease, GetShardIterator
 // and GetRecords of one record (more while the pages come back empty, and one more of each for a
@@ -98,15 +100,36 @@ func (r *Reader) shardThrough(ctx context.Context, id string, listedAfter time.T
 		return time.Time{}, false, nil
 	case !p.oldest.IsZero():
 		return p.oldest, true, nil
-	case st.Checkpoint == "":
-		return listedAfter, true, nil
 	}
-	// The pages ran out: read at least as far as the checkpoint's record.
+	// The pages ran out: the shard holds no record from before it was created (or listed), and
+	// is read at least as far as the checkpoint's record.
+	floor := maxTime(listedAfter, shardCreated(id, r.cfg.Clock.Now()))
+	if st.Checkpoint == "" {
+		return floor, true, nil
+	}
 	at, err := peek(ctx, r.cfg.Streams, iteratorAt(r.cfg.StreamARN, id, st.Checkpoint), peekPages)
 	if err != nil && !errors.Is(err, ErrTrimmed) {
 		return time.Time{}, false, err
 	}
-	return maxTime(at.oldest, listedAfter), true, nil // trimmed: older than the retention, unknown
+	return maxTime(at.oldest, floor), true, nil // trimmed: older than the retention, unknown
+}
+
+// shardCreated is the creation time DynamoDB writes into a shard's id
+// (shardId-<milliseconds since the epoch, 20 digits>-<hex>, on DynamoDB and DynamoDB Local alike,
+// which is also why ids sort by age); zero for an id not of that form, or whose time is
+// implausible (before 2012, or more than an hour after now).
+func shardCreated(id string, now time.Time) time.Time {
+	rest, ok := strings.CutPrefix(id, "shardId-")
+	digits, _, found := strings.Cut(rest, "-")
+	if !ok || !found || len(digits) != 20 {
+		return time.Time{}
+	}
+	ms, err := strconv.ParseInt(digits, 10, 64)
+	t := time.UnixMilli(ms)
+	if err != nil || t.Year() < 2012 || t.After(now.Add(time.Hour)) {
+		return time.Time{}
+	}
+	return t
 }
 
 // noteListing records the shards a look listed, and returns for each the time of the Reader's

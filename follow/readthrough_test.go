@@ -102,6 +102,7 @@ func TestReadThrough(t *testing.T) {
 // TestReadThroughOnBackends: on DynamoDB Local and moto, a group that has read its shard to the
 // last record is read as far as that record (the record at its checkpoint, read with
 // AT_SEQUENCE_NUMBER: the pages after it come back empty, which does not prove the shard's end),
+// or as the shard's creation when its id says it is younger,
 // and a record written after it is the oldest unread; before any checkpoint, the shard's first
 // record is.
 func TestReadThroughOnBackends(t *testing.T) {
@@ -131,7 +132,10 @@ func TestReadThroughOnBackends(t *testing.T) {
 			a.waitSaved(t, shard, seq)
 		}
 		require.ErrorIs(t, a.halt(t), context.Canceled)
-		require.Equal(t, created(recs[2]), look(), "read as far as the checkpoint's record, not to the end")
+		require.Len(t, last, 1, "one shard")
+		for shard := range last { // (DynamoDB Local rounds record times down to the minute, and its shard may be younger)
+			require.Equal(t, maxTime(created(recs[2]), shardCreated(shard, time.Now())), look(), "read as far as the checkpoint's record, not to the end")
+		}
 
 		put(t, db, table, "k9", 1)
 		through := look()

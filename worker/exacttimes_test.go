@@ -16,7 +16,8 @@ import (
 // seconds: a record's time is when a read through exactTimes first saw it, if that is within
 // the minute DynamoDB Local rounded it to. That is at or after the record's creation, by about a
 // reader's poll: a group that keeps up reads as keeping up, which with minutes-old times it
-// cannot under a retention of seconds.
+// cannot under a retention of seconds. For liveness tests only: a record nobody has read yet,
+// first seen by a look, reads as younger than it is, which could hide a loss.
 type exactTimes struct {
 	follow.StreamsClient
 	mu   sync.Mutex
