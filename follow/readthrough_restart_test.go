@@ -32,7 +32,9 @@ func readThroughAcrossRestarts(t *testing.T, restartEvery time.Duration) {
 	clock := &fixedClock{start}
 	fs := newFakeStream()
 	const rollover, lookEvery, idle = 4 * time.Hour, 29 * time.Minute, 3
-	shardID := func(created time.Time, n int) string { return fmt.Sprintf("shardId-%020d-%08x", created.UnixMilli(), n) }
+	shardID := func(created time.Time, n int) string {
+		return fmt.Sprintf("shardId-%020d-%08x", created.UnixMilli(), n)
+	}
 	leaf, gen := make([]string, idle), make([]int, idle) // idle partition i's open shard
 	for i := range idle {
 		leaf[i] = fs.addShard(shardID(start, i), "")
