@@ -125,7 +125,11 @@ func (f *fakeStream) DescribeStream(_ context.Context, in *dynamodbstreams.Descr
 	}
 	d := &stypes.StreamDescription{StreamArn: in.StreamArn, StreamStatus: f.status}
 	for _, s := range f.shards[from:to] {
-		d.Shards = append(d.Shards, stypes.Shard{ShardId: aws.String(s.id), ParentShardId: optional(s.parent)})
+		sh := stypes.Shard{ShardId: aws.String(s.id), ParentShardId: optional(s.parent)}
+		if s.closed {
+			sh.SequenceNumberRange = &stypes.SequenceNumberRange{EndingSequenceNumber: aws.String(fmt.Sprint(len(s.recs)))}
+		}
+		d.Shards = append(d.Shards, sh)
 	}
 	if to < len(f.shards) {
 		d.LastEvaluatedShardId = aws.String(f.shards[to-1].id)

@@ -36,9 +36,10 @@ const readsAtOnce = 8
 // A shard whose pages run out before a record (see OldestUnread) is not taken as read to its end:
 // DynamoDB may answer empty pages although records lie further on. It is read at least as far as
 // its checkpoint's own record, and holds no record created before the shard (the time its id
-// carries, see shardCreated) or before the Reader's last look that did not list it; the latest
-// of these is its bound. A shard with none of them makes ReadThrough answer the zero time: it
-// cannot say, and the caller keeps what it knew. On a stream whose shards close every few hours,
+// carries, see shardCreated; for an id without one, the Reader's last look that did not list
+// it); the later of the two is its bound. A shard with neither makes ReadThrough answer the zero
+// time: it cannot say, and the caller keeps what it knew. So does a listing that leaves out the
+// child of a closed shard (DynamoDB's may, for a while). On a stream whose shards close every few hours,
 // as DynamoDB's do, an idle shard holds the answer back until it closes; on one whose shards
 // never close (DynamoDB Local), until a record comes.
 //
@@ -51,6 +52,10 @@ func (r *Reader) ReadThrough(ctx context.Context) (time.Time, error) {
 	shards, err := listShards(ctx, r.cfg.Streams, r.cfg.StreamARN)
 	if err != nil {
 		return time.Time{}, err
+	}
+	if orphan := childless(shards); orphan != "" {
+		r.log.Debug("follow: the stream's listing leaves out the child of a closed shard; how far the group has read is unknown until it lists it", "shard", orphan)
+		return time.Time{}, nil // unknown: records of the missing child may be unread
 	}
 	listedAfter := r.noteListing(now, shards)
 	var mu sync.Mutex
@@ -103,7 +108,10 @@ func (r *Reader) shardThrough(ctx context.Context, id string, listedAfter time.T
 	}
 	// The pages ran out: the shard holds no record from before it was created (or listed), and
 	// is read at least as far as the checkpoint's record.
-	floor := maxTime(listedAfter, shardCreated(id, r.cfg.Clock.Now()))
+	floor := shardCreated(id, r.cfg.Clock.Now()) // the server's own record of it, or else
+	if floor.IsZero() {
+		floor = listedAfter
+	}
 	if st.Checkpoint == "" {
 		return floor, true, nil
 	}

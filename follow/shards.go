@@ -19,6 +19,7 @@ import (
 // shard is one shard of the stream as DescribeStream lists it.
 type shard struct {
 	id, parent string
+	closed     bool // DynamoDB gave it an ending sequence number: it takes no more records
 }
 
 // readable reports whether sh may be read now: it has no parent, or its parent is finished, or
@@ -52,7 +53,8 @@ func listShards(ctx context.Context, sc StreamsClient, arn string) ([]shard, err
 			return nil, &TrimmedError{Reason: fmt.Sprintf("stream %s is %s", arn, d.StreamStatus)}
 		}
 		for _, s := range d.Shards {
-			shards = append(shards, shard{id: aws.ToString(s.ShardId), parent: aws.ToString(s.ParentShardId)})
+			closed := s.SequenceNumberRange != nil && s.SequenceNumberRange.EndingSequenceNumber != nil
+			shards = append(shards, shard{id: aws.ToString(s.ShardId), parent: aws.ToString(s.ParentShardId), closed: closed})
 		}
 		if d.LastEvaluatedShardId == nil {
 			return lineage(shards), nil
@@ -87,4 +89,20 @@ func lineage(shards []shard) []shard {
 		return cmp.Or(cmp.Compare(depths[a.id], depths[b.id]), cmp.Compare(a.id, b.id))
 	})
 	return out
+}
+
+// childless is a closed shard of shards that no other lists as its parent, or "": DynamoDB
+// makes a closed shard's child when it closes, so such a listing left out a shard that exists
+// (DynamoDB's listings may, for a while, after a shard closes).
+func childless(shards []shard) string {
+	parents := map[string]bool{}
+	for _, s := range shards {
+		parents[s.parent] = true
+	}
+	for _, s := range shards {
+		if s.closed && !parents[s.id] {
+			return s.id
+		}
+	}
+	return ""
 }
