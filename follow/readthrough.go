@@ -39,9 +39,9 @@ const readsAtOnce = 8
 // carries, see shardCreated; for an id without one, the Reader's last look that did not list
 // it); the later of the two is its bound. A shard with neither makes ReadThrough answer the zero
 // time: it cannot say, and the caller keeps what it knew. So does a listing that leaves out the
-// child of a closed shard (DynamoDB's may, for a while). On a stream whose shards close every few hours,
-// as DynamoDB's do, an idle shard holds the answer back until it closes; on one whose shards
-// never close (DynamoDB Local), until a record comes.
+// child of a closed shard (DynamoDB's may, for a while). On a stream whose shards close every
+// few hours, as DynamoDB's do, an idle shard holds the answer back until it closes; on one whose
+// shards never close (DynamoDB Local), until a record comes.
 //
 // The cost: DescribeStream, and for each other shard one GetItem of its lease, GetShardIterator
 // and GetRecords of one record (more while the pages come back empty, and one more of each for a
