@@ -79,14 +79,8 @@ func (x *gappyStream) GetRecords(ctx context.Context, in *dynamodbstreams.GetRec
 // creation its id carries when it has one.
 func TestReadThroughGappyListing(t *testing.T) {
 	ctx := context.Background()
-	db, table := lockTable(t)
-	locks := newLocks(t, db, table, "r1")
-	now := time.Now().Truncate(time.Second)
-	clock := &fixedClock{now}
-	fs := newFakeStream()
-	id := func(created time.Time, n int) string {
-		return fmt.Sprintf("shardId-%020d-%08x", created.UnixMilli(), n)
-	}
+	locks, clock, fs := throughSetup(t)
+	now, id := clock.now, dynamoShardID
 	at := func(shard string, t time.Time, keys ...string) {
 		fs.mu.Lock()
 		fs.created = t

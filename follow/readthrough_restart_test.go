@@ -26,15 +26,9 @@ func TestReadThroughAcrossReaderRestarts(t *testing.T) {
 
 func readThroughAcrossRestarts(t *testing.T, restartEvery time.Duration) {
 	ctx := context.Background()
-	db, table := lockTable(t)
-	locks := newLocks(t, db, table, "r1")
-	start := time.Now().Truncate(time.Second)
-	clock := &fixedClock{start}
-	fs := newFakeStream()
+	locks, clock, fs := throughSetup(t)
+	start, shardID := clock.now, dynamoShardID
 	const rollover, lookEvery, idle = 4 * time.Hour, 29 * time.Minute, 3
-	shardID := func(created time.Time, n int) string {
-		return fmt.Sprintf("shardId-%020d-%08x", created.UnixMilli(), n)
-	}
 	leaf, gen := make([]string, idle), make([]int, idle) // idle partition i's open shard
 	for i := range idle {
 		leaf[i] = fs.addShard(shardID(start, i), "")

@@ -20,6 +20,19 @@ type fixedClock struct{ now time.Time }
 func (c *fixedClock) Now() time.Time                         { return c.now }
 func (c *fixedClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
+// throughSetup is what ReadThrough's tests start from: a lock client on a fresh lock table, a
+// clock standing at now (whole seconds), and an empty fake stream.
+func throughSetup(t *testing.T) (*lock.Client, *fixedClock, *fakeStream) {
+	t.Helper()
+	db, table := lockTable(t)
+	return newLocks(t, db, table, "r1"), &fixedClock{time.Now().Truncate(time.Second)}, newFakeStream()
+}
+
+// dynamoShardID is a shard id of DynamoDB's form, which carries the shard's creation time.
+func dynamoShardID(created time.Time, n int) string {
+	return fmt.Sprintf("shardId-%020d-%08x", created.UnixMilli(), n)
+}
+
 // TestReadThrough: how far the group has read the stream is the creation time of its oldest
 // record after a shard's checkpoint (from the start of a shard without one), over every listed
 // shard whose lease is not finished; a shard whose pages run out before a record is read as far
@@ -28,10 +41,8 @@ func (c *fixedClock) After(d time.Duration) <-chan time.Time { return time.After
 // the stream no longer holds is a *TrimmedError.
 func TestReadThrough(t *testing.T) {
 	ctx := context.Background()
-	db, table := lockTable(t)
-	locks := newLocks(t, db, table, "r1")
-	now := time.Now().Truncate(time.Second)
-	fs := newFakeStream()
+	locks, clock, fs := throughSetup(t)
+	now := clock.now
 	at := func(shard string, age time.Duration, keys ...string) {
 		fs.mu.Lock()
 		fs.created = now.Add(-age)
@@ -47,7 +58,6 @@ func TestReadThrough(t *testing.T) {
 	fs.close("s2")
 	fs.addShard("s3", "s2") // no lease: counted from its oldest record
 	at("s3", time.Hour, "d")
-	clock := &fixedClock{now}
 	r, err := NewReader(ReaderConfig{Streams: fs, StreamARN: fakeARN, Locks: locks, Group: "g", Clock: clock})
 	require.NoError(t, err)
 	lease := func(shard string) *lock.Lease {
