@@ -126,13 +126,15 @@ func testFollow(t *testing.T, kind LedgerKind) {
 	for i := seeded; i < seeded+30; i++ {
 		want[itemKey(i)] = i
 	}
+	// A dies before the updates, so that B must read their records (A used to die after them,
+	// and once handled every change first: B read none, and a fresh-clone CI run failed).
+	a.dead.Store(true)
 	for i := 50; i < 70; i++ {
 		for step := 1; step <= 3; step++ {
 			setN(t, f, i, i+step*10_000)
 		}
 		want[itemKey(i)] = i + 30_000
 	}
-	a.dead.Store(true)
 	for i := 70; i < 90; i++ {
 		setN(t, f, i, i) // no new content
 	}
