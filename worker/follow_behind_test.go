@@ -45,13 +45,7 @@ func TestReadersBehindThenDown(t *testing.T) {
 			x := itemKey(0)
 			runs := newReviewRuns()
 			streams := &behindStreams{rollStreams: &rollStreams{dropStreams: &dropStreams{reviewStreams: newReviewStreams(t, true, 0), id: x}}, emptyPeeks: tc.emptyPeeks}
-			h := func(by string) Handler {
-				return func(_ context.Context, it Item) error {
-					runs.add(by, it, false)
-					return nil
-				}
-			}
-			a := startReview(t, f, kind, "A", streams, nil, h("A"))
+			a := startReview(t, f, kind, "A", streams, nil, runs.handler("A"))
 			streams.following(t)
 			reviewWait(t, 30*time.Second, func() (bool, string) { return a.Stats().Completed == n, "A's pass" })
 			reviewWait(t, 30*time.Second, func() (bool, string) {
@@ -74,7 +68,7 @@ func TestReadersBehindThenDown(t *testing.T) {
 			f.seed(t, n, 1, nil)
 			streams.behind.Store(false)
 			time.Sleep(time.Until(changed.Add(retention))) // down less than the retention, behind longer
-			b := startReview(t, f, kind, "B", streams, nil, h("B"))
+			b := startReview(t, f, kind, "B", streams, nil, runs.handler("B"))
 			reviewWait(t, 30*time.Second, func() (bool, string) { return len(runs.of(itemKey(n))) == 1, "B follows the rolled stream" })
 			reviewWait(t, 10*time.Second, func() (bool, string) {
 				ok, why := reviewDoneAtCurrent(t, f, kind, x)
@@ -254,19 +248,13 @@ func TestReaderFailingUntilTheStreamDropped(t *testing.T) {
 	x := itemKey(0)
 	runs := newReviewRuns()
 	streams := &failListStreams{behindStreams: &behindStreams{rollStreams: &rollStreams{dropStreams: &dropStreams{reviewStreams: newReviewStreams(t, true, 0), id: x}}}}
-	h := func(by string) Handler {
-		return func(_ context.Context, it Item) error {
-			runs.add(by, it, false)
-			return nil
-		}
-	}
-	a := startReview(t, f, LedgerInline, "A", streams, nil, h("A"))
+	a := startReview(t, f, LedgerInline, "A", streams, nil, runs.handler("A"))
 	streams.following(t)
 	reviewWait(t, 30*time.Second, func() (bool, string) { return a.Stats().Completed == n, "A's pass" })
 	time.Sleep(2 * time.Second) // A looks how far the group has read, and saves it
 	a.stop()
 	streams.failAll.Store(true)
-	b := startReview(t, f, LedgerInline, "B", streams, nil, h("B"))
+	b := startReview(t, f, LedgerInline, "B", streams, nil, runs.handler("B"))
 	time.Sleep(500 * time.Millisecond)
 	setN(t, f, 0, 1000) // nobody can read it
 	time.Sleep(retention + 2*time.Second)

@@ -121,6 +121,14 @@ func (r *reviewRuns) add(by string, it Item, failed bool) {
 	r.runs[id] = append(r.runs[id], reviewRun{by: by, n: n, version: it.Version, failed: failed})
 }
 
+// handler is a Handler that records each run as by's, and succeeds.
+func (r *reviewRuns) handler(by string) Handler {
+	return func(_ context.Context, it Item) error {
+		r.add(by, it, false)
+		return nil
+	}
+}
+
 func (r *reviewRuns) of(id string) []reviewRun {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -154,8 +154,8 @@ func possibleLoss() time.Duration {
 // outlivedRetention reports whether the stream may have lost records the slot needs, judged by
 // time where no checkpoint can tell: since from (the start of the pass that just completed, how
 // far the group had read the stream, or the last time the slot's previous holder was alive), more
-// than possibleLoss has passed. Then it
-// starts a rescan (logged, counted as one); an error when the rescan could not be saved.
+// than possibleLoss has passed. Then it starts a rescan (logged, counted as one); an error when
+// the rescan could not be saved.
 func (s *slot) outlivedRetention(from time.Time, what string) (bool, error) {
 	if from.IsZero() || s.w.cfg.Clock.Now().Sub(from) < possibleLoss() {
 		return false, nil

@@ -298,13 +298,7 @@ func TestRolledOverParentLost(t *testing.T) {
 			x := itemKey(0)
 			runs := newReviewRuns()
 			streams := &rollStreams{dropStreams: &dropStreams{reviewStreams: newReviewStreams(t, true, 0), id: x}}
-			h := func(by string) Handler {
-				return func(_ context.Context, it Item) error {
-					runs.add(by, it, false)
-					return nil
-				}
-			}
-			a := startReview(t, f, kind, "A", streams, nil, h("A"))
+			a := startReview(t, f, kind, "A", streams, nil, runs.handler("A"))
 			streams.following(t)
 			f.seed(t, n, 1, nil)
 			reviewWait(t, 30*time.Second, func() (bool, string) { return len(runs.of(itemKey(n))) == 1, "A follows the stream" })
@@ -321,7 +315,7 @@ func TestRolledOverParentLost(t *testing.T) {
 				streams.trim.Store(true) // the control: B's reader meets the checkpoint trimmed
 			}
 			f.seed(t, n+1, 1, nil)
-			b := startReview(t, f, kind, "B", streams, nil, h("B"))
+			b := startReview(t, f, kind, "B", streams, nil, runs.handler("B"))
 			reviewWait(t, 30*time.Second, func() (bool, string) { return len(runs.of(itemKey(n+1))) == 1, "B follows the rolled stream" })
 			reviewWait(t, 10*time.Second, func() (bool, string) {
 				ok, why := reviewDoneAtCurrent(t, f, kind, x)
@@ -442,9 +436,4 @@ func groupWentDown(t *testing.T, kind LedgerKind, retention time.Duration) *down
 }
 
 // handler records the runs of the worker named by.
-func (d *downScenario) handler(by string) Handler {
-	return func(_ context.Context, it Item) error {
-		d.runs.add(by, it, false)
-		return nil
-	}
-}
+func (d *downScenario) handler(by string) Handler { return d.runs.handler(by) }
