@@ -97,6 +97,9 @@ func (l *core) consumedWCU() float64 {
 // nothing when it was throttled, refused as invalid or conflicted with a transaction (nothing was
 // written or checked), else floor (a failed condition is billed too).
 func billed(floor float64, err error) float64 {
+	if err == nil {
+		return floor
+	}
 	var tc *types.TransactionConflictException
 	if err != nil && (capacity.IsThrottle(err) || IsValidation(err) || errors.As(err, &tc)) {
 		return 0

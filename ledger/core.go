@@ -94,6 +94,7 @@ type compiled struct {
 	condExpr, updExpr string
 	names             map[string]string // placeholder -> attribute name
 	vals              []val
+	placeholders      []string // of vals, in order (":" + the symbol)
 	// identified: the write carries the caller's claim id (it sets it, or its condition checks
 	// it), so a row that shows that id and the update's values shows this very write.
 	identified bool
@@ -112,6 +113,7 @@ func compile(t transition, names map[attr]string) *compiled {
 	}
 	for v := range u.vals {
 		c.vals = append(c.vals, v)
+		c.placeholders = append(c.placeholders, ":"+string(v))
 	}
 	c.identified = u.vals[vClaim]
 	return c
@@ -139,6 +141,9 @@ type core struct {
 	stmtFailures atomic.Int64 // statement batches in a row that failed as a whole
 	condFailures atomic.Int64
 	gate         *WriteGate // every write passes through it (nil: none)
+	merged       mergedUpdates
+	leaseVals    leaseValueCache
+	stateNames   map[string]bool // the attributes of an item's state (see isLedgerAttr)
 }
 
 // coreSpec is what a ledger gives newCore.
@@ -182,6 +187,10 @@ func newCore(db Client, s coreSpec) (*core, error) {
 	for op, t := range machine(s.shape) {
 		l.ops[op] = compile(t, s.names)
 	}
+	l.stateNames = map[string]bool{s.names[aLastError]: true, s.names[aRedriven]: true}
+	for _, a := range stateAttrs {
+		l.stateNames[s.names[a]] = true
+	}
 	return l, nil
 }
 
@@ -191,9 +200,24 @@ func (l *core) input(op Op, rowKey Key, vals values) *dynamodb.UpdateItemInput {
 	in := &dynamodb.UpdateItemInput{
 		TableName: aws.String(l.row.table), Key: rowKey,
 		ConditionExpression: aws.String(c.condExpr), UpdateExpression: aws.String(c.updExpr),
-		ExpressionAttributeNames: c.names, ExpressionAttributeValues: vals.used(c.vals),
+		ExpressionAttributeNames: c.names, ExpressionAttributeValues: c.valuesOf(vals, 0),
 	}
 	return in
+}
+
+// valuesOf is the ExpressionAttributeValues of c's expressions with the values vals, in a map
+// with room for extra more.
+func (c *compiled) valuesOf(vals values, extra int) map[string]types.AttributeValue {
+	if len(c.vals) == 0 && extra == 0 {
+		return nil
+	}
+	out := make(map[string]types.AttributeValue, len(c.vals)+extra)
+	for i, s := range c.vals {
+		if x := vals.get(s); x != nil {
+			out[c.placeholders[i]] = x
+		}
+	}
+	return out
 }
 
 // view is row as op's condition and update read it, with the values vals.

@@ -108,7 +108,7 @@ func (l *core) deadLetterOf(key Key, row map[string]types.AttributeValue) DeadLe
 // exists holds), so a transition's condition can be evaluated on an ItemState.
 func (l *core) encodeState(st ItemState) map[string]types.AttributeValue {
 	n := l.names
-	row := map[string]types.AttributeValue{}
+	row := make(map[string]types.AttributeValue, 8)
 	if a, ok := n[aExists]; ok {
 		row[a] = attrS("")
 	}
@@ -116,17 +116,23 @@ func (l *core) encodeState(st ItemState) map[string]types.AttributeValue {
 	if st.Status != StatusPending {
 		put(aStatus, attrS(string(st.Status)))
 	}
-	for a, s := range map[attr]string{aOwner: st.Owner, aScope: st.Scope, aClaim: st.Claim, aError: st.Error} {
-		if s != "" {
-			put(a, attrS(s))
+	for _, f := range [...]struct {
+		a attr
+		s string
+	}{{aOwner, st.Owner}, {aScope, st.Scope}, {aClaim, st.Claim}, {aError, st.Error}} {
+		if f.s != "" {
+			put(f.a, attrS(f.s))
 		}
 	}
 	put(aSlot, attrN(int64(st.Slot)))
 	put(aToken, attrN(st.Token))
 	put(aAttempts, attrN(int64(st.Attempts)))
-	for a, t := range map[attr]time.Time{aClaimUntil: st.ClaimUntil, aRetryAt: st.RetryAt, aDoneAt: st.DoneAt} {
-		if !t.IsZero() {
-			put(a, attrMillis(t))
+	for _, f := range [...]struct {
+		a attr
+		t time.Time
+	}{{aClaimUntil, st.ClaimUntil}, {aRetryAt, st.RetryAt}, {aDoneAt, st.DoneAt}} {
+		if !f.t.IsZero() {
+			put(f.a, attrMillis(f.t))
 		}
 	}
 	return row

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/dynapart/dynapart/internal/capacity"
@@ -107,28 +106,16 @@ func (l *core) merges(p *effectPlan) bool { return len(p.writes) == 0 && l.sourc
 
 // mergedInput is cm's completion UpdateItem with the item's changes merged in.
 func (l *core) mergedInput(cm commit) *dynamodb.UpdateItemInput {
-	in := l.input(cm.op, cm.rowKey, cm.vals)
 	c := l.ops[cm.op]
-	var b strings.Builder
-	cm.plan.item.renderInto(&b, &c.upd)
-	in.UpdateExpression = aws.String(b.String())
-	names := make(map[string]string, len(in.ExpressionAttributeNames)+len(cm.plan.item.names))
-	for k, v := range in.ExpressionAttributeNames {
-		names[k] = v
-	}
-	for k, v := range cm.plan.item.names {
-		names[k] = v
-	}
-	vals := make(map[string]types.AttributeValue, len(in.ExpressionAttributeValues)+len(cm.plan.item.values))
-	for k, v := range in.ExpressionAttributeValues {
-		vals[k] = v
-	}
+	m := l.merged.of(c, cm.plan.item)
+	vals := c.valuesOf(cm.vals, len(cm.plan.item.values))
 	for k, v := range cm.plan.item.values {
 		vals[k] = v
 	}
-	in.ExpressionAttributeNames, in.ExpressionAttributeValues = names, vals
-	in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
-	return in
+	return &dynamodb.UpdateItemInput{TableName: aws.String(l.row.table), Key: cm.rowKey,
+		ConditionExpression: aws.String(c.condExpr), UpdateExpression: aws.String(m.expr),
+		ExpressionAttributeNames: m.names, ExpressionAttributeValues: vals,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld}
 }
 
 // fencedMerged sends a fenced completion with the item's changes merged in: one UpdateItem.

@@ -26,6 +26,9 @@ type clauses struct {
 	set, remove, add []string
 	names            map[string]string
 	values           map[string]types.AttributeValue
+	// shape is the rendered shape these clauses are of (renderChangesOnce), whose set, remove,
+	// add and names they share, read-only; nil for clauses rendered on their own.
+	shape *renderedShape
 }
 
 // planEffects checks e for the item key itemKey and renders it. nil when e is empty.
@@ -75,24 +78,39 @@ func (l *core) sourceTable() string {
 // one attribute twice, or of a change that failed to marshal. The ledger's attributes are checked
 // only on the table where they live.
 func (l *core) checkChanges(write int, table string, cs []Change) error {
-	seen := map[string]bool{}
-	for _, c := range cs {
+	var seen map[string]bool // for many changes; a few are compared in turn (changedBefore)
+	if len(cs) > 16 {
+		seen = make(map[string]bool, len(cs))
+	}
+	for i, c := range cs {
 		refuse := func(reason string) error { return &EffectError{Write: write, Attr: c.name, Reason: reason, Err: c.err} }
 		switch {
 		case c.err != nil:
 			return refuse("invalid value")
 		case c.name == "":
 			return refuse("empty attribute name")
-		case seen[c.name]:
+		case seen != nil && seen[c.name], seen == nil && changedBefore(cs[:i], c.name):
 			return refuse("changed twice in one update")
 		case table == l.sourceTable() && l.isKeyAttr(c.name) && write < 0:
 			return refuse("a key attribute of the item")
 		case table == l.row.table && l.isLedgerAttr(c.name):
 			return refuse("a ledger attribute")
 		}
-		seen[c.name] = true
+		if seen != nil {
+			seen[c.name] = true
+		}
 	}
 	return nil
+}
+
+// changedBefore reports whether one of cs changes name.
+func changedBefore(cs []Change, name string) bool {
+	for _, c := range cs {
+		if c.name == name {
+			return true
+		}
+	}
+	return false
 }
 
 func (l *core) isKeyAttr(name string) bool {
@@ -108,15 +126,7 @@ func (l *core) isKeyAttr(name string) bool {
 // ledger's prefix (not the key, which the names map too, nor the attributes removed when an item
 // is finished, which a write may set, e.g. to put another item into the pending index).
 func (l *core) isLedgerAttr(name string) bool {
-	if name == l.names[aLastError] || name == l.names[aRedriven] {
-		return true
-	}
-	for _, a := range stateAttrs {
-		if l.names[a] == name {
-			return true
-		}
-	}
-	return l.prefix != "" && strings.HasPrefix(name, l.prefix)
+	return l.stateNames[name] || l.prefix != "" && strings.HasPrefix(name, l.prefix)
 }
 
 // checkWrite refuses a write to the ledger's own table (the table ledger's), to the item itself,

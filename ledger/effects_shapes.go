@@ -2,8 +2,6 @@ package ledger
 
 import (
 	"fmt"
-	"maps"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -104,7 +102,8 @@ func renderShape(cs []Change) (*renderedShape, error) {
 	return rs, nil
 }
 
-// with is the shape's clauses for cs (of this shape): its own copies, with cs's values.
+// with is the shape's clauses for cs (of this shape), with cs's values. They share the shape's
+// expression parts and names, which nothing writes.
 func (rs *renderedShape) with(cs []Change) *clauses {
 	values := make(map[string]types.AttributeValue, len(cs))
 	for i, c := range cs {
@@ -112,6 +111,5 @@ func (rs *renderedShape) with(cs []Change) *clauses {
 			values[ph] = c.value
 		}
 	}
-	return &clauses{set: slices.Clone(rs.set), remove: slices.Clone(rs.remove), add: slices.Clone(rs.add),
-		names: maps.Clone(rs.names), values: values}
+	return &clauses{set: rs.set, remove: rs.remove, add: rs.add, names: rs.names, values: values, shape: rs}
 }

@@ -50,17 +50,15 @@ func TestRenderChangesOnceMatchesTheBuilder(t *testing.T) {
 	}
 }
 
-// TestRenderChangesOnceCopies: what a call returns is its own; changing it changes no later call.
-func TestRenderChangesOnceCopies(t *testing.T) {
-	cs := []Change{Set("p", "1"), Remove("q")}
-	first, err := renderChangesOnce(cs)
+// TestRenderChangesOnceSharesTheShape: calls of one shape share its rendered expression parts
+// and names (read-only: nothing writes clauses), and each call has its own values.
+func TestRenderChangesOnceSharesTheShape(t *testing.T) {
+	first, err := renderChangesOnce([]Change{Set("p", "1"), Remove("q")})
 	require.NoError(t, err)
-	want := resolved(t, first)
-	for k := range first.names {
-		first.names[k] = "changed"
-	}
-	first.set[0], first.remove[0] = "changed", "changed"
-	second, err := renderChangesOnce(cs)
+	second, err := renderChangesOnce([]Change{Set("p", "2"), Remove("q")})
 	require.NoError(t, err)
-	require.Equal(t, want, resolved(t, second))
+	require.Same(t, first.shape, second.shape)
+	require.Equal(t, &first.set[0], &second.set[0], "the SET part is the shape's, not a copy")
+	require.NotEqual(t, resolved(t, first), resolved(t, second))
+	require.Contains(t, resolved(t, second), `Value:"2"`)
 }

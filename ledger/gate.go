@@ -100,6 +100,9 @@ func throttledAttempts(seen int64, err error) int64 {
 	if seen > 0 {
 		return seen
 	}
+	if err == nil {
+		return 0
+	}
 	var tce *types.TransactionCanceledException
 	if capacity.IsThrottle(err) {
 		return 1

@@ -77,6 +77,9 @@ func (l *core) txUpdate(op Op, rowKey Key, vals values) types.TransactWriteItem 
 // IsValidation reports a request DynamoDB refuses as invalid (ValidationException): retrying the
 // same write cannot succeed.
 func IsValidation(err error) bool {
+	if err == nil {
+		return false
+	}
 	var api smithy.APIError
 	return errors.As(err, &api) && api.ErrorCode() == "ValidationException"
 }

@@ -25,24 +25,6 @@ var constants = values{
 	vVersion: attrS(unknownVersion),
 }
 
-// used is the ExpressionAttributeValues of an expression that uses vs.
-func (v values) used(vs []val) map[string]types.AttributeValue {
-	if len(vs) == 0 {
-		return nil
-	}
-	out := make(map[string]types.AttributeValue, len(vs))
-	for _, s := range vs {
-		x, ok := v[s]
-		if !ok {
-			x = constants[s]
-		}
-		if x != nil {
-			out[":"+string(s)] = x
-		}
-	}
-	return out
-}
-
 // with sets s to x and returns v.
 func (v values) with(s val, x types.AttributeValue) values {
 	v[s] = x
@@ -77,9 +59,14 @@ func fenceVals(c Claim) values {
 // requestVals are the values of a claim, complete-only or failure write of r. A request without
 // an ID gets one here (see newID); callers that may repeat r set it first.
 func (l *core) requestVals(r ClaimRequest) values {
+	lv := l.leaseVals.of(r)
+	now, until := attrMillis(r.Now), r.Until.Add(l.skew)
 	vals := values{
-		vOwner: attrS(r.Owner), vSlot: attrN(int64(r.Slot)), vToken: attrN(r.Token), vScope: attrS(r.Scope),
-		vClaim: attrS(r.ID), vNow: attrMillis(r.Now), vUntil: attrMillis(r.Until.Add(l.skew)),
+		vOwner: lv.owner, vSlot: lv.slot, vToken: lv.token, vScope: lv.scope,
+		vClaim: attrS(r.ID), vNow: now, vUntil: now,
+	}
+	if until.UnixMilli() != r.Now.UnixMilli() {
+		vals[vUntil] = attrMillis(until)
 	}
 	if r.Version != "" {
 		vals[vVersion] = attrS(r.Version)

@@ -32,3 +32,23 @@ func BenchmarkIdempotencyKey(b *testing.B) {
 		})
 	}
 }
+
+// TestIdempotencyKeyStable: the key a handler gets for an item stays the same across releases
+// (handlers record it beside their effects): these values were made by the first implementation.
+func TestIdempotencyKeyStable(t *testing.T) {
+	for _, c := range []struct {
+		job, table string
+		key        Key
+		want       string
+	}{
+		{"job-1", "users", hotKey, "31d44468c5858a94fa29187b55ad44be"},
+		{"job-1", "users", hotKey2, "62546183a1cf11bb60cbf0d4fde69b8c"},
+		{"job-1", "users", Key{"b": &types.AttributeValueMemberB{Value: []byte{0, 1, 2}}}, "388f35f65866d2cd3d8dac76397f71d2"},
+		{"job-1", "users", Key{"z": &types.AttributeValueMemberN{Value: "7"}, "a": &types.AttributeValueMemberS{Value: ""}}, "e72ab76c407eafee502a12e140e25054"},
+		{"", "", Key{}, "af5570f5a1810b7af78caf4bc70a660f"},
+	} {
+		if got := idempotencyKey(c.job, c.table, c.key); got != c.want {
+			t.Errorf("idempotencyKey(%q, %q, %v) = %s, want %s", c.job, c.table, c.key, got, c.want)
+		}
+	}
+}

@@ -21,14 +21,17 @@ import (
 // against the complete-only condition, since no claim decides for them: items finished already
 // are skipped, items claimed by a live claim of another group are left for a later pass, and the
 // others learn which attempt they make. The inline ledger's state came with the scan (or from the
-// pass's renew of it); the table ledger's rows are read, 100 to a call.
+// pass's renew of it, and dispatch's prefilter judged it: task.checked); the table ledger's rows
+// are read, 100 to a call.
 func (p *pass) completeOnlyStates(ctx context.Context, todo []task) ([]task, error) {
-	if len(todo) == 0 {
-		return todo, nil
+	var items []map[string]types.AttributeValue
+	for _, t := range todo {
+		if !t.checked {
+			items = append(items, t.item.Attrs)
+		}
 	}
-	items := make([]map[string]types.AttributeValue, len(todo))
-	for i, t := range todo {
-		items[i] = t.item.Attrs
+	if len(items) == 0 {
+		return todo, nil
 	}
 	states, err := p.e.ledger.States(ctx, items)
 	if err != nil {
@@ -36,8 +39,13 @@ func (p *pass) completeOnlyStates(ctx context.Context, todo []task) ([]task, err
 	}
 	now := p.w.cfg.Clock.Now()
 	kept := todo[:0]
-	for i, t := range todo {
-		st := states[i]
+	for _, t := range todo {
+		if t.checked {
+			kept = append(kept, t)
+			continue
+		}
+		st := states[0]
+		states = states[1:]
 		if t.renewed != nil {
 			st = *t.renewed // reopened by this pass after its scan: the scanned attributes show it finished
 		}

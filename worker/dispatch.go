@@ -39,6 +39,8 @@ func (p *pass) dispatch(ctx context.Context, page *scan.Page) error {
 				it.Ack()
 				continue
 			}
+			// The prefilter was the complete-only check of this state (completeOnlyStates).
+			t.attempt, t.checked = st.Attempts+1, c.CompleteOnly
 		}
 		todo = append(todo, t)
 	}

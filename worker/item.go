@@ -48,32 +48,39 @@ type Item struct {
 func (i Item) Unmarshal(v any) error { return attributevalue.UnmarshalMap(i.Attrs, v) }
 
 // idempotencyKey hashes the job name, the source table and the key attributes (sorted by name,
-// type-tagged), each part length-prefixed.
+// type-tagged), each part length-prefixed. Built in one buffer, on the stack for usual keys: every
+// item gets one.
 func idempotencyKey(job, table string, key Key) string {
-	h := sha256.New()
-	writePart := func(b []byte) {
-		var n [4]byte
-		binary.BigEndian.PutUint32(n[:], uint32(len(b)))
-		h.Write(n[:])
-		h.Write(b)
+	var buf [256]byte
+	b := appendPart(buf[:0], "", job)
+	b = appendPart(b, "", table)
+	for _, k := range sortedNames(key) {
+		b = appendPart(b, "", k)
+		switch v := key[k].(type) {
+		case *types.AttributeValueMemberS:
+			b = appendPart(b, "S", v.Value)
+		case *types.AttributeValueMemberN:
+			b = appendPart(b, "N", v.Value)
+		case *types.AttributeValueMemberB:
+			b = appendPart(b, "B", string(v.Value))
+		}
 	}
-	writePart([]byte(job))
-	writePart([]byte(table))
-	names := make([]string, 0, len(key))
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16])
+}
+
+// appendPart appends tag+s to b, prefixed with its length (4 bytes, big-endian).
+func appendPart(b []byte, tag, s string) []byte {
+	b = binary.BigEndian.AppendUint32(b, uint32(len(tag)+len(s)))
+	return append(append(b, tag...), s...)
+}
+
+// sortedNames is key's attribute names in order (a key has one or two).
+func sortedNames(key Key) []string {
+	names := make([]string, 0, 2)
 	for k := range key {
 		names = append(names, k)
 	}
 	sort.Strings(names)
-	for _, k := range names {
-		writePart([]byte(k))
-		switch v := key[k].(type) {
-		case *types.AttributeValueMemberS:
-			writePart(append([]byte("S"), v.Value...))
-		case *types.AttributeValueMemberN:
-			writePart(append([]byte("N"), v.Value...))
-		case *types.AttributeValueMemberB:
-			writePart(append([]byte("B"), v.Value...))
-		}
-	}
-	return hex.EncodeToString(h.Sum(nil)[:16])
+	return names
 }

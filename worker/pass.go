@@ -69,6 +69,9 @@ type task struct {
 	// carry their own.
 	attempt int
 	fresh   bool // the scan saw the item with no ledger state (see ClaimRequest.fresh)
+	// checked: complete-only, the state the scan read allowed the write (the prefilter), and
+	// attempt is set from it: completeOnlyStates need not read or judge it again.
+	checked bool
 	// renewed is the item's state after the pass reopened it, or as read after a refused reopen
 	// (renewIfChanged): newer than the state its scanned attributes show.
 	renewed *ItemState

@@ -15,8 +15,11 @@ import (
 // the codes the SDK's retryer retries as throttling (retry.DefaultThrottleErrorCodes, which
 // include ProvisionedThroughputExceededException, ThrottlingException and RequestLimitExceeded).
 func IsThrottle(err error) bool {
+	if err == nil {
+		return false // before ae, which escapes: no allocation for a success
+	}
 	var ae smithy.APIError
-	if err == nil || !errors.As(err, &ae) {
+	if !errors.As(err, &ae) {
 		return false
 	}
 	_, ok := retry.DefaultThrottleErrorCodes[ae.ErrorCode()]
