@@ -17,7 +17,7 @@ type mergedUpdate struct {
 // update, built once: a transform job's items all have one shape, so its completions build no
 // expression. At most maxShapes per ledger are kept.
 type mergedUpdates struct {
-	mu sync.Mutex
+	mu sync.RWMutex // read on every completion with changes, written once per shape
 	m  map[mergedKey]mergedUpdate
 }
 
@@ -32,9 +32,9 @@ func (u *mergedUpdates) of(c *compiled, item *clauses) mergedUpdate {
 		return mergeUpdate(c, item)
 	}
 	k := mergedKey{c, item.shape}
-	u.mu.Lock()
+	u.mu.RLock()
 	m, ok := u.m[k]
-	u.mu.Unlock()
+	u.mu.RUnlock()
 	if ok {
 		return m
 	}

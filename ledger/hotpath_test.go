@@ -1,6 +1,8 @@
 package ledger
 
 import (
+	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -48,4 +50,38 @@ func TestLeaseValuesFollowTheLease(t *testing.T) {
 		require.Equal(t, attrS(r2.Owner), v[vOwner])
 		require.Equal(t, attrS(r2.Scope), v[vScope])
 	}
+}
+
+// TestSharedCachesAcrossGoroutines: goroutines of different leases build requests and merged
+// completions at once (run with -race): each request carries its own lease's values.
+func TestSharedCachesAcrossGoroutines(t *testing.T) {
+	il, err := NewInline(noDB{}, "users", []string{"id", "sk"}, WithPrefix("x_"), WithCompleteOnlyAudit())
+	require.NoError(t, err)
+	l := il.core
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 3000 {
+				req := hotRequest()
+				req.Token, req.Owner, req.Slot, req.Fresh = int64(g*1000+i%3), fmt.Sprint("o", g), g, i%2 == 0
+				vals := l.requestVals(req)
+				if attrNum(vals[vToken]) != req.Token || attrStr(vals[vOwner]) != req.Owner || attrNum(vals[vSlot]) != int64(req.Slot) {
+					t.Errorf("request %+v got lease values %v", req, vals)
+					return
+				}
+				item, err := renderChangesOnce([]Change{Set("first", i), Add("n", 1), Remove("name")})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				in := l.mergedInput(commit{op: completeOnlyOp(req), rowKey: Key{"id": attrS("k")}, vals: vals, plan: &effectPlan{item: item}})
+				if attrNum(in.ExpressionAttributeValues[":token"]) != req.Token {
+					t.Errorf("merged request with token %v, want %d", in.ExpressionAttributeValues[":token"], req.Token)
+					return
+				}
+				_ = fmt.Sprint(in.ExpressionAttributeNames, *in.UpdateExpression) // read, as the SDK does
+			}
+		})
+	}
+	wg.Wait()
 }
