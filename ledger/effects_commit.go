@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/dynapart/dynapart/internal/capacity"
@@ -210,9 +211,7 @@ func (l *core) commitItems(cm commit, itemKey Key) []types.TransactWriteItem {
 // deleted since is not created again).
 func (l *core) sourceUpdate(c *clauses, key Key) types.TransactWriteItem {
 	names := map[string]string{"#dpExists": l.keyAttrs[0]}
-	for k, v := range c.names {
-		names[k] = v
-	}
+	maps.Copy(names, c.names)
 	return types.TransactWriteItem{Update: &types.Update{TableName: aws.String(l.source), Key: pick(key, l.keyAttrs),
 		UpdateExpression: aws.String(c.expr()), ConditionExpression: aws.String("attribute_exists(#dpExists)"),
 		ExpressionAttributeNames: names, ExpressionAttributeValues: nilIfEmpty(c.values)}}

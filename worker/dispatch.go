@@ -39,8 +39,9 @@ func (p *pass) dispatch(ctx context.Context, page *scan.Page) error {
 				it.Ack()
 				continue
 			}
-			// The prefilter was the complete-only check of this state (completeOnlyStates).
-			t.attempt, t.checked = st.Attempts+1, c.CompleteOnly
+			if c.CompleteOnly { // the prefilter was the complete-only check (completeOnlyStates)
+				t.attempt, t.checked = st.Attempts+1, true
+			}
 		}
 		todo = append(todo, t)
 	}
