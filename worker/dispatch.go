@@ -32,6 +32,9 @@ func (p *pass) dispatch(ctx context.Context, page *scan.Page) error {
 		if st, ok := p.e.ledger.StateOf(it.Attrs); ok {
 			if renewed := p.renewIfChanged(key, it.Attrs, st, now); renewed != st {
 				st, t.renewed = renewed, &renewed
+				// The state was written or read just now, maybe a retry another worker left due at
+				// its own time, after the now read for the page: judge it by the clock read after it.
+				now = c.Clock.Now()
 			}
 			t.fresh = st.Status == StatusPending
 			if p.prefilter(st, p.claimRequest(key, now, now)) {
