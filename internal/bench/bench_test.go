@@ -157,13 +157,13 @@ func TestWriteCost(t *testing.T) {
 	}
 }
 
-// TestTransform runs a tiny transform and billing scenario on DynamoDB Local: both variants
+// TestTransform runs a tiny transform and billing scenario on DynamoDB Local: the three variants
 // migrate every item, each mode's write units per item are at their floor on the job's table by
 // DynamoDB's billing rules, and the report shows the sections and goals.
 func TestTransform(t *testing.T) {
 	_, res := quickRun(t, Options{Reps: 2, Items: 200, Quick: true, Only: []string{ScenarioTransform, ScenarioBilling}, Concurrencies: []int{4}})
 	require.Empty(t, res.Errors)
-	for _, v := range []string{VariantMigrationLoop, VariantTransform} {
+	for _, v := range []string{VariantMigrationLoop, VariantTransform, VariantTransform4} {
 		c := res.Transform.Cell(v, 4)
 		require.NotNil(t, c, v)
 		require.Len(t, c.ItemsPerSec, 2, v)
@@ -192,6 +192,7 @@ func TestTransform(t *testing.T) {
 	for _, want := range []string{
 		"## A transform job versus the hand-written migration loop", "## What a job costs by DynamoDB's billing rules",
 		"| Run, transform vs hand migration loop, items/s | >= 0.9x at every concurrency | c=4: ",
+		"| concurrency | hand migration loop items/s | Run, transform | Run, transform, 4 segments |",
 		"| Run, transform: WCU per item by DynamoDB's billing rules | 1.0, the loop's own",
 		"| Run, batched claims: WCU per item by DynamoDB's billing rules | <= 2.2 WCU per item in <= 0.15 requests per item",
 		"| Run, claim+complete | ", "| hand migration loop | 1.0", "2 WCU, in requests of up to 25",

@@ -68,11 +68,12 @@ func (b *Billed) Cell(variant string, conc int) *BilledCell {
 
 // MeasureTransform is issue 33's benchmark: the transform job (Run, complete-only, with the
 // item's change as an effect) against the hand migration loop, at every concurrency, reps times,
-// each pass on a fresh table of people and through a billing counter.
+// each pass on a fresh table of people and through a billing counter; and the transform with the
+// loop's 4 segments (VariantTransform4), which shows what the default's scan pages cost.
 func (e *Env) MeasureTransform(ctx context.Context, items int, concs []int, reps int) (*Billed, error) {
 	b := &Billed{}
 	for _, c := range concs {
-		for _, v := range []string{VariantMigrationLoop, VariantTransform} {
+		for _, v := range []string{VariantMigrationLoop, VariantTransform, VariantTransform4} {
 			b.Cells = append(b.Cells, &BilledCell{Variant: v, Concurrency: c, Items: ItemsAt(items, c)})
 		}
 	}

@@ -264,9 +264,12 @@ func (e *Env) runPass(ctx context.Context, p pass) (rate, wcuPerItem float64, er
 			cfg.CompleteOnly = true
 		case VariantBatched:
 			cfg.BatchClaims = true
-		case VariantTransform:
+		case VariantTransform, VariantTransform4:
 			// The handler reads the name alone, and says so (as the loop's scan projects id and name).
 			cfg.CompleteOnly, cfg.Projection, handler = true, []string{"name"}, worker.WithEffects(transformEffects)
+			if p.variant == VariantTransform4 {
+				cfg.Segments = transformSegments
+			}
 		}
 		var w *worker.Worker
 		w, err = worker.New(cfg)
