@@ -68,8 +68,10 @@ type Config struct {
 	// Segments is the group's fixed number of parallel-scan segments in segment and filter mode,
 	// recorded when the group is created: the group can be scaled up to that many slots, and a
 	// resize moves whole segments with their cursors. 0 takes the group's count when it exists,
-	// and scan.DefaultTotal(Workers, SubSegments) (at least 64) for a new group. Ignored in index
-	// mode, whose units are the Shards.
+	// and scan.DefaultTotal(Workers, SubSegments) (at least 64) for a new group. Every segment is
+	// at least one scan request per pass: a small table that will never need many workers is read
+	// in fewer, fuller pages with Workers x SubSegments. Ignored in index mode, whose units are the
+	// Shards.
 	Segments int
 
 	// Mode is how a slot finds its share: scan.ModeSegment (parallel scan segments), scan.ModeFilter

@@ -78,7 +78,7 @@ func (r *Results) transformSection(w writer) {
 		"one conditional write per item migrates it and marks it done. **Hand migration loop**: what a team writes without dynapart, a 4-segment parallel scan " +
 		"returning only id and name of the items that still have a name, feeding *c* goroutines that each send one UpdateItem `SET first, last REMOVE name` " +
 		"if the name is still the one split (a rerun, or an item renamed since the scan, is skipped). " +
-		"Each cell is a fresh table, sized as in the throughput matrix, with both variants' requests through the billing counter; after each pass every item must have first and last and no name. " +
+		"Each cell is a fresh table, sized as in the throughput matrix, with every variant's requests through the billing counter; after each pass every item must have first and last and no name. " +
 		"Ratio = Run's items/s ÷ the loop's in the same repetition; odd repetitions run the cells in reverse order. " +
 		"**Run, transform, 4 segments** (not a goal) is Run, transform with `Config.Segments` 4, the loop's own scan, instead of the 64 segments a new group gets by default " +
 		"(so that it can be scaled up to 64 workers): on the small tables of low concurrency each of the default's segments is a scan page of a few dozen items, " +
