@@ -6,8 +6,9 @@ import (
 
 // renewOp reopens a finished item for a new version (versioned ledgers, see version.go), with the
 // claim id the caller read (or a stale one), under a drawn fault. The model: a finished item whose
-// claim id is prev becomes a retry due now with attempts 0 and a new claim id (read back: the
-// ledger makes it); anything else is left as it is.
+// claim id is prev becomes a retry due now less the ledger's skew (due at once on every clock
+// within it) with attempts 0 and a new claim id (read back: the ledger makes it); anything else is
+// left as it is.
 func (m *modelRun) renewOp(t *rapid.T) {
 	i := rapid.IntRange(0, mcItems-1).Draw(t, "item")
 	before := m.items[i]
@@ -39,6 +40,6 @@ func (m *modelRun) renewOp(t *rapid.T) {
 		return
 	}
 	it := &m.items[i]
-	it.status, it.retryAt, it.attempts, it.claim = StatusRetry, m.now.UnixMilli(), 0, row.Claim
+	it.status, it.retryAt, it.attempts, it.claim = StatusRetry, m.now.Add(-m.e.core.skew).UnixMilli(), 0, row.Claim
 	m.newGeneration(i)
 }

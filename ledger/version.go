@@ -42,7 +42,10 @@ func (l ops) ContentVersion(item map[string]types.AttributeValue) string {
 // Renew reopens a finished item for a new version of its content: done or failed, finished by
 // the write whose claim id is prev (ItemState.Claim as the caller read it) -> retry, due now,
 // attempts 0. false when the item is no longer in that state (someone renewed or handled it
-// since: read it again). A versioned ledger only (WithVersions).
+// since: read it again). Due now for every worker: the retry is due at now less the ledger's
+// MaxClockSkew, so a worker whose clock is behind the renewer's by up to that claims it at once
+// instead of finding it not yet due and waiting for its next pass. A versioned ledger only
+// (WithVersions).
 func (l ops) Renew(ctx context.Context, key Key, prev string, now time.Time) (bool, error) {
 	c := l.core
 	if _, ok := c.ops[OpRenew]; !ok {
@@ -53,7 +56,7 @@ func (l ops) Renew(ctx context.Context, key Key, prev string, now time.Time) (bo
 		return false, err
 	}
 	id := newID()
-	vals := values{vPrev: attrS(prev), vClaim: attrS(id), vNow: attrMillis(now)}
+	vals := values{vPrev: attrS(prev), vClaim: attrS(id), vNow: attrMillis(now.Add(-c.skew))}
 	in := c.input(OpRenew, rowKey, vals)
 	in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
 	_, err = c.update(ctx, in)

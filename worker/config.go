@@ -154,8 +154,10 @@ type Config struct {
 	LeaseTTL time.Duration
 	// Heartbeat is how often the lease is renewed. Defaults to LeaseTTL / 3.
 	Heartbeat time.Duration
-	// MaxClockSkew is the clock difference tolerated between workers; MaxClockSkew + Heartbeat must
-	// be less than LeaseTTL. Defaults to 1s.
+	// MaxClockSkew is the clock difference tolerated between workers: added to a claim's stored
+	// expiry, and taken from the due time of an item reopened for a new version (Follow), so that
+	// every worker finds it due at once. MaxClockSkew + Heartbeat must be less than LeaseTTL.
+	// Defaults to 1s.
 	MaxClockSkew time.Duration
 	// StandbyPoll is how often a standby looks for a free slot. Defaults to 1s.
 	StandbyPoll time.Duration

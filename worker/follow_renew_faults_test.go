@@ -213,18 +213,24 @@ func (s *dropStreams) GetRecords(ctx context.Context, in *dynamodbstreams.GetRec
 // milliseconds after the pass read its clock for the page, so its retry is due after that reading:
 // judged by it, the retry was not yet due and the item waited for the next pass (this failed 1 run
 // in 24, and always once the other renew came 3 ms later); now a renewed state is judged by the
-// clock read after it.
+// clock read after it. With the other worker's clock ahead (within MaxClockSkew) its renew's
+// retry was due in this worker's future, and the item waited the same way (found by a review of
+// that fix); now a renew leaves the retry due at its time less MaxClockSkew.
 func TestRescanRenewRefused(t *testing.T) {
-	for _, completeOnly := range []bool{false, true} {
-		t.Run(fmt.Sprintf("complete-only=%t", completeOnly), func(t *testing.T) {
+	for _, c := range []struct {
+		completeOnly bool
+		ahead        time.Duration // how far the other worker's clock is ahead of this one's
+	}{{false, 0}, {true, 0}, {false, 300 * time.Millisecond}} {
+		completeOnly := c.completeOnly
+		t.Run(fmt.Sprintf("complete-only=%t/ahead=%s", completeOnly, c.ahead), func(t *testing.T) {
 			ctx := context.Background()
-			const n = 3
+			const n, skewed = 3, 500 * time.Millisecond // skewed: both workers' MaxClockSkew
 			f := newFixture(t, 0)
 			_, _, err := follow.EnableStream(ctx, f.db, f.table)
 			require.NoError(t, err)
 			f.seed(t, 0, n, nil)
 			target := itemKey(0)
-			other, err := ledger.NewInline(f.db, f.table, []string{"id"}, ledger.WithVersions())
+			other, err := ledger.NewInline(f.db, f.table, []string{"id"}, ledger.WithVersions(), ledger.WithMaxClockSkew(skewed))
 			require.NoError(t, err)
 			var armed, raced atomic.Bool
 			fc := ddbfault.New(f.db)
@@ -235,7 +241,7 @@ func TestRescanRenewRefused(t *testing.T) {
 					// Another worker renews first, a few milliseconds after this pass read its clock for
 					// the page (the retry it leaves is due at the other's time, later than that).
 					time.Sleep(3 * time.Millisecond)
-					ok, err := other.Renew(ctx, in.Key, prev.Value, time.Now())
+					ok, err := other.Renew(ctx, in.Key, prev.Value, time.Now().Add(c.ahead))
 					if err != nil || !ok {
 						return nil, fmt.Errorf("test: the other renew: %v %v", ok, err)
 					}
@@ -248,6 +254,7 @@ func TestRescanRenewRefused(t *testing.T) {
 				c.CompleteOnly = completeOnly
 				c.Client = workerClient(fc)
 				c.PollInterval = 30 * time.Second
+				c.MaxClockSkew = skewed
 			}, func(_ context.Context, it Item) error {
 				runs.add("A", it, false)
 				return nil
