@@ -62,7 +62,8 @@
 //	  attempt.
 //	⁸ a versioned ledger only (WithVersions), and only the finished state the caller read: the
 //	  condition names its claim id (every write that changes a state sets a new one). The item
-//	  becomes a retry due now with attempts 0; the version recorded by the finishing write stays.
+//	  becomes a retry due at now less WithMaxClockSkew (due at once on every worker's clock) with
+//	  attempts 0; the version recorded by the finishing write stays.
 //
 // # Why each item is done at most once
 //
@@ -93,6 +94,9 @@
 // its context is cancelled may still be running then: the worker waits Config.HandlerGrace for it,
 // then abandons it (OpAbandon keeps its claim for its full expiry, so at least the slot's next
 // holder does not take it over at once); side effects are at-least-once for this reason too.
+//
+// The skew works the other way for a renew: a renewed item's retry_at is the renewer's now less
+// the skew, so that every worker finds it due at once, whatever its clock.
 //
 // # Effects
 //

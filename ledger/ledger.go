@@ -265,6 +265,7 @@ type Ledger interface {
 	// ContentVersion is the version of an item's content (every attribute but the ledger's).
 	ContentVersion(item map[string]types.AttributeValue) string
 	// Renew reopens a finished item whose state the caller read (its claim id prev) for a new
-	// version: retry, due now. A versioned ledger only.
+	// version: retry, due now on every clock within the ledger's MaxClockSkew (stored as now less
+	// the skew). A versioned ledger only.
 	Renew(ctx context.Context, key Key, prev string, now time.Time) (bool, error)
 }

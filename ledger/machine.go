@@ -44,7 +44,7 @@ const (
 	// OpRedrive: failed -> pending (no state; the last error kept as last_error).
 	OpRedrive
 	// OpRenew: done or failed, finished by the write whose claim id the caller read -> retry, due
-	// now, attempts 0: a new version of a finished item (see WithVersions and Renew). The version
+	// now less the skew (due at once on every clock within it), attempts 0: a new version of a finished item (see WithVersions and Renew). The version
 	// the finishing write recorded is kept: it is the version handled last.
 	OpRenew
 )

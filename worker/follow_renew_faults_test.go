@@ -217,20 +217,22 @@ func (s *dropStreams) GetRecords(ctx context.Context, in *dynamodbstreams.GetRec
 // retry was due in this worker's future, and the item waited the same way (found by a review of
 // that fix); now a renew leaves the retry due at its time less MaxClockSkew.
 func TestRescanRenewRefused(t *testing.T) {
+	const skewed = 500 * time.Millisecond // this worker's MaxClockSkew
 	for _, c := range []struct {
 		completeOnly bool
 		ahead        time.Duration // how far the other worker's clock is ahead of this one's
-	}{{false, 0}, {true, 0}, {false, 300 * time.Millisecond}} {
+		otherSkew    time.Duration // the other's MaxClockSkew: 0 leaves its retry due at its own time
+	}{{false, 0, 0}, {true, 0, 0}, {false, 300 * time.Millisecond, skewed}} {
 		completeOnly := c.completeOnly
 		t.Run(fmt.Sprintf("complete-only=%t/ahead=%s", completeOnly, c.ahead), func(t *testing.T) {
 			ctx := context.Background()
-			const n, skewed = 3, 500 * time.Millisecond // skewed: both workers' MaxClockSkew
+			const n = 3
 			f := newFixture(t, 0)
 			_, _, err := follow.EnableStream(ctx, f.db, f.table)
 			require.NoError(t, err)
 			f.seed(t, 0, n, nil)
 			target := itemKey(0)
-			other, err := ledger.NewInline(f.db, f.table, []string{"id"}, ledger.WithVersions(), ledger.WithMaxClockSkew(skewed))
+			other, err := ledger.NewInline(f.db, f.table, []string{"id"}, ledger.WithVersions(), ledger.WithMaxClockSkew(c.otherSkew))
 			require.NoError(t, err)
 			var armed, raced atomic.Bool
 			fc := ddbfault.New(f.db)

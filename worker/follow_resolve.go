@@ -263,8 +263,9 @@ func (p *pass) contentVersion(item map[string]types.AttributeValue) string {
 // while the pass ran, or one the stream lost, see followStream), and returns its state after. An
 // item finished without a version (by a job that recorded none: which content it handled is not
 // known) or without a claim id (set by hand) is left to the stream: a record of a change of it
-// has it handled again, at least once, never skipped. The item is due again at now: the time of
-// the claim the caller judges it for, which a later clock reading would make not yet due.
+// has it handled again, at least once, never skipped. The state returned is due at now, which
+// the caller judges it by (or by a later reading); the stored retry is due at now less
+// MaxClockSkew, so that every worker finds it due at once.
 func (p *pass) renewIfChanged(key Key, attrs map[string]types.AttributeValue, st ItemState, now time.Time) ItemState {
 	if !p.w.cfg.Follow || !st.Status.Finished() || st.Claim == "" || st.Version == "" || st.Version == p.contentVersion(attrs) {
 		return st
