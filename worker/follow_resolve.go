@@ -77,7 +77,8 @@ func (p *pass) followStep(t task, item map[string]types.AttributeValue, st ItemS
 		now := c.Clock.Now()
 		ok, err := p.renew(t.key, st, now)
 		if ok {
-			tries.renewed = &ItemState{Status: StatusRetry, RetryAt: now, Version: st.Version}
+			renewed := p.renewedState(st, now)
+			tries.renewed = &renewed
 		}
 		if ledger.IsValidation(err) {
 			// Refused for good (the reopened state would pass 400 KB): no retry can help, and
@@ -263,9 +264,8 @@ func (p *pass) contentVersion(item map[string]types.AttributeValue) string {
 // while the pass ran, or one the stream lost, see followStream), and returns its state after. An
 // item finished without a version (by a job that recorded none: which content it handled is not
 // known) or without a claim id (set by hand) is left to the stream: a record of a change of it
-// has it handled again, at least once, never skipped. The state returned is due at now, which
-// the caller judges it by (or by a later reading); the stored retry is due at now less
-// MaxClockSkew, so that every worker finds it due at once.
+// has it handled again, at least once, never skipped. The state returned is the stored one
+// (renewedState): due at now less MaxClockSkew, so that every worker finds it due at once.
 func (p *pass) renewIfChanged(key Key, attrs map[string]types.AttributeValue, st ItemState, now time.Time) ItemState {
 	if !p.w.cfg.Follow || !st.Status.Finished() || st.Claim == "" || st.Version == "" || st.Version == p.contentVersion(attrs) {
 		return st
@@ -283,7 +283,13 @@ func (p *pass) renewIfChanged(key Key, attrs map[string]types.AttributeValue, st
 	case !ok:
 		return p.afterRefusedRenew(key, st, now)
 	}
-	return ItemState{Status: StatusRetry, RetryAt: now, Version: st.Version}
+	return p.renewedState(st, now)
+}
+
+// renewedState is the state a renew at now wrote over the finished state st (ledger.Renew): a
+// retry of st's version, due at now less MaxClockSkew, as the row stores it.
+func (p *pass) renewedState(st ItemState, now time.Time) ItemState {
+	return ItemState{Status: StatusRetry, RetryAt: now.Add(-p.w.cfg.MaxClockSkew), Version: st.Version}
 }
 
 // afterRefusedRenew judges an item whose renew was refused, its state having moved since the scan
