@@ -127,7 +127,7 @@ type core struct {
 	names    map[attr]string
 	row      rowSpec
 	ops      map[Op]*compiled
-	skew     time.Duration // added to claim_until, taken from a renew's retry_at: see WithMaxClockSkew
+	skew     time.Duration // added to claim_until, taken from the retry_at of a renew or release: see WithMaxClockSkew
 	prefix   string        // the inline ledger's attribute prefix ("" for the table ledger)
 	source   string        // the table ledger's source table ("" for the inline ledger: row.table)
 

@@ -95,8 +95,9 @@
 // then abandons it (OpAbandon keeps its claim for its full expiry, so at least the slot's next
 // holder does not take it over at once); side effects are at-least-once for this reason too.
 //
-// The skew works the other way for a renew: a renewed item's retry_at is the renewer's now less
-// the skew, so that every worker finds it due at once, whatever its clock.
+// The skew works the other way for a renew and a release (or the undo of a claim whose answer was
+// lost): the item's retry_at is the writer's now less the skew, so that every worker finds it due
+// at once, whatever its clock.
 //
 // # Effects
 //

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -158,6 +159,37 @@ func TestLedgerInlineNeverCreatesItems(t *testing.T) {
 	s, err := l.Summarize(ctx)
 	require.NoError(t, err)
 	require.Equal(t, Summary{Total: 3, Claimed: 2, Pending: 1}, s)
+}
+
+// TestLedgerReleaseDueOnEveryClockWithinSkew: a released claim (a shutdown gives its items back)
+// is due at once for a worker whose clock is behind the releaser's by up to MaxClockSkew, on both
+// ledgers, as a renewed item is: its retry_at is the release's time less the skew.
+func TestLedgerReleaseDueOnEveryClockWithinSkew(t *testing.T) {
+	const skew = 2 * time.Second
+	ctx := context.Background()
+	for _, kind := range []string{"inline", "table"} {
+		t.Run(kind, func(t *testing.T) {
+			db, source, names := lcSourceTable(t)
+			var l Ledger
+			var err error
+			if kind == "inline" {
+				l, err = NewInline(db, source, names, lcOpts(t, WithMaxClockSkew(skew))...)
+			} else {
+				l, err = NewTable(db, lcLedgerTable(t, db), "job-1", source, names, lcOpts(t, WithMaxClockSkew(skew))...)
+			}
+			require.NoError(t, err)
+			k := lcKey(1)
+			lcSeeder(t, db, source)(k)
+			c := lcMustClaim(t, l, lcReq(k, "A", 0, 1, lcT0), 1)
+			released := lcT0.Add(time.Second)
+			require.NoError(t, l.Release(ctx, c, released))
+			st := lcState(t, l, k)
+			require.Equal(t, StatusRetry, st.Status)
+			require.True(t, st.RetryAt.Equal(released.Add(-skew)), "retry_at %v, want the release's time less the skew", st.RetryAt)
+			behind := released.Add(-skew + time.Millisecond) // B's clock, behind A's by just under the skew
+			lcMustClaim(t, l, lcReq(k, "B", 1, 1, behind), 1)
+		})
+	}
 }
 
 func TestLedgerInlinePrefixAndRemoveOnDone(t *testing.T) {

@@ -23,8 +23,9 @@ const (
 	OpRetry
 	// OpDeadLetter: claimed (the caller's claim) -> failed, with the error.
 	OpDeadLetter
-	// OpRelease: claimed (the caller's claim) -> retry, due now, the attempt not counted. Also the
-	// undo of a claim whose answer was lost.
+	// OpRelease: claimed (the caller's claim) -> retry, due now less the skew (due at once on
+	// every clock within it, as OpRenew), the attempt not counted. Also the undo of a claim whose
+	// answer was lost.
 	OpRelease
 	// OpAbandon: claimed (the caller's claim) stays claimed, but only its expiry frees it: a
 	// newer lease token of the slot no longer takes it over at once (its handler still runs).

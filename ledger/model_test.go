@@ -129,7 +129,7 @@ func (it *mItem) fenced(op Op, id string, now, retryAt int64) (lost bool) {
 	case OpDeadLetter:
 		it.status = StatusFailed
 	case OpRelease:
-		it.status, it.retryAt = StatusRetry, now
+		it.status, it.retryAt = StatusRetry, retryAt // the caller's now less the ledger's skew
 		it.attempts--
 	case OpAbandon:
 		it.scope = ""

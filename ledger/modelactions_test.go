@@ -147,6 +147,9 @@ func (m *modelRun) fencedOp(t *rapid.T) {
 	op := rapid.SampledFrom(fencedOps).Draw(t, "op")
 	now := m.now.Add(h.offset)
 	retryAt := now.Add(time.Duration(rapid.IntRange(0, 20).Draw(t, "retry s")) * time.Second)
+	if op == OpRelease {
+		retryAt = now.Add(-m.e.core.skew) // a release is due at once by every clock within the skew
+	}
 	fault := m.arm(t)
 	err := m.sendFenced(op, h.c, now, retryAt)
 	m.e.fc.Disarm()

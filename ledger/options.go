@@ -28,8 +28,9 @@ func WithRemoveOnDone(attrs ...string) Option {
 
 // WithMaxClockSkew is the clock difference tolerated between the workers that claim items: a
 // claim's stored expiry is its Until plus this, so another worker takes it over only once its
-// holder's own clock has passed Until; and a renewed item (Renew) is due from the renew's time
-// less this, so every worker finds it due at once. Defaults to 0 (clocks agree).
+// holder's own clock has passed Until; and a renewed item (Renew) or a released claim (Release, or
+// the undo of a claim whose answer was lost) is due from that write's time less this, so every
+// worker finds it due at once. Defaults to 0 (clocks agree).
 func WithMaxClockSkew(d time.Duration) Option { return func(o *options) { o.skew = d } }
 
 // WithWriteGate sends every write through g (see WriteGate). Defaults to none.

@@ -130,7 +130,7 @@ var settings = []Setting{
 		Help: "slot lease time to live; a dead worker's slot is taken over after it"},
 	{Field: "Heartbeat", Flag: "heartbeat", Help: "lease renewal interval (default lease-ttl/3)"},
 	{Field: "MaxClockSkew", Flag: "max-clock-skew", Default: time.Second,
-		Help: "clock difference tolerated between workers (added to the wait before a takeover, taken from the due time of an item reopened for a new version)"},
+		Help: "clock difference tolerated between workers (added to the wait before a takeover, taken from the due time of an item reopened for a new version or given back)"},
 	{Field: "StandbyPoll", Flag: "standby-poll", Default: time.Second,
 		Help: "how often a standby looks for a free slot (jittered; also just after a lease it saw runs out)"},
 	{Field: "ClaimTTL", Flag: "claim-ttl", Default: time.Minute, Help: "how long a claim protects an item (handler time limit)"},
