@@ -44,11 +44,8 @@ func (p *pass) completeOnlyStates(ctx context.Context, todo []task) ([]task, err
 			kept = append(kept, t)
 			continue
 		}
-		st := states[0]
+		st := states[0] // unchecked: dispatch found no state in the scanned attributes, so no renew either
 		states = states[1:]
-		if t.renewed != nil {
-			st = *t.renewed // reopened by this pass after its scan: the scanned attributes show it finished
-		}
 		req := p.claimRequest(t.key, now, now)
 		if !p.e.ledger.Allows(ledger.OpCompleteOnly, st, req) {
 			p.notNow(t.key, st, 0)

@@ -31,7 +31,7 @@ func (p *pass) dispatch(ctx context.Context, page *scan.Page) error {
 		t := task{item: it, key: key}
 		if st, ok := p.e.ledger.StateOf(it.Attrs); ok {
 			if renewed := p.renewIfChanged(key, it.Attrs, st, now); renewed != st {
-				st, t.renewed = renewed, &renewed
+				st = renewed
 				// The state was written or read just now, maybe a retry another worker left due at
 				// its own time, after the now read for the page: judge it by the clock read after it.
 				now = c.Clock.Now()

@@ -72,9 +72,6 @@ type task struct {
 	// checked: complete-only, the state the scan read allowed the write (the prefilter), and
 	// attempt is set from it: completeOnlyStates need not read or judge it again.
 	checked bool
-	// renewed is the item's state after the pass reopened it, or as read after a refused reopen
-	// (renewIfChanged): newer than the state its scanned attributes show.
-	renewed *ItemState
 	// follow: a candidate of the stream (follow.go), resolved by followOne; item.Attrs is the
 	// record's new image.
 	follow bool
