@@ -231,8 +231,9 @@ type Ledger interface {
 	Retry(ctx context.Context, c Claim, errText string, retryAt time.Time) error
 	// DeadLetter moves a claimed item to failed with the error text.
 	DeadLetter(ctx context.Context, c Claim, errText string, now time.Time) error
-	// Release gives a claim back without counting the attempt (shutdown): pending at once, by
-	// every clock within MaxClockSkew (its retry_at is now less the skew).
+	// Release gives a claim back without counting the attempt (its handler did not run or was
+	// interrupted: a shutdown, a pause): pending at once, by every clock within MaxClockSkew (its
+	// retry_at is now less the skew).
 	Release(ctx context.Context, c Claim, now time.Time) error
 	// Abandon keeps a claim whose handler was given up on (it may still be running) until it
 	// expires: a newer lease token of the slot no longer takes it over at once.

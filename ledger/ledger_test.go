@@ -188,6 +188,26 @@ func TestLedgerReleaseDueOnEveryClockWithinSkew(t *testing.T) {
 			require.True(t, st.RetryAt.Equal(released.Add(-skew)), "retry_at %v, want the release's time less the skew", st.RetryAt)
 			behind := released.Add(-skew + time.Millisecond) // B's clock, behind A's by just under the skew
 			lcMustClaim(t, l, lcReq(k, "B", 1, 1, behind), 1)
+
+			// The undo of a claim whose answer was lost and whose row could not be read back is a
+			// release at the claim's time: due at once for B too, the attempt not counted.
+			u := lcKey(2)
+			lcSeeder(t, db, source)(u)
+			lost := errors.New("injected: connection reset after the write")
+			fc := &lcFaultClient{Client: db, loseUpdateAnswers: 1, failGets: 1, lostErr: lost}
+			lu := l
+			if kind == "inline" {
+				lu, err = NewInline(fc, source, names, lcOpts(t, WithMaxClockSkew(skew))...)
+			} else {
+				lu, err = NewTable(fc, lcLedgerTable(t, db), "job-u", source, names, lcOpts(t, WithMaxClockSkew(skew))...)
+			}
+			require.NoError(t, err)
+			_, err = lu.Claim(ctx, []ClaimRequest{lcReq(u, "A", 0, 1, lcT0)})
+			require.ErrorIs(t, err, lost, "a claim of unknown outcome is undone and reported failed")
+			st = lcState(t, lu, u)
+			require.Equal(t, StatusRetry, st.Status, "the claim landed, then was undone")
+			require.True(t, st.RetryAt.Equal(lcT0.Add(-skew)), "retry_at %v, want the claim's time less the skew", st.RetryAt)
+			lcMustClaim(t, lu, lcReq(u, "B", 1, 1, lcT0.Add(-skew+time.Millisecond)), 1)
 		})
 	}
 }
@@ -500,6 +520,20 @@ type lcFaultClient struct {
 	transacts         int     // TransactWriteItems calls passed on
 	loseUpdateAnswers int     // this many UpdateItem calls are made but answered with lostErr
 	lostErr           error
+	failGets          int // this many GetItem calls fail with lostErr, unsent
+}
+
+func (c *lcFaultClient) GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	c.mu.Lock()
+	fail := c.failGets > 0
+	if fail {
+		c.failGets--
+	}
+	c.mu.Unlock()
+	if fail {
+		return nil, c.lostErr
+	}
+	return c.Client.GetItem(ctx, in, optFns...)
 }
 
 func (c *lcFaultClient) wrote(table string) {

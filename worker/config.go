@@ -155,9 +155,10 @@ type Config struct {
 	// Heartbeat is how often the lease is renewed. Defaults to LeaseTTL / 3.
 	Heartbeat time.Duration
 	// MaxClockSkew is the clock difference tolerated between workers: added to a claim's stored
-	// expiry, and taken from the due time of an item reopened for a new version (Follow) or given
-	// back (a shutdown's release), so that every worker finds it due at once. MaxClockSkew + Heartbeat must be less than LeaseTTL.
-	// Defaults to 1s.
+	// expiry, and taken from the due time of an item reopened for a new version (Follow) or whose
+	// claim is given back unhandled (a shutdown, a pause, a claim of unknown outcome undone), so
+	// that every worker finds it due at once. MaxClockSkew + Heartbeat must be less than
+	// LeaseTTL. Defaults to 1s.
 	MaxClockSkew time.Duration
 	// StandbyPoll is how often a standby looks for a free slot. Defaults to 1s.
 	StandbyPoll time.Duration
