@@ -8,7 +8,8 @@
 //
 //	pending  no state (a new item, a redriven one, or one whose state an operator removed)
 //	claimed  a worker holds it: owner, slot, lease token, scope, claim id, claim_until, attempt
-//	retry    a failed attempt: pending again once retry_at has passed
+//	retry    a failed attempt, a claim given back (release) or a finished item reopened for a new
+//	         version (renew): pending again once retry_at has passed
 //	done     completed; final
 //	failed   dead-lettered with the last error; final until redriven
 //
