@@ -22,7 +22,7 @@ func (l *core) deadLetter(ctx context.Context, c Claim, errText string, now time
 }
 
 func (l *core) release(ctx context.Context, c Claim, now time.Time) error {
-	return l.fenced(ctx, OpRelease, c, values{vNow: attrMillis(now.Add(-l.skew))})
+	return l.fenced(ctx, OpRelease, c, values{vNow: l.dueAtOnce(now)})
 }
 
 func (l *core) abandon(ctx context.Context, c Claim) error {

@@ -170,14 +170,18 @@ func TestLedgerReleaseDueOnEveryClockWithinSkew(t *testing.T) {
 	for _, kind := range []string{"inline", "table"} {
 		t.Run(kind, func(t *testing.T) {
 			db, source, names := lcSourceTable(t)
-			var l Ledger
-			var err error
-			if kind == "inline" {
-				l, err = NewInline(db, source, names, lcOpts(t, WithMaxClockSkew(skew))...)
-			} else {
-				l, err = NewTable(db, lcLedgerTable(t, db), "job-1", source, names, lcOpts(t, WithMaxClockSkew(skew))...)
+			newLedger := func(client Client, job string) Ledger {
+				var l Ledger
+				var err error
+				if kind == "inline" {
+					l, err = NewInline(client, source, names, lcOpts(t, WithMaxClockSkew(skew))...)
+				} else {
+					l, err = NewTable(client, lcLedgerTable(t, db), job, source, names, lcOpts(t, WithMaxClockSkew(skew))...)
+				}
+				require.NoError(t, err)
+				return l
 			}
-			require.NoError(t, err)
+			l := newLedger(db, "job-1")
 			k := lcKey(1)
 			lcSeeder(t, db, source)(k)
 			c := lcMustClaim(t, l, lcReq(k, "A", 0, 1, lcT0), 1)
@@ -194,15 +198,8 @@ func TestLedgerReleaseDueOnEveryClockWithinSkew(t *testing.T) {
 			u := lcKey(2)
 			lcSeeder(t, db, source)(u)
 			lost := errors.New("injected: connection reset after the write")
-			fc := &lcFaultClient{Client: db, loseUpdateAnswers: 1, failGets: 1, lostErr: lost}
-			lu := l
-			if kind == "inline" {
-				lu, err = NewInline(fc, source, names, lcOpts(t, WithMaxClockSkew(skew))...)
-			} else {
-				lu, err = NewTable(fc, lcLedgerTable(t, db), "job-u", source, names, lcOpts(t, WithMaxClockSkew(skew))...)
-			}
-			require.NoError(t, err)
-			_, err = lu.Claim(ctx, []ClaimRequest{lcReq(u, "A", 0, 1, lcT0)})
+			lu := newLedger(&lcFaultClient{Client: db, loseUpdateAnswers: 1, failGets: 1, lostErr: lost}, "job-u")
+			_, err := lu.Claim(ctx, []ClaimRequest{lcReq(u, "A", 0, 1, lcT0)})
 			require.ErrorIs(t, err, lost, "a claim of unknown outcome is undone and reported failed")
 			st = lcState(t, lu, u)
 			require.Equal(t, StatusRetry, st.Status, "the claim landed, then was undone")

@@ -91,7 +91,7 @@ func (l *core) undo(ctx context.Context, r ClaimRequest, rowKey Key) error {
 	if fenceEnded(ctx) {
 		return fmt.Errorf("undo claim: %w (%w)", errFenceEnded, context.Cause(fenceOf(ctx)))
 	}
-	in := l.input(OpRelease, rowKey, values{vClaim: attrS(r.ID), vNow: attrMillis(r.Now.Add(-l.skew))})
+	in := l.input(OpRelease, rowKey, values{vClaim: attrS(r.ID), vNow: l.dueAtOnce(r.Now)})
 	_, err := l.update(ctx, in)
 	var ccf *types.ConditionalCheckFailedException
 	if err != nil && !errors.As(err, &ccf) {

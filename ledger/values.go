@@ -47,6 +47,10 @@ func attrN(n int64) types.AttributeValue {
 
 func attrMillis(t time.Time) types.AttributeValue { return attrN(t.UnixMilli()) }
 
+// dueAtOnce is the retry_at of a write at now that leaves an item due at once (a renew, a release,
+// an undo): now less the skew, so every clock within the skew finds it due.
+func (l *core) dueAtOnce(now time.Time) types.AttributeValue { return attrMillis(now.Add(-l.skew)) }
+
 // fenceVals are the values of a fenced write under claim c.
 func fenceVals(c Claim) values {
 	v := values{vClaim: attrS(c.ID)}

@@ -56,7 +56,7 @@ func (l ops) Renew(ctx context.Context, key Key, prev string, now time.Time) (bo
 		return false, err
 	}
 	id := newID()
-	vals := values{vPrev: attrS(prev), vClaim: attrS(id), vNow: attrMillis(now.Add(-c.skew))}
+	vals := values{vPrev: attrS(prev), vClaim: attrS(id), vNow: c.dueAtOnce(now)}
 	in := c.input(OpRenew, rowKey, vals)
 	in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
 	_, err = c.update(ctx, in)
