@@ -60,7 +60,7 @@ func (p *pass) completeOnlyStates(ctx context.Context, todo []task) ([]task, err
 }
 
 // completeOnly runs the handler without a claim and completes the item in one conditional write.
-func (p *pass) completeOnly(wctx context.Context, t task, now time.Time) {
+func (p *pass) completeOnly(wctx context.Context, t task) {
 	c := p.w.cfg
 	if !p.enterUnlessStopped() {
 		return // stopped while paused: not acknowledged
@@ -74,7 +74,7 @@ func (p *pass) completeOnly(wctx context.Context, t task, now time.Time) {
 	herr, gaveUp := p.w.runWithGrace(p.workCtx, p.h, item)
 	took := time.Since(start)
 	if gaveUp {
-		p.abandoned(t, now, false)
+		p.abandoned(t, c.Clock.Now(), false)
 		return
 	}
 	if herr != nil {
@@ -86,6 +86,7 @@ func (p *pass) completeOnly(wctx context.Context, t task, now time.Time) {
 		t.item.Ack()
 		return
 	}
+	now := c.Clock.Now() // the write's time (done_at): after the handler, as a claimed item's completion's
 	req := p.claimRequest(t.key, now, now)
 	req.Fresh = t.fresh
 	eff := item.effects.get()

@@ -79,6 +79,12 @@ func (p *pass) dispatch(ctx context.Context, page *scan.Page) error {
 // chunk holds one gate place per item; the places of items not handed over are given back here.
 func (p *pass) claimAndSend(ctx context.Context, chunk []task) error {
 	c := p.w.cfg
+	// Paused: wait before claiming (the gate places of the chunk are held meanwhile). The claims'
+	// time is read after the wait, so a long pause does not leave them written already late.
+	if err := p.w.pause.enter(ctx); err != nil {
+		p.gate.give(len(chunk))
+		return err
+	}
 	now := c.Clock.Now()
 	until := now.Add(c.ClaimTTL)
 	reqs := make([]ClaimRequest, len(chunk))
@@ -86,11 +92,6 @@ func (p *pass) claimAndSend(ctx context.Context, chunk []task) error {
 		reqs[i] = p.claimRequest(t.key, now, until)
 		reqs[i].Fresh = t.fresh
 		reqs[i].Version = p.versionOf(t.item.Attrs, nil)
-	}
-	// Paused: wait before claiming (the gate places of the chunk are held meanwhile).
-	if err := p.w.pause.enter(ctx); err != nil {
-		p.gate.give(len(chunk))
-		return err
 	}
 	outs, err := p.e.ledger.Claim(ctx, reqs)
 	p.w.pause.leave()

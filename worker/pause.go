@@ -19,6 +19,7 @@ type pauseState struct {
 	paused   bool
 	resumed  chan struct{} // closed while not paused
 	inflight int           // claim writes entered and not left
+	waiting  int           // enter calls waiting for the resume
 	since    time.Time     // when the current pause was seen, by the worker's clock
 	total    time.Duration // paused time seen before since
 	// reads numbers the reads of the group's meta item in the order they are sent; applied is the
@@ -85,13 +86,28 @@ func (p *pauseState) enter(ctx context.Context) error {
 			return nil
 		}
 		ch := p.resumed
+		p.waiting++
 		p.mu.Unlock()
+		var err error
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return ctx.Err()
+			err = ctx.Err()
+		}
+		p.mu.Lock()
+		p.waiting--
+		p.mu.Unlock()
+		if err != nil {
+			return err
 		}
 	}
+}
+
+// waiters is the number of enter calls waiting for the resume.
+func (p *pauseState) waiters() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.waiting
 }
 
 func (p *pauseState) leave() {

@@ -32,11 +32,11 @@ func (p *pass) process(t task) {
 	}
 	wctx, cancel := p.writeContext()
 	defer cancel()
-	now := c.Clock.Now()
 	if c.CompleteOnly {
-		p.completeOnly(wctx, t, now)
+		p.completeOnly(wctx, t)
 		return
 	}
+	now := c.Clock.Now()
 	claim := t.claim
 	if claim != nil {
 		defer p.gate.give(1) // the batched claim's handler is free again when process returns
