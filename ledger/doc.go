@@ -108,7 +108,9 @@
 // ClientRequestToken derived from the claim's id. The completion's condition is the guard: it
 // admits one completion per claim, so the effects of a handler that ran twice, or of a commit sent
 // twice, land once. A failed condition of the caller's own write cancels the whole commit (an
-// *EffectError naming it); conflicts and throttling are retried.
+// *EffectError naming it); conflicts and throttling are retried. Effects that would write the
+// ledger's own state (a ledger attribute, the table ledger's table, the item itself as another
+// write) are refused before anything is written, a table named by ARN as by name.
 //
 // # Versions
 //

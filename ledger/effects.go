@@ -173,10 +173,16 @@ func (e *Effects) Writes() []Write { return e.writes }
 // fails permanently; nothing was written.
 var ErrEffectRefused = errors.New("dynapart: effect refused")
 
+// WholeCommit is EffectError.Write when DynamoDB refused a commit with writes to other items as a
+// whole, without saying which of its parts it refused (a ValidationException: a table that does
+// not exist, a key that does not match its table's key schema, ...).
+const WholeCommit = -2
+
 // EffectError names the effect that was refused, before anything was written or by the failed
 // condition of a write of the caller's.
 type EffectError struct {
-	// Write is the index of the write in Effects.Writes; -1 for the item's own changes.
+	// Write is the index of the write in Effects.Writes; -1 for the item's own changes;
+	// WholeCommit when DynamoDB refused the commit as a whole without saying which part.
 	Write int
 	// Attr is the attribute refused, when one was.
 	Attr   string
@@ -186,8 +192,11 @@ type EffectError struct {
 
 func (e *EffectError) Error() string {
 	what := "the item's update"
-	if e.Write >= 0 {
+	switch {
+	case e.Write >= 0:
 		what = fmt.Sprintf("write %d", e.Write)
+	case e.Write == WholeCommit:
+		what = "the commit (DynamoDB does not say which of its writes)"
 	}
 	if e.Attr != "" {
 		what += fmt.Sprintf(", attribute %q", e.Attr)

@@ -229,7 +229,7 @@ func (l *core) commitAnswer(cm commit, n int, err error) (retry, applied bool, f
 	}
 	if !errors.As(err, &tce) {
 		if refused(err) {
-			return false, false, ItemState{}, &EffectError{Write: -1, Reason: "the commit was refused by DynamoDB, nothing of it applied", Err: err}
+			return false, false, ItemState{}, &EffectError{Write: refusedPart(cm.plan), Reason: "the commit was refused by DynamoDB, nothing of it applied", Err: err}
 		}
 		return true, false, ItemState{}, nil // a conflict, throttling, or an unknown outcome
 	}
@@ -263,6 +263,15 @@ func (l *core) commitAnswer(cm commit, n int, err error) (retry, applied bool, f
 		}
 	}
 	return true, false, ItemState{}, nil // cancelled only for conflicts or throttling: again
+}
+
+// refusedPart is the EffectError.Write of a commit DynamoDB refused as a whole: the item's update
+// when it is the only effect, else WholeCommit.
+func refusedPart(p *effectPlan) int {
+	if len(p.writes) == 0 {
+		return -1
+	}
+	return WholeCommit
 }
 
 func effectReason(code, ccf string) string {

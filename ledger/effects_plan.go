@@ -91,9 +91,9 @@ func (l *core) checkChanges(write int, table string, cs []Change) error {
 			return refuse("empty attribute name")
 		case seen != nil && seen[c.name], seen == nil && changedBefore(cs[:i], c.name):
 			return refuse("changed twice in one update")
-		case table == l.sourceTable() && l.isKeyAttr(c.name) && write < 0:
+		case sameTable(table, l.sourceTable()) && l.isKeyAttr(c.name) && write < 0:
 			return refuse("a key attribute of the item")
-		case table == l.row.table && l.isLedgerAttr(c.name):
+		case sameTable(table, l.row.table) && l.isLedgerAttr(c.name):
 			return refuse("a ledger attribute")
 		}
 		if seen != nil {
@@ -144,14 +144,14 @@ func (l *core) checkWrite(i int, itemKey Key, w Write) error {
 		return refuse("", "no table")
 	case w.Kind != WritePut && len(w.Key) == 0:
 		return refuse("", "no key")
-	case l.source != "" && w.Table == l.row.table:
+	case l.source != "" && sameTable(w.Table, l.row.table):
 		return refuse("", fmt.Sprintf("a write to the ledger table %q", w.Table))
-	case w.Table == l.sourceTable() && sameKey(key, itemKey, l.keyAttrs):
+	case sameTable(w.Table, l.sourceTable()) && sameKey(key, itemKey, l.keyAttrs):
 		return refuse("", "a write to the item itself (change it with Item)")
 	}
 	switch w.Kind {
 	case WritePut:
-		if w.Table == l.row.table {
+		if sameTable(w.Table, l.row.table) {
 			for name := range w.Item {
 				if l.isLedgerAttr(name) {
 					return refuse(name, "a ledger attribute")
