@@ -144,6 +144,7 @@ type core struct {
 	merged       mergedUpdates
 	leaseVals    leaseValueCache
 	stateNames   map[string]bool // the attributes of an item's state (see isLedgerAttr)
+	versioned    bool            // WithVersions: see versions in machine.go
 }
 
 // coreSpec is what a ledger gives newCore.
@@ -181,7 +182,8 @@ func newCore(db Client, s coreSpec) (*core, error) {
 	s.shape.audit = s.opts.audit
 	s.shape.versioned = s.opts.versioned
 	l := &core{db: db, name: s.name, keyAttrs: append([]string(nil), s.keyAttrs...), names: s.names, row: s.row,
-		skew: s.opts.skew, gate: s.opts.gate, ops: map[Op]*compiled{}, prefix: s.prefix, source: s.source}
+		skew: s.opts.skew, gate: s.opts.gate, ops: map[Op]*compiled{}, prefix: s.prefix, source: s.source,
+		versioned: s.opts.versioned}
 	_, batches := db.(statementBatcher)
 	l.noStatements.Store(s.opts.noStatements || !batches)
 	for op, t := range machine(s.shape) {

@@ -37,8 +37,8 @@
 //	 OpDeadLetter,
 //	 OpRelease, OpAbandon
 //	OpCompleteOnlyFresh     ✓       ·²      ·²     ·²       ·²       ·         ·         ·     ·       ·
-//	OpCompleteOnly,         ✓       ✓⁵      ✓⁵     ✓        ·⁶       ·         ·         ·     ·       ·
-//	 OpFailOnly(Dead)
+//	OpCompleteOnly⁹,        ✓       ✓⁵      ✓⁵     ✓        ·⁶       ·         ·         ·     ·       ·
+//	 OpFailOnly(Dead)⁹
 //	OpExhausted             ·       ✓⁷      ✓⁷     ·        ·        ·         ·         ·     ·       ·
 //	OpRedrive               ·       ·       ·      ·        ·        ·         ·         ·     ✓       ·
 //	OpRenew⁸                ·       ·       ·      ·        ·        ·         ·         ✓     ✓       ·
@@ -47,7 +47,7 @@
 //	  table and group): its holder has lost the slot, so the new holder takes its items over at
 //	  once. A claim whose handler was abandoned (OpAbandon removed its scope) only expires.
 //	² a fresh write refused because the item has gained a state since the scan is made again
-//	  under the general condition (OpClaim, OpCompleteOnly).
+//	  under the general condition (OpClaim; OpCompleteOnly unless the ledger is versioned, see ⁹).
 //	³ the caller's own claim: a claim whose answer was lost is recognised by its id (the row shows
 //	  it), not claimed twice.
 //	⁴ the fence: the item must be claimed under the caller's claim id. Anything else (taken over
@@ -65,6 +65,11 @@
 //	  condition names its claim id (every write that changes a state sets a new one). The item
 //	  becomes a retry due at now less WithMaxClockSkew (due at once on every worker's clock) with
 //	  attempts 0; the version recorded by the finishing write stays.
+//	⁹ in a versioned ledger, also only on the state the caller saw (ClaimRequest.Seen: its claim
+//	  id; no state; or a state without a claim id, set by hand): a complete-only write prepared
+//	  for a version that was finished and reopened (OpRenew) since is refused, so it neither
+//	  finishes the new version with the old one's run (nor commits its effects again) nor counts
+//	  its failure against it. A fresh write refused for a state gained since is not made again.
 //
 // # Why each item is done at most once
 //
@@ -73,7 +78,9 @@
 // only when no claim holds it (none, expired, or of a holder whose slot lease has passed to the
 // caller), and the claim it writes carries a fresh id, so every older claimer's fenced write is
 // refused from then on. OpCompleteOnly requires that the item is not done, not failed and not
-// held by a live claim. Done has no transition out. So a second completion is refused whoever
+// held by a live claim. Done has no transition out, but OpRenew in a versioned ledger, which
+// reopens it for a new version under a new claim id that fences OpComplete and, through
+// ClaimRequest.Seen, OpCompleteOnly: so each version is done at most once. So a second completion is refused whoever
 // sends it: a stale worker, a worker of another group, or the same worker repeating a write.
 //
 // # Why each item is done at least once, while workers run

@@ -86,7 +86,7 @@ func (l *core) completeOnlyWith(ctx context.Context, r ClaimRequest, eff *Effect
 		applied, res.Found, err = l.commitTx(ctx, cm, r.Key)
 		res.Applied = applied
 	}
-	if err == nil && !res.Applied && r.Fresh && !res.Found.Status.Finished() && res.Found.Status != StatusPending {
+	if err == nil && l.gainedState(r, res) {
 		// The item has gained a state since the scan: the general condition decides, in a new
 		// request (its own id, so its own transaction token: the refused one was another request).
 		r.Fresh, r.ID = false, r.ID+"-g"

@@ -67,7 +67,7 @@ const (
 	vNone     val = "none"
 	vZero     val = "zero"
 	vVersion  val = "version" // the content version a write records (Claim.Version)
-	vPrev     val = "prev"    // the claim id a renew found (see OpRenew)
+	vPrev     val = "prev"    // the claim id a renew found (OpRenew), or a complete-only write's caller saw (versions)
 	vJob      val = "job"
 	vSource   val = "source"
 	vItemKey  val = "itemKey"

@@ -78,6 +78,13 @@ type ClaimRequest struct {
 	// handler sees it, after the item's own effects): a versioned ledger records it with the
 	// write that finishes the item. Claims carry it on to their Claim.
 	Version string
+	// Seen is the claim id of the state the caller judged the item by (ItemState.Claim as it read
+	// it, or as its renew left it; "" when it saw no state). A versioned ledger's complete-only
+	// writes (CompleteOnly, CompleteOnlyWith, FailOnly) land only on that very state, or on an
+	// item with no state or no claim id: a write prepared for a version handled meanwhile by
+	// another worker, and reopened since (Renew), does not finish the new version with the old
+	// one's run, nor count its failure against it. Claims ignore it.
+	Seen string
 	// WantItem asks a single claim of the inline ledger to return the item as the claim left it
 	// (ClaimOutcome.Item): the content as of the claim, which no later write of another worker's
 	// can have handled. The table ledger's row is not the item: Item stays nil there, as for a
@@ -268,6 +275,8 @@ type Ledger interface {
 	ContentVersion(item map[string]types.AttributeValue) string
 	// Renew reopens a finished item whose state the caller read (its claim id prev) for a new
 	// version: retry, due now on every clock within the ledger's MaxClockSkew (stored as now less
-	// the skew). A versioned ledger only.
-	Renew(ctx context.Context, key Key, prev string, now time.Time) (bool, error)
+	// the skew). It returns the claim id the renew wrote (the reopened state's ItemState.Claim,
+	// for ClaimRequest.Seen), "" when the item was no longer in that state. A versioned ledger
+	// only.
+	Renew(ctx context.Context, key Key, prev string, now time.Time) (claim string, err error)
 }

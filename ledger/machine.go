@@ -99,6 +99,10 @@ var (
 	// stateless: the item has no state at all (the scan saw none): implies claimable and
 	// unfinished, and is cheaper for DynamoDB to evaluate.
 	stateless = missing(aStatus)
+	// seenState (versioned ledgers' complete-only writes): the state is the one the caller saw
+	// (the claim id it read, or its own when it saw none), or the item has no state, or no claim
+	// id (a state set by hand). Every state dynapart writes carries the id of the write.
+	seenState = or(stateless, missing(aClaim), eq(aClaim, vPrev))
 )
 
 // notMine adds to c that the item does not show the caller's own write (its id): a failure
@@ -164,6 +168,11 @@ var finishing = []Op{OpComplete, OpDeadLetter, OpCompleteOnlyFresh, OpCompleteOn
 // conditioned on the claim id the caller read with the finished state: every write that changes
 // the state sets a new claim id, so the renew lands only on the very state the caller saw, and a
 // version handled meanwhile is not renewed.
+//
+// The complete-only writes, which no claim fences, are conditioned the same way (seenState):
+// a handler run for a version that another worker finished meanwhile, and that was reopened for
+// a newer version since, would otherwise finish the newer version with the older one's run (and
+// commit its effects a second time), or count its failure against it.
 func versions(s shape, t map[Op]transition) {
 	if !s.versioned {
 		return
@@ -171,6 +180,11 @@ func versions(s shape, t map[Op]transition) {
 	for _, op := range finishing {
 		tr := t[op]
 		tr.upd = tr.upd.with(update{set: []setTo{set(aVersion, vVersion)}})
+		t[op] = tr
+	}
+	for _, op := range []Op{OpCompleteOnly, OpFailOnly, OpFailOnlyDead} {
+		tr := t[op]
+		tr.cond = and(tr.cond, seenState)
 		t[op] = tr
 	}
 	t[OpRenew] = transition{

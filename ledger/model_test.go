@@ -32,6 +32,7 @@ type mReq struct {
 	scope       string
 	now, until  int64 // until: the stored expiry (the request's Until plus the ledger's skew)
 	fresh       bool
+	prev        string // the claim id the complete-only writes require (ClaimRequest.Seen, or id)
 	retryAt     int64
 	permanent   bool
 	maxAttempts int
@@ -62,6 +63,15 @@ func (it mItem) unfinished(r mReq) bool {
 	}
 	return it.status != StatusClaimed || it.claimUntil <= r.now
 }
+
+// seen is the fence of a versioned ledger's complete-only writes (the model's ledgers are
+// versioned): the state the caller saw (its claim id), or no state, or one without a claim id.
+func (it mItem) seen(r mReq) bool {
+	return it.status == StatusPending || it.claim == "" || it.claim == r.prev
+}
+
+// completeOnlyCond is the general complete-only writes' condition (OpCompleteOnly, OpFailOnly).
+func (it mItem) completeOnlyCond(r mReq) bool { return it.unfinished(r) && it.seen(r) }
 
 // stateless is the fresh writes' condition.
 func (it mItem) stateless() bool { return it.exists && it.status == StatusPending }
@@ -157,9 +167,9 @@ func (it mItem) showsFenced(op Op, id string) bool {
 
 // completeOnly applies a complete-only write; applied, or the state that refused it.
 func (it *mItem) completeOnly(r mReq) (applied bool) {
-	ok := it.unfinished(r)
-	if r.fresh && !it.stateless() && (it.status == StatusPending || it.status.Finished()) {
-		ok = false // a fresh write refused by a finished or missing item is not made again
+	ok := it.completeOnlyCond(r)
+	if r.fresh && !it.stateless() {
+		ok = false // a fresh write refused is not made again (a versioned ledger: see gainedState)
 	}
 	if ok {
 		it.status, it.claim = StatusDone, r.id
@@ -170,7 +180,7 @@ func (it *mItem) completeOnly(r mReq) (applied bool) {
 
 // failOnly applies a complete-only failure; applied, and the status after it.
 func (it *mItem) failOnly(r mReq) (applied bool) {
-	if !it.unfinished(r) || it.claim == r.id {
+	if !it.completeOnlyCond(r) || it.claim == r.id {
 		want := StatusRetry
 		if r.permanent {
 			want = StatusFailed

@@ -253,7 +253,7 @@ func (m *modelRun) completeOnlyOp(t *rapid.T) {
 // could not land and whose answer was lost: an error, and nothing changed.
 func (m *modelRun) skipUnsent(t *rapid.T, what string, i int, req ClaimRequest, mr mReq, fault ddbfault.Kind, err error) bool {
 	it := m.items[i]
-	first := it.unfinished(mr) // the first request's condition: OpCompleteOnly, OpFailOnly
+	first := it.completeOnlyCond(mr) // the first request's condition: OpCompleteOnly, OpFailOnly
 	if req.Fresh {
 		first = it.stateless()
 	}

@@ -17,7 +17,8 @@ func (m *modelRun) renewOp(t *rapid.T) {
 		prev = "stale-" + newID()
 	}
 	fault := m.arm(t)
-	ok, err := m.e.l.Renew(ctxT(), m.keys[i], prev, m.now)
+	id, err := m.e.l.Renew(ctxT(), m.keys[i], prev, m.now)
+	ok := id != ""
 	m.e.fc.Disarm()
 	want := before.exists && before.status.Finished() && before.claim == prev && prev != ""
 	if notSent(fault) {
@@ -35,6 +36,8 @@ func (m *modelRun) renewOp(t *rapid.T) {
 		t.Fatalf("renew of item %d (%+v, prev %q): renewed=%v, model says %v", i, before, prev, ok, want)
 	case err == nil && ok != landed:
 		t.Fatalf("renew of item %d: renewed=%v but the row shows %+v", i, ok, row)
+	case ok && row.Claim != id:
+		t.Fatalf("renew of item %d: returned claim id %q, the row shows %q", i, id, row.Claim)
 	}
 	if !landed {
 		return

@@ -75,10 +75,23 @@ func (l *core) requestVals(r ClaimRequest) values {
 	if r.Version != "" {
 		vals[vVersion] = attrS(r.Version)
 	}
+	if l.versioned {
+		vals[vPrev] = attrS(seenOrOwn(r)) // the complete-only writes' fence (see versions)
+	}
 	if l.row.identVals != nil {
 		l.row.identVals(r.Key, vals)
 	}
 	return vals
+}
+
+// seenOrOwn is what a versioned ledger's complete-only writes require the item's claim id to be,
+// when it has a state with one: the id the caller saw, or, when it saw no state, its own (which
+// only its own earlier landing shows: an item that gained a state since is refused).
+func seenOrOwn(r ClaimRequest) string {
+	if r.Seen != "" {
+		return r.Seen
+	}
+	return r.ID
 }
 
 // newID is a claim id: 96 random bits, 16 characters. Two claims never share one, so a row that

@@ -41,25 +41,33 @@ func (l ops) ContentVersion(item map[string]types.AttributeValue) string {
 
 // Renew reopens a finished item for a new version of its content: done or failed, finished by
 // the write whose claim id is prev (ItemState.Claim as the caller read it) -> retry, due now,
-// attempts 0. false when the item is no longer in that state (someone renewed or handled it
-// since: read it again). Due now for every worker: the retry is due at now less the ledger's
-// MaxClockSkew, so a worker whose clock is behind the renewer's by up to that claims it at once
-// instead of finding it not yet due and waiting for its next pass. A versioned ledger only
-// (WithVersions).
-func (l ops) Renew(ctx context.Context, key Key, prev string, now time.Time) (bool, error) {
+// attempts 0, under a new claim id, which it returns. "" when the item is no longer in that state
+// (someone renewed or handled it since: read it again). Due now for every worker: the retry is
+// due at now less the ledger's MaxClockSkew, so a worker whose clock is behind the renewer's by
+// up to that claims it at once instead of finding it not yet due and waiting for its next pass.
+// A versioned ledger only (WithVersions).
+func (l ops) Renew(ctx context.Context, key Key, prev string, now time.Time) (string, error) {
 	c := l.core
-	if _, ok := c.ops[OpRenew]; !ok {
-		return false, errors.New("dynapart: Renew needs a versioned ledger (ledger.WithVersions)")
+	if !c.versioned {
+		return "", errors.New("dynapart: Renew needs a versioned ledger (ledger.WithVersions)")
 	}
 	rowKey, err := c.row.key(key)
 	if err != nil {
-		return false, err
+		return "", err
 	}
 	id := newID()
-	vals := values{vPrev: attrS(prev), vClaim: attrS(id), vNow: c.dueAtOnce(now)}
+	ok, err := c.renew(ctx, rowKey, values{vPrev: attrS(prev), vClaim: attrS(id), vNow: c.dueAtOnce(now)})
+	if !ok {
+		id = ""
+	}
+	return id, err
+}
+
+// renew sends OpRenew with vals; it reports whether it landed.
+func (c *core) renew(ctx context.Context, rowKey Key, vals values) (bool, error) {
 	in := c.input(OpRenew, rowKey, vals)
 	in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
-	_, err = c.update(ctx, in)
+	_, err := c.update(ctx, in)
 	var ccf *types.ConditionalCheckFailedException
 	switch {
 	case err == nil:

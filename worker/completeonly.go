@@ -46,14 +46,13 @@ func (p *pass) completeOnlyStates(ctx context.Context, todo []task) ([]task, err
 		}
 		st := states[0] // unchecked: dispatch found no state in the scanned attributes, so no renew either
 		states = states[1:]
-		req := p.claimRequest(t.key, now, now)
-		if !p.e.ledger.Allows(ledger.OpCompleteOnly, st, req) {
+		if !p.e.ledger.Allows(ledger.OpCompleteOnly, st, p.seenRequest(t.key, st, now)) {
 			p.notNow(t.key, st, 0)
 			t.item.Ack()
 			continue
 		}
 		t.attempt = st.Attempts + 1
-		t.fresh = st.Status == StatusPending
+		t.fresh, t.seen = st.Status == StatusPending, st.Claim
 		kept = append(kept, t)
 	}
 	return kept, nil
@@ -88,7 +87,7 @@ func (p *pass) completeOnly(wctx context.Context, t task) {
 	}
 	now := c.Clock.Now() // the write's time (done_at): after the handler, as a claimed item's completion's
 	req := p.claimRequest(t.key, now, now)
-	req.Fresh = t.fresh
+	req.Fresh, req.Seen = t.fresh, t.seen
 	eff := item.effects.get()
 	req.Version = p.versionOf(t.item.Attrs, eff)
 	res, err := p.e.ledger.CompleteOnlyWith(wctx, req, eff)
@@ -124,7 +123,7 @@ func (p *pass) completeOnlyFailed(ctx context.Context, t task, herr error, took 
 	now := c.Clock.Now()
 	at := now.Add(after)
 	req := p.claimRequest(t.key, now, now)
-	req.Version = p.versionOf(t.item.Attrs, nil)
+	req.Seen, req.Version = t.seen, p.versionOf(t.item.Attrs, nil)
 	res, err := p.e.ledger.FailOnly(ctx, req,
 		ledger.Failure{Error: herr.Error(), RetryAt: at, Permanent: permanent, MaxAttempts: c.MaxAttempts})
 	switch {

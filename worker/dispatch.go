@@ -36,8 +36,8 @@ func (p *pass) dispatch(ctx context.Context, page *scan.Page) error {
 				// its own time, after the now read for the page: judge it by the clock read after it.
 				now = c.Clock.Now()
 			}
-			t.fresh = st.Status == StatusPending
-			if p.prefilter(st, p.claimRequest(key, now, now)) {
+			t.fresh, t.seen = st.Status == StatusPending, st.Claim
+			if p.prefilter(st, p.seenRequest(key, st, now)) {
 				p.notNow(key, st, 0)
 				it.Ack()
 				continue
@@ -217,6 +217,14 @@ func keyOf(attrs map[string]types.AttributeValue, keyAttrs []string) Key {
 
 func (p *pass) claimRequest(key Key, now, until time.Time) ClaimRequest {
 	return ClaimRequest{Key: key, Owner: p.w.cfg.Owner, Slot: p.lease.Slot(), Token: p.lease.Token(), Scope: p.w.scope, Now: now, Until: until}
+}
+
+// seenRequest is a request at now (no claim time) for an item judged by its state st: what the
+// prefilters evaluate, and the complete-only writes send (ClaimRequest.Seen).
+func (p *pass) seenRequest(key Key, st ItemState, now time.Time) ClaimRequest {
+	r := p.claimRequest(key, now, now)
+	r.Seen = st.Claim
+	return r
 }
 
 // send hands ts to the handler pool in order; n is how many were handed over before ctx ended.

@@ -183,7 +183,9 @@
 // write that finishes an item records the version handled, and a record that changes an item's
 // content makes it a candidate, resolved once the item's current version is recorded as
 // finished: a finished item at an older version is reopened (ledger.OpRenew) and handled as a
-// pass would. Each version moves to done once, whichever of the pass and the stream brings it;
+// pass would. Each version moves to done once, whichever of the pass and the stream brings it (a
+// complete-only write, which no claim fences, names the state it judged the item by:
+// ledger.ClaimRequest.Seen);
 // none is handled after a newer one; writes that change no content and deleted items are not
 // handled. [Worker.HandleRecords] resolves records a caller reads itself (worker/awslambda's
 // stream handler).

@@ -239,13 +239,15 @@ func TestRescanRenewRefused(t *testing.T) {
 			fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
 				in := call.In.(*dynamodb.UpdateItemInput)
 				prev, isRenew := in.ExpressionAttributeValues[":prev"].(*types.AttributeValueMemberS)
+				_, zeroes := in.ExpressionAttributeValues[":zero"] // attempts 0: a renew, not a complete-only write
+				isRenew = isRenew && zeroes
 				if armed.Load() && isRenew && keyID(in.Key) == target && raced.CompareAndSwap(false, true) {
 					// Another worker renews first, a few milliseconds after this pass read its clock for
 					// the page (the retry it leaves is due at the other's time, later than that).
 					time.Sleep(3 * time.Millisecond)
-					ok, err := other.Renew(ctx, in.Key, prev.Value, time.Now().Add(c.ahead))
-					if err != nil || !ok {
-						return nil, fmt.Errorf("test: the other renew: %v %v", ok, err)
+					id, err := other.Renew(ctx, in.Key, prev.Value, time.Now().Add(c.ahead))
+					if err != nil || id == "" {
+						return nil, fmt.Errorf("test: the other renew: %q %v", id, err)
 					}
 				}
 				return send(ctx, call.In)

@@ -75,9 +75,10 @@ func (p *pass) followStep(t task, item map[string]types.AttributeValue, st ItemS
 		return true
 	case needsRenew:
 		now := c.Clock.Now()
-		ok, err := p.renew(t.key, st, now)
+		id, err := p.renew(t.key, st, now)
+		ok := id != ""
 		if ok {
-			renewed := p.renewedState(st, now)
+			renewed := p.renewedState(st, now, id)
 			tries.renewed = &renewed
 		}
 		if ledger.IsValidation(err) {
@@ -102,7 +103,7 @@ func (p *pass) followStep(t task, item map[string]types.AttributeValue, st ItemS
 		}
 		var finished, ran atomic.Bool
 		accounted := make(chan struct{}) // closed when process (or the completer) acknowledges it
-		p.process(task{item: scan.NewItem(item, func() { close(accounted) }), key: t.key, fresh: st.Status == StatusPending,
+		p.process(task{item: scan.NewItem(item, func() { close(accounted) }), key: t.key, fresh: st.Status == StatusPending, seen: st.Claim,
 			attempt: st.Attempts + 1, finished: &finished, ran: &ran})
 		if ran.Load() {
 			// With BatchClaims the completer writes the completion after process returns: its
@@ -169,8 +170,9 @@ func (p *pass) takesOver(st ItemState) bool {
 	return st.Status == StatusClaimed && st.Slot == p.lease.Slot() && st.Token < p.lease.Token() && st.Scope == p.w.scope
 }
 
-// renew reopens a finished item whose content changed since (ledger.Renew on the state read).
-func (p *pass) renew(key Key, st ItemState, now time.Time) (bool, error) {
+// renew reopens a finished item whose content changed since (ledger.Renew on the state read); it
+// returns the reopened state's claim id, "" when the renew was refused.
+func (p *pass) renew(key Key, st ItemState, now time.Time) (string, error) {
 	wctx, cancel := p.writeContext()
 	defer cancel()
 	return p.e.ledger.Renew(wctx, key, st.Claim, now)
@@ -270,7 +272,7 @@ func (p *pass) renewIfChanged(key Key, attrs map[string]types.AttributeValue, st
 	if !p.w.cfg.Follow || !st.Status.Finished() || st.Claim == "" || st.Version == "" || st.Version == p.contentVersion(attrs) {
 		return st
 	}
-	ok, err := p.renew(key, st, now)
+	id, err := p.renew(key, st, now)
 	switch {
 	case ledger.IsValidation(err):
 		p.countUnprocessable(key, err) // refused for good: another pass would be refused again
@@ -280,16 +282,16 @@ func (p *pass) renewIfChanged(key Key, attrs map[string]types.AttributeValue, st
 		// caller skips the finished state it is given, so another pass judges the item.
 		p.again(now.Add(p.w.cfg.RetryBackoff))
 		return st
-	case !ok:
+	case id == "":
 		return p.afterRefusedRenew(key, st, now)
 	}
-	return p.renewedState(st, now)
+	return p.renewedState(st, now, id)
 }
 
-// renewedState is the state a renew at now wrote over the finished state st (ledger.Renew): a
-// retry of st's version, due at now less MaxClockSkew, as the row stores it.
-func (p *pass) renewedState(st ItemState, now time.Time) ItemState {
-	return ItemState{Status: StatusRetry, RetryAt: now.Add(-p.w.cfg.MaxClockSkew), Version: st.Version}
+// renewedState is the state a renew at now, whose claim id is id, wrote over the finished state
+// st (ledger.Renew): a retry of st's version, due at now less MaxClockSkew, as the row stores it.
+func (p *pass) renewedState(st ItemState, now time.Time, id string) ItemState {
+	return ItemState{Status: StatusRetry, RetryAt: now.Add(-p.w.cfg.MaxClockSkew), Version: st.Version, Claim: id}
 }
 
 // afterRefusedRenew judges an item whose renew was refused, its state having moved since the scan

@@ -68,7 +68,8 @@ type task struct {
 	// attempt is the attempt a complete-only item makes (its recorded attempts + 1); claims
 	// carry their own.
 	attempt int
-	fresh   bool // the scan saw the item with no ledger state (see ClaimRequest.fresh)
+	fresh   bool   // the scan saw the item with no ledger state (see ClaimRequest.Fresh)
+	seen    string // the claim id of the state the item was judged by (see ClaimRequest.Seen)
 	// checked: complete-only, the state the scan read allowed the write (the prefilter), and
 	// attempt is set from it: completeOnlyStates need not read or judge it again.
 	checked bool
