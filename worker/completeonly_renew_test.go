@@ -33,119 +33,129 @@ func TestCompleteOnlyWriteOfAReopenedVersionDoesNotLand(t *testing.T) {
 	}
 }
 
-func testCompleteOnlyReopened(t *testing.T, kind LedgerKind) {
-	ctx := context.Background()
-	f := newFixture(t, 0)
-	_, _, err := follow.EnableStream(ctx, f.db, f.table)
-	require.NoError(t, err)
-	counters := ddbtest.CreateTable(t, f.db, ddbtest.Key{Name: "id", Type: "S"})
+// reopenRun is the scenario's two handlers and the signals between them and the test.
+type reopenRun struct {
+	counters            string // one row per (item, n): how many commits its effects made
+	mu                  sync.Mutex
+	bHolding            map[string]bool // items whose v1 handler B's pass runs (held)
+	aInV2               chan string     // A runs an item's v2 handler (held)
+	releaseB, releaseA2 chan struct{}
+	x                   atomic.Value   // X's id, once chosen
+	released            atomic.Bool    // B's handlers were released
+	bWrote              chan ItemEvent // B's outcome for X after the release
+}
 
-	const n = 8
-	const v2 = 1000
-	var mu sync.Mutex
-	bHolding := map[string]bool{} // items whose v1 handler B's pass is running
-	aInV2 := make(chan string, n)
-	releaseB := make(chan struct{})
-	releaseA2 := make(chan struct{})
+const reopenV2 = 1000 // the n that X's second version has
 
-	handler := func(by string) Handler {
-		return WithEffects(func(hctx context.Context, it Item) (*Effects, error) {
-			nv, _ := strconv.Atoi(it.Attrs["n"].(*types.AttributeValueMemberN).Value)
-			id := keyID(it.Key)
-			if by == "B" && nv < v2 {
-				mu.Lock()
-				bHolding[id] = true
-				mu.Unlock()
-				select {
-				case <-releaseB:
-				case <-hctx.Done():
-					return nil, hctx.Err()
-				}
+// handler holds B's v1 runs and A's v2 runs until released; every run returns one effect: an
+// increment of its (item, n) row.
+func (r *reopenRun) handler(by string) Handler {
+	return WithEffects(func(hctx context.Context, it Item) (*Effects, error) {
+		nv, _ := strconv.Atoi(it.Attrs["n"].(*types.AttributeValueMemberN).Value)
+		id := keyID(it.Key)
+		var hold chan struct{}
+		switch {
+		case by == "B" && nv < reopenV2:
+			r.mu.Lock()
+			r.bHolding[id] = true
+			r.mu.Unlock()
+			hold = r.releaseB
+		case by == "A" && nv >= reopenV2:
+			r.aInV2 <- id
+			hold = r.releaseA2
+		}
+		if hold != nil {
+			select {
+			case <-hold:
+			case <-hctx.Done():
+				return nil, hctx.Err()
 			}
-			if by == "A" && nv >= v2 {
-				aInV2 <- id
-				select {
-				case <-releaseA2:
-				case <-hctx.Done():
-					return nil, hctx.Err()
-				}
-			}
-			// One commit per version: a counter per (item, n) in another table.
-			e := &Effects{}
-			e.Update(counters, ledger.Key{"id": &types.AttributeValueMemberS{Value: fmt.Sprintf("%s#%d", id, nv)}},
-				ledger.Add("commits", 1), ledger.Set("by_"+by, true))
-			return e, nil
-		})
-	}
+		}
+		return (&Effects{}).Update(r.counters, r.row(id, nv), ledger.Add("commits", 1), ledger.Set("by_"+by, true)), nil
+	})
+}
 
-	group := func(c *Config) { c.Workers, c.PollInterval, c.CompleteOnly = 2, time.Minute, true }
-	var x atomic.Value // X's id, once chosen
-	x.Store("")
-	bWrote := make(chan ItemEvent, 1) // B's outcome for X once its v1 handler returned
-	var released atomic.Bool
-	groupB := func(c *Config) {
-		group(c)
-		c.Hooks.OnItem = func(e ItemEvent) {
-			if released.Load() && keyID(e.Key) == x.Load().(string) {
-				select {
-				case bWrote <- e:
-				default:
-				}
+func (r *reopenRun) row(id string, n int) ledger.Key {
+	return ledger.Key{"id": &types.AttributeValueMemberS{Value: fmt.Sprintf("%s#%d", id, n)}}
+}
+
+// configB is the group's config, and B's report of its outcome for X after the release.
+func (r *reopenRun) configB(c *Config) {
+	reopenGroup(c)
+	c.Hooks.OnItem = func(e ItemEvent) {
+		if r.released.Load() && keyID(e.Key) == r.x.Load().(string) {
+			select {
+			case r.bWrote <- e:
+			default:
 			}
 		}
 	}
-	gs := newReviewStreams(t, false, 0)
-	a := startReview(t, f, kind, "A", gs, group, handler("A"))
-	gs.following(t)
-	f.seed(t, 0, n, nil)
-	b := startReview(t, f, kind, "B", newReviewStreams(t, false, 0), groupB, handler("B"))
+}
 
+func reopenGroup(c *Config) { c.Workers, c.PollInterval, c.CompleteOnly = 2, time.Minute, true }
+
+// heldByB waits until B's pass holds an item's v1 handler: X.
+func (r *reopenRun) heldByB(t *testing.T) string {
 	var xid string
 	reviewWait(t, 30*time.Second, func() (bool, string) {
-		mu.Lock()
-		defer mu.Unlock()
-		for id := range bHolding {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for id := range r.bHolding {
 			xid = id
 			return true, ""
 		}
 		return false, "B's pass runs a handler"
 	})
-	x.Store(xid)
+	r.x.Store(xid)
+	return xid
+}
+
+func testCompleteOnlyReopened(t *testing.T, kind LedgerKind) {
+	const n = 8
+	ctx := context.Background()
+	f := newFixture(t, 0)
+	_, _, err := follow.EnableStream(ctx, f.db, f.table)
+	require.NoError(t, err)
+	r := &reopenRun{counters: ddbtest.CreateTable(t, f.db, ddbtest.Key{Name: "id", Type: "S"}), bHolding: map[string]bool{},
+		aInV2: make(chan string, n), releaseB: make(chan struct{}), releaseA2: make(chan struct{}), bWrote: make(chan ItemEvent, 1)}
+	r.x.Store("")
+	gs := newReviewStreams(t, false, 0)
+	a := startReview(t, f, kind, "A", gs, reopenGroup, r.handler("A"))
+	gs.following(t)
+	f.seed(t, 0, n, nil)
+	b := startReview(t, f, kind, "B", newReviewStreams(t, false, 0), r.configB, r.handler("B"))
+	xid := r.heldByB(t)
 	xi, _ := strconv.Atoi(xid[len("item-"):])
-	t.Logf("X = %s (B's pass holds its v1 handler)", xid)
 
 	close(gs.open) // A's reader reads the inserts: handles X at v1
 	reviewWait(t, 30*time.Second, func() (bool, string) { return reviewDoneAtCurrent(t, f, kind, xid) })
-
-	setN(t, f, xi, v2) // v2: A renews X and runs its handler on v2 (held)
+	setN(t, f, xi, reopenV2) // v2: A renews X and runs its handler on v2 (held)
 	select {
-	case id := <-aInV2:
+	case id := <-r.aInV2:
 		require.Equal(t, xid, id)
 	case <-time.After(30 * time.Second):
 		t.Fatal("A did not run X's v2 handler")
 	}
-	_, stR, _ := reviewVersionedState(t, f, kind, xid)
-	require.Equal(t, StatusRetry, stR.Status, "A reopened X for v2: %+v", stR)
+	_, reopened, _ := reviewVersionedState(t, f, kind, xid)
+	require.Equal(t, StatusRetry, reopened.Status, "A reopened X for v2: %+v", reopened)
 
-	released.Store(true)
-	close(releaseB) // B's v1 write, prepared before the reopen
+	r.released.Store(true)
+	close(r.releaseB) // B's v1 write, prepared before the reopen
 	select {
-	case e := <-bWrote:
+	case e := <-r.bWrote:
 		require.Equal(t, OutcomeSkipped, e.Outcome, "B's v1 write is refused")
 	case <-time.After(30 * time.Second):
 		t.Fatal("B's v1 handler returned without an outcome")
 	}
-	_, stB, _ := reviewVersionedState(t, f, kind, xid)
-	require.Equal(t, StatusRetry, stB.Status, "still reopened for v2: %+v", stB)
-	require.Equal(t, stR.Claim, stB.Claim, "as A's renew left it: %+v", stB)
-	close(releaseA2)
+	_, after, _ := reviewVersionedState(t, f, kind, xid)
+	require.Equal(t, reopened, after, "X is still as A's renew left it")
+	close(r.releaseA2)
 
 	reviewWait(t, 60*time.Second, func() (bool, string) { return reviewDoneAtCurrent(t, f, kind, xid) })
 	a.stop() // Run returns once its writes in flight are settled
 	b.stop()
-	for _, nv := range []int{xi, v2} {
-		out, err := f.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(counters),
-			Key: ledger.Key{"id": &types.AttributeValueMemberS{Value: fmt.Sprintf("%s#%d", xid, nv)}}, ConsistentRead: aws.Bool(true)})
+	for _, nv := range []int{xi, reopenV2} {
+		out, err := f.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(r.counters), Key: r.row(xid, nv), ConsistentRead: aws.Bool(true)})
 		require.NoError(t, err)
 		require.Equal(t, &types.AttributeValueMemberN{Value: "1"}, out.Item["commits"], "%s: the effects of n=%d commit once: %v", xid, nv, out.Item)
 	}
