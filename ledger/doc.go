@@ -65,11 +65,13 @@
 //	  condition names its claim id (every write that changes a state sets a new one). The item
 //	  becomes a retry due at now less WithMaxClockSkew (due at once on every worker's clock) with
 //	  attempts 0; the version recorded by the finishing write stays.
-//	⁹ in a versioned ledger, also only on the state the caller saw (ClaimRequest.Seen: its claim
-//	  id; no state; or a state without a claim id, set by hand): a complete-only write prepared
-//	  for a version that was finished and reopened (OpRenew) since is refused, so it neither
-//	  finishes the new version with the old one's run (nor commits its effects again) nor counts
-//	  its failure against it. A fresh write refused for a state gained since is not made again.
+//	⁹ with OpCompleteOnlyFresh, in a versioned ledger also only while the item shows the claim id
+//	  of the state the caller saw (ClaimRequest.Seen), or none when it saw none (a claim, a write
+//	  without a claim, OpRenew and OpRedrive each set a new one): a complete-only
+//	  write prepared for a version that was finished and reopened (OpRenew) or redriven since is
+//	  refused, so it neither finishes the new version with the old one's run (nor commits its
+//	  effects again) nor counts its failure against it. A fresh write refused for a state gained
+//	  since is not made again.
 //
 // # Why each item is done at most once
 //

@@ -79,11 +79,12 @@ type ClaimRequest struct {
 	// write that finishes the item. Claims carry it on to their Claim.
 	Version string
 	// Seen is the claim id of the state the caller judged the item by (ItemState.Claim as it read
-	// it, or as its renew left it; "" when it saw no state). A versioned ledger's complete-only
-	// writes (CompleteOnly, CompleteOnlyWith, FailOnly) land only on that very state, or on an
-	// item with no state or no claim id: a write prepared for a version handled meanwhile by
-	// another worker, and reopened since (Renew), does not finish the new version with the old
-	// one's run, nor count its failure against it. Claims ignore it.
+	// it, or as its renew left it; "" when it saw none). A versioned ledger's complete-only writes
+	// (CompleteOnly, CompleteOnlyWith, FailOnly) land only on an item that still shows that claim
+	// id (or none, when the caller saw none): a write prepared for a version handled meanwhile by
+	// another worker, and reopened (Renew) or redriven since, does not finish the new version with
+	// the old one's run, nor count its failure against it. The caller must have read the content
+	// it handles no earlier than that state. Claims ignore it.
 	Seen string
 	// WantItem asks a single claim of the inline ledger to return the item as the claim left it
 	// (ClaimOutcome.Item): the content as of the claim, which no later write of another worker's

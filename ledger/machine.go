@@ -99,10 +99,12 @@ var (
 	// stateless: the item has no state at all (the scan saw none): implies claimable and
 	// unfinished, and is cheaper for DynamoDB to evaluate.
 	stateless = missing(aStatus)
-	// seenState (versioned ledgers' complete-only writes): the state is the one the caller saw
-	// (the claim id it read, or its own when it saw none), or the item has no state, or no claim
-	// id (a state set by hand). Every state dynapart writes carries the id of the write.
-	seenState = or(stateless, missing(aClaim), eq(aClaim, vPrev))
+	// seenState (versioned ledgers' complete-only writes): the item's claim id is the one the
+	// caller saw with its state (or its own, when it saw none: only its own earlier landing shows
+	// it), or it has none (an item never written, a state set by hand). Every write that claims an
+	// item, finishes it without a claim, reopens or redrives it sets a new claim id (a claim's own
+	// later writes keep the claim's), so a version finished and reopened since shows another one.
+	seenState = or(missing(aClaim), eq(aClaim, vPrev))
 )
 
 // notMine adds to c that the item does not show the caller's own write (its id): a failure
@@ -147,9 +149,12 @@ func machine(s shape) map[Op]transition {
 			set: append([]setTo{set(aStatus, vFailed), set(aFailedAt, vNow)}, who...), remove: append([]attr{aClaimUntil, aRetryAt}, s.removeOnDone...), add: countAttempt,
 		}.with(ident)},
 		OpExhausted: {cond: and(eq(aStatus, vRetry), eq(aClaim, vClaim)), upd: dead},
+		// A redrive leaves no state but a new claim id, so that a complete-only write prepared
+		// before the item failed does not land on it (seenState, in a versioned ledger; the redrive
+		// tool cannot know whether the group's ledger is one).
 		OpRedrive: {cond: eq(aStatus, vFailed), upd: update{
-			set:    []setTo{{a: aLastError, v: vNone, from: aError}, set(aRedriven, vNow)},
-			remove: []attr{aStatus, aError, aAttempts, aFailedAt, aOwner, aSlot, aToken, aScope, aClaim, aClaimUntil, aRetryAt},
+			set:    []setTo{{a: aLastError, v: vNone, from: aError}, set(aRedriven, vNow), set(aClaim, vClaim)},
+			remove: []attr{aStatus, aError, aAttempts, aFailedAt, aOwner, aSlot, aToken, aScope, aClaimUntil, aRetryAt},
 		}},
 	}
 	versions(s, t)
@@ -182,7 +187,7 @@ func versions(s shape, t map[Op]transition) {
 		tr.upd = tr.upd.with(update{set: []setTo{set(aVersion, vVersion)}})
 		t[op] = tr
 	}
-	for _, op := range []Op{OpCompleteOnly, OpFailOnly, OpFailOnlyDead} {
+	for _, op := range []Op{OpCompleteOnlyFresh, OpCompleteOnly, OpFailOnly, OpFailOnlyDead} {
 		tr := t[op]
 		tr.cond = and(tr.cond, seenState)
 		t[op] = tr

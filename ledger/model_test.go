@@ -65,10 +65,8 @@ func (it mItem) unfinished(r mReq) bool {
 }
 
 // seen is the fence of a versioned ledger's complete-only writes (the model's ledgers are
-// versioned): the state the caller saw (its claim id), or no state, or one without a claim id.
-func (it mItem) seen(r mReq) bool {
-	return it.status == StatusPending || it.claim == "" || it.claim == r.prev
-}
+// versioned): the claim id the caller saw with the state (its own when it saw none), or none.
+func (it mItem) seen(r mReq) bool { return it.claim == "" || it.claim == r.prev }
 
 // completeOnlyCond is the general complete-only writes' condition (OpCompleteOnly, OpFailOnly).
 func (it mItem) completeOnlyCond(r mReq) bool { return it.unfinished(r) && it.seen(r) }
@@ -200,12 +198,13 @@ func (it *mItem) failOnly(r mReq) (applied bool) {
 	return true
 }
 
-// redrive moves a failed item to pending; true when it was failed.
-func (it *mItem) redrive() bool {
+// redrive moves a failed item to pending, under the new claim id id (a versioned ledger's);
+// true when it was failed.
+func (it *mItem) redrive(id string) bool {
 	if !it.exists || it.status != StatusFailed {
 		return false
 	}
-	*it = mItem{exists: true}
+	*it = mItem{exists: true, claim: id}
 	return true
 }
 

@@ -296,8 +296,12 @@ func (m *modelRun) redriveOp(t *rapid.T) {
 	if err != nil {
 		t.Fatalf("redrive of item %d: %v", i, err)
 	}
-	if want := m.items[i].redrive(); moved != want {
+	row := m.e.core.decodeState(m.rawRow(t, i)) // the claim id the redrive wrote
+	if want := m.items[i].redrive(row.Claim); moved != want {
 		t.Fatalf("redrive of item %d: moved=%v, model says %v", i, moved, want)
+	}
+	if moved && (row.Claim == "" || row.Status != StatusPending) {
+		t.Fatalf("redrive of item %d: the row shows %+v, want no state and a new claim id", i, row)
 	}
 	if moved {
 		m.newGeneration(i)

@@ -162,9 +162,8 @@ func (m *modelRun) request(t *rapid.T, a mcActor, i int, fresh bool) (ClaimReque
 	now := m.now.Add(a.offset)
 	r := ClaimRequest{Key: m.keys[i], ID: fmt.Sprintf("%s-s%d-id-%d", m.e.nonce, m.run, m.ids), Owner: a.owner, Slot: a.slot, Token: token,
 		Scope: a.scope, Now: now, Until: now.Add(mcTTL), Fresh: fresh}
-	if !fresh { // the state the caller judged the item by: as it is, an older one, or one without an id
-		r.Seen = rapid.SampledFrom([]string{m.items[i].claim, "stale-" + newID(), ""}).Draw(t, "seen")
-	}
+	// The claim id of the state the caller judged the item by: as it is, an older one, or none.
+	r.Seen = rapid.SampledFrom([]string{m.items[i].claim, "stale-" + newID(), ""}).Draw(t, "seen")
 	return r, mReq{id: r.ID, owner: a.owner, slot: a.slot, token: token, scope: a.scope, now: now.UnixMilli(),
 		until: r.Until.Add(mcSkew).UnixMilli(), fresh: fresh, prev: seenOrOwn(r)}
 }

@@ -151,9 +151,6 @@ func (m *modelRun) completeOnlyWith(t *rapid.T) {
 	if m.skipUnsent(t, "complete-only", i, req, mr, fault, err) {
 		return
 	}
-	if it := m.items[i]; mr.fresh && !it.stateless() && (it.status == StatusClaimed || it.status == StatusRetry) {
-		mr.fresh, mr.id = false, mr.id+"-g" // made again under the general condition, as its own request
-	}
 	probe := m.items[i]
 	if probe.completeOnly(mr) && x.once && m.fx.rows[i] {
 		if !errorsIsRefused(err) {

@@ -21,7 +21,9 @@ type RedriveResult struct {
 //
 // Each move is one conditional write (OpRedrive), made only while the item is still failed, so a
 // redrive racing a worker or another redrive never touches an item that moved on. The move removes
-// the status, the attempt count, the claim fields and the failure time, and keeps the last error
+// the status, the attempt count, the claim fields and the failure time, writes a new claim id (so
+// that a complete-only write prepared before the item failed does not land on it: see
+// ClaimRequest.Seen), and keeps the last error
 // for history in <prefix>last_error (inline ledger; "last_error" on a table ledger row) with the
 // time of the redrive in <prefix>redriven_at (unix ms).
 //
@@ -89,7 +91,7 @@ func (l *core) redrive(ctx context.Context, key Key, now time.Time) (bool, error
 	if err != nil {
 		return false, err
 	}
-	_, err = l.update(ctx, l.input(OpRedrive, rowKey, values{vNow: attrMillis(now)}))
+	_, err = l.update(ctx, l.input(OpRedrive, rowKey, values{vNow: attrMillis(now), vClaim: attrS(newID())}))
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
 		return false, nil

@@ -45,9 +45,13 @@ func TestRedrive(t *testing.T) {
 			s := mk(t)
 			l := s.l
 			// k0, k1 dead-lettered; k2 done; k3 never touched.
+			var c0 Claim
 			for i, errText := range []string{"boom 0", "boom 1"} {
 				c := lcMustClaim(t, l, lcReq(lcKey(i), "w", 0, 1, lcT0), 1)
 				require.NoError(t, l.DeadLetter(ctx, c, errText, lcT0))
+				if i == 0 {
+					c0 = c
+				}
 			}
 			c := lcMustClaim(t, l, lcReq(lcKey(2), "w", 0, 1, lcT0), 1)
 			require.NoError(t, l.Complete(ctx, c, lcT0))
@@ -55,7 +59,10 @@ func TestRedrive(t *testing.T) {
 			res, err := Redrive(ctx, l, []Key{lcKey(0), lcKey(2), lcKey(3)}, lcT0.Add(lcTTL))
 			require.NoError(t, err)
 			require.Equal(t, RedriveResult{Moved: 1, NotFailed: 2}, res)
-			require.Equal(t, ItemState{}, lcState(t, l, lcKey(0)), "redriven: pending, attempts reset")
+			redriven := lcState(t, l, lcKey(0))
+			require.NotEmpty(t, redriven.Claim, "a redrive writes a new claim id")
+			require.NotEqual(t, c0.ID, redriven.Claim)
+			require.Equal(t, ItemState{Claim: redriven.Claim}, redriven, "redriven: pending, attempts reset")
 			prefix := map[string]string{"inline": "x_", "table": ""}[name]
 			raw := s.rawState(lcKey(0))
 			require.Equal(t, &types.AttributeValueMemberS{Value: "boom 0"}, raw[prefix+"last_error"], "the last error is kept")

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -55,8 +56,56 @@ func (p *pass) completeOnlyStates(ctx context.Context, todo []task) ([]task, err
 		t.fresh, t.seen = st.Status == StatusPending, st.Claim
 		kept = append(kept, t)
 	}
+	if p.w.cfg.Versions {
+		kept = p.contentAfterRows(ctx, kept)
+	}
 	return kept, nil
 }
+
+// contentAfterRows reads again, after their rows, the items whose table ledger rows
+// completeOnlyStates read (a versioned ledger's): the scanned content is older than the row, and
+// may be a version finished and reopened since, which the write's fence on the row (Seen) would
+// not tell from the current one. Items gone since are skipped; a failed read asks for another
+// pass. The reads go maxContentReads at a time.
+func (p *pass) contentAfterRows(ctx context.Context, ts []task) []task {
+	current := make([]map[string]types.AttributeValue, len(ts))
+	errs := make([]error, len(ts))
+	sem := make(chan struct{}, maxContentReads)
+	var wg sync.WaitGroup
+	for i, t := range ts {
+		if t.checked {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			current[i], errs[i] = p.readItem(ctx, t.key)
+		}()
+	}
+	wg.Wait()
+	kept := ts[:0]
+	for i, t := range ts {
+		switch {
+		case t.checked:
+		case errs[i] != nil:
+			p.again(p.w.cfg.Clock.Now().Add(p.w.cfg.RetryBackoff))
+			t.item.Ack()
+			continue
+		case current[i] == nil:
+			p.notNow(t.key, ItemState{}, 0) // deleted since the scan: nothing to handle
+			t.item.Ack()
+			continue
+		default:
+			t.current = current[i]
+		}
+		kept = append(kept, t)
+	}
+	return kept
+}
+
+// maxContentReads is how many item reads contentAfterRows has in flight.
+const maxContentReads = 16
 
 // completeOnly runs the handler without a claim and completes the item in one conditional write.
 func (p *pass) completeOnly(wctx context.Context, t task) {
@@ -66,8 +115,8 @@ func (p *pass) completeOnly(wctx context.Context, t task) {
 	}
 	p.w.pause.leave() // a complete-only item in flight is its handler: only its start waits
 	slot := p.lease.Slot()
-	item := Item{Key: t.key, Attrs: t.item.Attrs, Attempt: max(t.attempt, 1), Slot: slot, Token: p.lease.Token(),
-		IdempotencyKey: idempotencyKey(c.Job, c.Table, t.key), effects: &effectSlot{}, Version: p.versionOf(t.item.Attrs, nil)}
+	item := Item{Key: t.key, Attrs: t.content(), Attempt: max(t.attempt, 1), Slot: slot, Token: p.lease.Token(),
+		IdempotencyKey: idempotencyKey(c.Job, c.Table, t.key), effects: &effectSlot{}, Version: p.versionOf(t.content(), nil)}
 	start := time.Now()
 	t.markRan()
 	herr, gaveUp := p.w.runWithGrace(p.workCtx, p.h, item)
@@ -89,7 +138,7 @@ func (p *pass) completeOnly(wctx context.Context, t task) {
 	req := p.claimRequest(t.key, now, now)
 	req.Fresh, req.Seen = t.fresh, t.seen
 	eff := item.effects.get()
-	req.Version = p.versionOf(t.item.Attrs, eff)
+	req.Version = p.versionOf(t.content(), eff)
 	res, err := p.e.ledger.CompleteOnlyWith(wctx, req, eff)
 	switch {
 	case errors.Is(err, ledger.ErrEffectRefused):
@@ -123,7 +172,7 @@ func (p *pass) completeOnlyFailed(ctx context.Context, t task, herr error, took 
 	now := c.Clock.Now()
 	at := now.Add(after)
 	req := p.claimRequest(t.key, now, now)
-	req.Seen, req.Version = t.seen, p.versionOf(t.item.Attrs, nil)
+	req.Seen, req.Version = t.seen, p.versionOf(t.content(), nil)
 	res, err := p.e.ledger.FailOnly(ctx, req,
 		ledger.Failure{Error: herr.Error(), RetryAt: at, Permanent: permanent, MaxAttempts: c.MaxAttempts})
 	switch {

@@ -142,7 +142,8 @@ type Config struct {
 	// honoured), or dead-lettered on a Permanent error or at MaxAttempts. Item.Attempt is the
 	// recorded attempts + 1, and items already done or failed are skipped before their handler:
 	// the inline ledger reads both from the scanned item, the table ledger with one BatchGetItem
-	// per 100 items of a page. The completing write sets only the status and done_at (see
+	// per 100 items of a page (and, with Versions, each item again after its row, so that the
+	// handler never gets content older than the state its write is fenced on). The completing write sets only the status and done_at (see
 	// CompleteOnlyAudit). Defaults to false.
 	CompleteOnly bool
 	// CompleteOnlyAudit makes complete-only completions also record who completed the item (owner,

@@ -30,8 +30,8 @@ func (p *pass) dispatch(ctx context.Context, page *scan.Page) error {
 		key := keyOf(it.Attrs, p.e.keyAttrs)
 		t := task{item: it, key: key}
 		if st, ok := p.e.ledger.StateOf(it.Attrs); ok {
-			if renewed := p.renewIfChanged(key, it.Attrs, st, now); renewed != st {
-				st = renewed
+			if renewed, current := p.renewIfChanged(key, it.Attrs, st, now); renewed != st {
+				st, t.current = renewed, current
 				// The state was written or read just now, maybe a retry another worker left due at
 				// its own time, after the now read for the page: judge it by the clock read after it.
 				now = c.Clock.Now()

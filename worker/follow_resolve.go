@@ -267,25 +267,27 @@ func (p *pass) contentVersion(item map[string]types.AttributeValue) string {
 // item finished without a version (by a job that recorded none: which content it handled is not
 // known) or without a claim id (set by hand) is left to the stream: a record of a change of it
 // has it handled again, at least once, never skipped. The state returned is the stored one
-// (renewedState): due at now less MaxClockSkew, so that every worker finds it due at once.
-func (p *pass) renewIfChanged(key Key, attrs map[string]types.AttributeValue, st ItemState, now time.Time) ItemState {
+// (renewedState): due at now less MaxClockSkew, so that every worker finds it due at once. When
+// the state was read again (a refused renew), current is the item read after it: the content to
+// handle, newer than attrs (nil otherwise).
+func (p *pass) renewIfChanged(key Key, attrs map[string]types.AttributeValue, st ItemState, now time.Time) (_ ItemState, current map[string]types.AttributeValue) {
 	if !p.w.cfg.Follow || !st.Status.Finished() || st.Claim == "" || st.Version == "" || st.Version == p.contentVersion(attrs) {
-		return st
+		return st, nil
 	}
 	id, err := p.renew(key, st, now)
 	switch {
 	case ledger.IsValidation(err):
 		p.countUnprocessable(key, err) // refused for good: another pass would be refused again
-		return st
+		return st, nil
 	case err != nil:
 		// Landed with its answer lost (its own record is no new version): the inline ledger's
 		// caller skips the finished state it is given, so another pass judges the item.
 		p.again(now.Add(p.w.cfg.RetryBackoff))
-		return st
+		return st, nil
 	case id == "":
 		return p.afterRefusedRenew(key, st, now)
 	}
-	return p.renewedState(st, now, id)
+	return p.renewedState(st, now, id), nil
 }
 
 // renewedState is the state a renew at now, whose claim id is id, wrote over the finished state
@@ -298,17 +300,18 @@ func (p *pass) renewedState(st ItemState, now time.Time, id string) ItemState {
 // (handled, or renewed by another worker, which may have stopped before claiming it), by its state
 // read now: an unfinished state is for the claim (or the complete-only check) to decide, and a
 // state finished at the item's current content is skipped. A read that fails, or a state finished
-// at another version, asks for another pass.
-func (p *pass) afterRefusedRenew(key Key, st ItemState, now time.Time) ItemState {
+// at another version, asks for another pass. An unfinished state comes with the item read after
+// it: the content to handle (the scanned one may be a version handled since).
+func (p *pass) afterRefusedRenew(key Key, st ItemState, now time.Time) (ItemState, map[string]types.AttributeValue) {
 	item, cur, err := p.currentItem(key)
 	switch {
 	case err == nil && item == nil:
-		return st // deleted: nothing to handle
+		return st, nil // deleted: nothing to handle
 	case err == nil && (!cur.Status.Finished() || cur.Claim == "" || cur.Version == p.contentVersion(item)):
-		return cur
+		return cur, item
 	}
 	p.again(now.Add(p.w.cfg.RetryBackoff))
-	return st
+	return st, nil
 }
 
 // renewChangedRows is renewIfChanged for the table ledger, whose state is not on the scanned
