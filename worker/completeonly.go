@@ -80,7 +80,9 @@ func (p *pass) contentAfterRows(ctx context.Context, ts []task) []task {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			current[i], errs[i] = p.readItem(ctx, t.key)
+			rctx, cancel := context.WithTimeout(ctx, p.w.cfg.WriteTimeout)
+			defer cancel()
+			current[i], errs[i] = p.readItem(rctx, t.key)
 		}()
 	}
 	wg.Wait()
