@@ -31,7 +31,10 @@ func (p *pass) dispatch(ctx context.Context, page *scan.Page) error {
 		t := task{item: it, key: key}
 		if st, ok := p.e.ledger.StateOf(it.Attrs); ok {
 			if renewed, current := p.renewIfChanged(key, it.Attrs, st, now); renewed != st {
-				st, t.current = renewed, current
+				st = renewed
+				if c.CompleteOnly {
+					t.current = current // a claim reads the content as of itself (contentAsClaimed)
+				}
 				// The state was written or read just now, maybe a retry another worker left due at
 				// its own time, after the now read for the page: judge it by the clock read after it.
 				now = c.Clock.Now()
@@ -165,12 +168,14 @@ func (p *pass) countUnprocessable(key Key, err error) {
 // notNow accounts for an item left alone because of its state st (as scanned, or the state that
 // refused a claim or a complete-only write): counted as skipped, and due again when st says: a
 // live claim's expiry or a retry's time (looked at again within PollInterval), never for a
-// finished one. A write is refused as pending only when the item no longer exists
-// (ClaimOutcome.Found; a scanned pending state is never skipped): nothing to do, no other pass.
+// finished one. A write is refused as pending when the item no longer exists (ClaimOutcome.Found;
+// a scanned pending state is never skipped): nothing to do, no other pass; or, for a versioned
+// ledger's complete-only write, when it was reset or redriven since the worker saw it (it shows
+// another claim id): looked at again at once.
 func (p *pass) notNow(key Key, st ItemState, took time.Duration) {
 	p.w.stats.skipped.Add(1)
 	p.w.itemEvent(OutcomeSkipped, key, p.lease.Slot(), 0, took)
-	if st.Status != StatusPending {
+	if st.Status != StatusPending || st.Claim != "" {
 		p.againFor(st)
 	}
 }
