@@ -207,8 +207,8 @@ func waitOn[T any](t *testing.T, ch <-chan T, what string) T {
 }
 
 // TestCompleteOnlyInlinePassHandlesContentReadAfterARefusedRenew: inline ledger. B's pass reads a
-// page with X at v2, its state done at v1. A reopens X and finishes v2, X changes to v3, and A
-// reopens it again and runs v3 (held). B's renew of the state it scanned is refused, and it reads
+// page with X at v2, its state done at v1 (every item is, X is the one B renews first). A reopens
+// X and finishes v2, X changes to v3, and A reopens it again and runs v3 (held). B's renew of the state it scanned is refused, and it reads
 // X again (afterRefusedRenew). It used to run its page's v2 under the state read (v2's effects
 // twice); it now runs the v3 it read, whose effects, like v2's, commit once.
 func TestCompleteOnlyInlinePassHandlesContentReadAfterARefusedRenew(t *testing.T) {
@@ -235,24 +235,25 @@ func TestCompleteOnlyInlinePassHandlesContentReadAfterARefusedRenew(t *testing.T
 		setN(t, f, i, v2+i)
 	}
 	waitOn(t, aGates.renewHit, "A does not renew")
-	close(bGates.scanGo) // B's page: v2, done at v1; B's first renew is held
-	x.Store(waitOn(t, bGates.renewHit, "B does not renew"))
+	close(bGates.scanGo) // B's page: v2, done at v1; B's first renew, of X, is held
+	xid := waitOn(t, bGates.renewHit, "B does not renew")
+	x.Store(xid)
+	xi, _ := strconv.Atoi(xid[len("item-"):])
 	close(aGates.renewGo) // A reopens and finishes every v2
 	waitAllDone(t, f, LedgerInline, n)
-	for i := range n { // every item at v3: A reopens each and holds its run
-		setN(t, f, i, v3+i)
-	}
-	runs.waitHeld(t, n)
+	setN(t, f, xi, v3+xi) // X at v3: A reopens it and holds its run
+	require.Equal(t, []string{xid}, runs.waitHeld(t, 1))
 	close(bGates.renewGo) // B's held renew is refused: it reads X again
 	e := waitOn(t, bDone, "B gave no outcome for the item of its held renew")
 	close(runs.release)
 	waitAllDone(t, f, LedgerInline, n)
 	a.stop()
 	b.stop()
-	t.Logf("B's outcome for %s: %s", x.Load(), e.Outcome)
+	t.Logf("B's outcome for %s: %s", xid, e.Outcome)
 	for i := range n {
-		runs.requireOnce(t, f.db, itemKey(i), i, v2+i, v3+i)
+		runs.requireOnce(t, f.db, itemKey(i), i, v2+i)
 	}
+	runs.requireOnce(t, f.db, xid, v3+xi)
 }
 
 // itemOf is an item id chosen while the workers run; hook reports a worker's first outcome for
