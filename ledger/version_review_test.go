@@ -65,16 +65,7 @@ func TestVersionReviewEffectsVersionIsStoredContent(t *testing.T) {
 
 func checkVersionReviewCases(t *testing.T, kind string, cases []versionReviewCase) {
 	ctx := context.Background()
-	db, source, names := lcSourceTable(t)
-	opts := append(lcOpts(t), WithVersions())
-	var l Ledger
-	var err error
-	if kind == "inline" {
-		l, err = NewInline(db, source, names, opts...)
-	} else {
-		l, err = NewTable(db, lcLedgerTable(t, db), "job-vr", source, names, opts...)
-	}
-	require.NoError(t, err)
+	l, db, source := versionedLedger(t, kind, "job-vr")
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			k := lcKey(i)

@@ -17,16 +17,7 @@ func TestStaleCompleteOnlyAfterReopenAndRedrive(t *testing.T) {
 	for _, kind := range []string{"inline", "table"} {
 		t.Run(kind, func(t *testing.T) {
 			ctx := context.Background()
-			db, source, names := lcSourceTable(t)
-			opts := append(lcOpts(t), WithVersions())
-			var l Ledger
-			var err error
-			if kind == "inline" {
-				l, err = NewInline(db, source, names, opts...)
-			} else {
-				l, err = NewTable(db, lcLedgerTable(t, db), "job-v", source, names, opts...)
-			}
-			require.NoError(t, err)
+			l, db, source := versionedLedger(t, kind, "job-v")
 			k := lcKey(0)
 			lcSeeder(t, db, source)(k)
 

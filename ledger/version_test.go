@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/require"
 
@@ -20,16 +21,7 @@ func TestVersionedLedger(t *testing.T) {
 		for _, kind := range []string{"inline", "table"} {
 			t.Run(kind, func(t *testing.T) {
 				t.Parallel()
-				db, source, names := lcSourceTable(t)
-				opts := append(lcOpts(t), WithVersions())
-				var l Ledger
-				var err error
-				if kind == "inline" {
-					l, err = NewInline(db, source, names, opts...)
-				} else {
-					l, err = NewTable(db, lcLedgerTable(t, db), "job-v", source, names, opts...)
-				}
-				require.NoError(t, err)
+				l, db, source := versionedLedger(t, kind, "job-v")
 				lcSeeder(t, db, source)(lcKeys(0, 4)...)
 				checkVersioned(t, l)
 			})
@@ -142,4 +134,21 @@ func TestContentVersion(t *testing.T) {
 	require.Len(t, base, 3, "AppliedTo does not modify its argument")
 	want := map[string]types.AttributeValue{"id": s("a"), "n": n("3.5"), "first": s("Ada")}
 	require.Equal(t, l.ContentVersion(want), l.ContentVersion(after))
+}
+
+// versionedLedger is a versioned ledger of kind ("inline" or "table", job job) over a fresh
+// source table, with the table's client and name.
+func versionedLedger(t *testing.T, kind, job string) (Ledger, *dynamodb.Client, string) {
+	t.Helper()
+	db, source, names := lcSourceTable(t)
+	opts := append(lcOpts(t), WithVersions())
+	var l Ledger
+	var err error
+	if kind == "inline" {
+		l, err = NewInline(db, source, names, opts...)
+	} else {
+		l, err = NewTable(db, lcLedgerTable(t, db), job, source, names, opts...)
+	}
+	require.NoError(t, err)
+	return l, db, source
 }
