@@ -2,15 +2,11 @@ package worker
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/require"
 
@@ -40,9 +36,8 @@ type reopenRun struct {
 	bHolding            map[string]bool // items whose v1 handler B's pass runs (held)
 	aInV2               chan string     // A runs an item's v2 handler (held)
 	releaseB, releaseA2 chan struct{}
-	x                   atomic.Value   // X's id, once chosen
-	released            atomic.Bool    // B's handlers were released
-	bWrote              chan ItemEvent // B's outcome for X after the release
+	x                   *itemOf        // X, once chosen
+	bWrote              chan ItemEvent // B's outcome for X (its handler returns only once released)
 }
 
 const reopenV2 = 1000 // the n that X's second version has
@@ -71,28 +66,15 @@ func (r *reopenRun) handler(by string) Handler {
 				return nil, hctx.Err()
 			}
 		}
-		return (&Effects{}).Update(r.counters, r.row(id, nv), ledger.Add("commits", 1), ledger.Set("by_"+by, true)), nil
+		return (&Effects{}).Update(r.counters, counterRow(id, nv), ledger.Add("commits", 1), ledger.Set("by_"+by, true)), nil
 	})
 }
 
-func (r *reopenRun) row(id string, n int) ledger.Key {
-	return ledger.Key{"id": &types.AttributeValueMemberS{Value: fmt.Sprintf("%s#%d", id, n)}}
-}
-
-// configB is the group's config, and B's report of its outcome for X after the release.
+// configB is the group's config, and B's report of its outcome for X.
 func (r *reopenRun) configB(c *Config) {
-	reopenGroup(c)
-	c.Hooks.OnItem = func(e ItemEvent) {
-		if r.released.Load() && keyID(e.Key) == r.x.Load().(string) {
-			select {
-			case r.bWrote <- e:
-			default:
-			}
-		}
-	}
+	staleGroup(c)
+	c.Hooks.OnItem = r.x.hook(r.bWrote)
 }
-
-func reopenGroup(c *Config) { c.Workers, c.PollInterval, c.CompleteOnly = 2, time.Minute, true }
 
 // heldByB waits until B's pass holds an item's v1 handler: X.
 func (r *reopenRun) heldByB(t *testing.T) string {
@@ -117,10 +99,10 @@ func testCompleteOnlyReopened(t *testing.T, kind LedgerKind) {
 	_, _, err := follow.EnableStream(ctx, f.db, f.table)
 	require.NoError(t, err)
 	r := &reopenRun{counters: ddbtest.CreateTable(t, f.db, ddbtest.Key{Name: "id", Type: "S"}), bHolding: map[string]bool{},
-		aInV2: make(chan string, n), releaseB: make(chan struct{}), releaseA2: make(chan struct{}), bWrote: make(chan ItemEvent, 1)}
-	r.x.Store("")
+		aInV2: make(chan string, n), releaseB: make(chan struct{}), releaseA2: make(chan struct{})}
+	r.x, r.bWrote = outcomeOf()
 	gs := newReviewStreams(t, false, 0)
-	a := startReview(t, f, kind, "A", gs, reopenGroup, r.handler("A"))
+	a := startReview(t, f, kind, "A", gs, staleGroup, r.handler("A"))
 	gs.following(t)
 	f.seed(t, 0, n, nil)
 	b := startReview(t, f, kind, "B", newReviewStreams(t, false, 0), r.configB, r.handler("B"))
@@ -139,7 +121,6 @@ func testCompleteOnlyReopened(t *testing.T, kind LedgerKind) {
 	_, reopened, _ := reviewVersionedState(t, f, kind, xid)
 	require.Equal(t, StatusRetry, reopened.Status, "A reopened X for v2: %+v", reopened)
 
-	r.released.Store(true)
 	close(r.releaseB) // B's v1 write, prepared before the reopen
 	select {
 	case e := <-r.bWrote:
@@ -154,9 +135,5 @@ func testCompleteOnlyReopened(t *testing.T, kind LedgerKind) {
 	reviewWait(t, 60*time.Second, func() (bool, string) { return reviewDoneAtCurrent(t, f, kind, xid) })
 	a.stop() // Run returns once its writes in flight are settled
 	b.stop()
-	for _, nv := range []int{xi, reopenV2} {
-		out, err := f.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(r.counters), Key: r.row(xid, nv), ConsistentRead: aws.Bool(true)})
-		require.NoError(t, err)
-		require.Equal(t, &types.AttributeValueMemberN{Value: "1"}, out.Item["commits"], "%s: the effects of n=%d commit once: %v", xid, nv, out.Item)
-	}
+	requireCommitsOnce(t, f.db, r.counters, xid, xi, reopenV2)
 }

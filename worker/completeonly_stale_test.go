@@ -52,8 +52,7 @@ func (c *countingRuns) handler(by string) Handler {
 				return nil, hctx.Err()
 			}
 		}
-		key := ledger.Key{"id": &types.AttributeValueMemberS{Value: fmt.Sprintf("%s#%d", id, nv)}}
-		return (&Effects{}).Update(c.counters, key, ledger.Add("commits", 1), ledger.Set("by_"+by, true)), nil
+		return (&Effects{}).Update(c.counters, counterRow(id, nv), ledger.Add("commits", 1), ledger.Set("by_"+by, true)), nil
 	})
 }
 
@@ -73,9 +72,20 @@ func (c *countingRuns) waitHeld(t *testing.T, n int) []string {
 
 // requireOnce requires that the effects of item id's runs at each n committed once.
 func (c *countingRuns) requireOnce(t *testing.T, db *dynamodb.Client, id string, ns ...int) {
+	requireCommitsOnce(t, db, c.counters, id, ns...)
+}
+
+// counterRow is the row of counters that item id's runs at n count their commits in.
+func counterRow(id string, n int) ledger.Key {
+	return ledger.Key{"id": &types.AttributeValueMemberS{Value: fmt.Sprintf("%s#%d", id, n)}}
+}
+
+// requireCommitsOnce requires that the effects of item id's runs at each n committed once.
+func requireCommitsOnce(t *testing.T, db *dynamodb.Client, counters, id string, ns ...int) {
+	t.Helper()
 	for _, nv := range ns {
-		out, err := db.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(c.counters),
-			Key: ledger.Key{"id": &types.AttributeValueMemberS{Value: fmt.Sprintf("%s#%d", id, nv)}}, ConsistentRead: aws.Bool(true)})
+		out, err := db.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(counters),
+			Key: counterRow(id, nv), ConsistentRead: aws.Bool(true)})
 		require.NoError(t, err)
 		require.Equal(t, &types.AttributeValueMemberN{Value: "1"}, out.Item["commits"], "%s: the effects of n=%d commit once: %v", id, nv, out.Item)
 	}
