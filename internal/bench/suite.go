@@ -88,23 +88,25 @@ type Results struct {
 	Ceiling    *Ceiling
 	Throughput *Throughput
 	Transform  *Billed // issue 33's transform job against the hand migration loop
-	Billing    *Billed // every mode's cost by DynamoDB's billing rules
-	WriteCost  *WriteCost
-	CPU        *CPUShare
-	Modes      *Modes
-	Takeover   *Takeover
-	Acquire    *GoBenchRun
-	Receipts   *GoBenchRun
-	Partition  *GoBenchRun
-	HotWorker  *GoBenchRun
-	HotScan    *GoBenchRun
-	Memory     *Memory
-	Latency    *Latency
-	ColdStart  *ColdStart
-	LockScale  *GoBenchRun
-	Resize     *Resize
-	Steal      *Steal
-	Follow     *Follow // issue 35: following the stream against continuous rescans
+	// TransformWrites: the transform's completion write alone against the loop's write
+	TransformWrites *TransformWrites
+	Billing         *Billed // every mode's cost by DynamoDB's billing rules
+	WriteCost       *WriteCost
+	CPU             *CPUShare
+	Modes           *Modes
+	Takeover        *Takeover
+	Acquire         *GoBenchRun
+	Receipts        *GoBenchRun
+	Partition       *GoBenchRun
+	HotWorker       *GoBenchRun
+	HotScan         *GoBenchRun
+	Memory          *Memory
+	Latency         *Latency
+	ColdStart       *ColdStart
+	LockScale       *GoBenchRun
+	Resize          *Resize
+	Steal           *Steal
+	Follow          *Follow // issue 35: following the stream against continuous rescans
 
 	ReceiptsBatches int
 }
@@ -140,6 +142,9 @@ func (e *Env) Run(ctx context.Context, opts Options) *Results {
 			r.Throughput, err = e.MeasureThroughput(ctx, o.Items, o.Concurrencies, reps)
 		case ScenarioTransform:
 			r.Transform, err = e.MeasureTransform(ctx, o.Items, o.Concurrencies, reps)
+			if err == nil {
+				r.TransformWrites, err = e.MeasureTransformWrites(ctx, o.Concurrencies, transformWritesRounds(o))
+			}
 		case ScenarioBilling:
 			n := 3000
 			if o.Quick {

@@ -1,0 +1,159 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/dynapart/dynapart/ledger"
+)
+
+// TransformWrites attributes the transform's items/s to its write: the completion write alone
+// (the ledger's CompleteOnlyWith with the item's change, the one request Run sends per item)
+// against the hand migration loop's UpdateItem, with the keys known in advance (no scan, no
+// lease, no worker), conc in flight, in alternating blocks of items on one table of people, so
+// that DynamoDB Local's drift over the minute hits both alike. The completion write sets three
+// attributes the loop's does not (the item's status, done_at and the write's claim id, which
+// settles a lost answer); this is what they cost, and so the ceiling of the transform's ratio.
+type TransformWrites struct {
+	Block, Rounds int // items per block; blocks of each write per concurrency
+	Points        []*TransformWritesPoint
+}
+
+// TransformWritesPoint is one concurrency: one items/s value per block, block i of Ledger next to
+// block i of Loop (which of the two goes first alternates), so Ratio(Ledger, Loop) pairs them.
+type TransformWritesPoint struct {
+	Concurrency  int
+	Loop, Ledger Sample
+}
+
+// Point is the measurement at concurrency c, or nil.
+func (t *TransformWrites) Point(c int) *TransformWritesPoint {
+	if t == nil {
+		return nil
+	}
+	for _, p := range t.Points {
+		if p.Concurrency == c {
+			return p
+		}
+	}
+	return nil
+}
+
+// transformWritesBlock is how many items a block writes at concurrency c: enough that the ramp
+// up and down of c writes in flight weighs little.
+func transformWritesBlock(c int) int { return max(300, 10*c) }
+
+// transformWritesRounds is how many pairs of blocks a run measures at each concurrency: four per
+// repetition (a block is a second or less), two in a quick run.
+func transformWritesRounds(o Options) int {
+	if o.Quick {
+		return 2
+	}
+	return 4 * o.Reps
+}
+
+// MeasureTransformWrites measures the two writes at every concurrency, rounds pairs of blocks
+// each, on a fresh table per concurrency.
+func (e *Env) MeasureTransformWrites(ctx context.Context, concs []int, rounds int) (*TransformWrites, error) {
+	tw := &TransformWrites{Rounds: rounds}
+	for _, c := range concs {
+		p, err := e.transformWritesAt(ctx, c, rounds)
+		if err != nil {
+			return nil, fmt.Errorf("transform writes at concurrency %d: %w", c, err)
+		}
+		tw.Points = append(tw.Points, p)
+		e.logf("transform writes at concurrency %2d: loop %s, completion write %s (%s)", c,
+			p.Loop.Fmt(0, "/s"), p.Ledger.Fmt(0, "/s"), Ratio(p.Ledger, p.Loop).X())
+	}
+	if len(concs) > 0 {
+		tw.Block = transformWritesBlock(concs[len(concs)-1])
+	}
+	return tw, nil
+}
+
+// transformWritesAt alternates blocks of the loop's write and of the completion write over the
+// items of one fresh table, in order, conc in flight.
+func (e *Env) transformWritesAt(ctx context.Context, conc, rounds int) (*TransformWritesPoint, error) {
+	block := transformWritesBlock(conc)
+	n := 2 * rounds * block
+	table, err := e.freshTableOf(ctx, "twrite", n, personItem)
+	if err != nil {
+		return nil, err
+	}
+	defer e.dropTable(table)
+	l, err := ledger.NewInline(e.DB, table, []string{"id"})
+	if err != nil {
+		return nil, err
+	}
+	loop := func(ctx context.Context, i int) error {
+		_, err := e.DB.UpdateItem(ctx, migrationWrite(table, personItem(i)))
+		return err
+	}
+	completion := func(ctx context.Context, i int) error { return completeTransformed(ctx, l, i) }
+	p := &TransformWritesPoint{Concurrency: conc}
+	next := 0
+	for r := range rounds {
+		order := []*Sample{&p.Loop, &p.Ledger}
+		writes := []func(context.Context, int) error{loop, completion}
+		if r%2 == 1 {
+			order[0], order[1], writes[0], writes[1] = order[1], order[0], writes[1], writes[0]
+		}
+		for k := range writes {
+			rate, err := writeBlock(ctx, next, block, conc, writes[k])
+			if err != nil {
+				return nil, err
+			}
+			*order[k] = append(*order[k], rate)
+			next += block
+		}
+	}
+	return p, e.checkMigrated(ctx, table, n) // both writes migrate the items they write
+
+}
+
+// completeTransformed sends Run's completion of person i as the transform's handler returns it:
+// complete-only on an item the scan saw without state, its name split by an item effect.
+func completeTransformed(ctx context.Context, l ledger.Ledger, i int) error {
+	first, last := splitName(personItem(i)["name"].(*types.AttributeValueMemberS).Value)
+	now := time.Now()
+	req := ledger.ClaimRequest{Key: keyOf(i), Owner: "bench", Slot: 0, Token: 1, Scope: "bench", Now: now, Until: now, Fresh: true}
+	eff := (&ledger.Effects{}).Item(ledger.Set("first", first), ledger.Set("last", last), ledger.Remove("name"))
+	res, err := l.CompleteOnlyWith(ctx, req, eff)
+	if err == nil && !res.Applied {
+		err = fmt.Errorf("item %d: completion refused (found %s)", i, res.Found.Status)
+	}
+	return err
+}
+
+// writeBlock writes items from..from+n-1 with write, conc in flight, and returns items/s.
+func writeBlock(ctx context.Context, from, n, conc int, write func(context.Context, int) error) (float64, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var next atomic.Int64
+	next.Store(int64(from))
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range conc {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				i := int(next.Add(1)) - 1
+				if i >= from+n {
+					return
+				}
+				if err := write(ctx, i); err != nil {
+					cancel(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil {
+		return 0, err
+	}
+	return float64(n) / time.Since(start).Seconds(), nil
+}
