@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -71,7 +72,7 @@ func (e *Env) MeasureTransformWrites(ctx context.Context, concs []int, rounds in
 			p.Loop.Fmt(0, "/s"), p.Ledger.Fmt(0, "/s"), Ratio(p.Ledger, p.Loop).X())
 	}
 	if len(concs) > 0 {
-		tw.Block = transformWritesBlock(concs[len(concs)-1])
+		tw.Block = transformWritesBlock(slices.Max(concs))
 	}
 	return tw, nil
 }
