@@ -4,13 +4,10 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
 	"github.com/dynapart/dynapart/ledger"
+	"github.com/dynapart/dynapart/worker"
 )
 
 // TransformWrites attributes the transform's items/s to its write: the completion write alone
@@ -91,70 +88,43 @@ func (e *Env) transformWritesAt(ctx context.Context, conc, rounds int) (*Transfo
 	if err != nil {
 		return nil, err
 	}
-	loop := func(ctx context.Context, i int) error {
-		_, err := e.DB.UpdateItem(ctx, migrationWrite(table, personItem(i)))
-		return err
-	}
-	completion := func(ctx context.Context, i int) error { return completeTransformed(ctx, l, i) }
 	p := &TransformWritesPoint{Concurrency: conc}
-	next := 0
+	sides := []struct {
+		write func(i int) error
+		out   *Sample
+	}{
+		{func(i int) error { _, err := e.DB.UpdateItem(ctx, migrationWrite(table, personItem(i))); return err }, &p.Loop},
+		{func(i int) error { return completeTransformed(ctx, l, i) }, &p.Ledger},
+	}
 	for r := range rounds {
-		order := []*Sample{&p.Loop, &p.Ledger}
-		writes := []func(context.Context, int) error{loop, completion}
-		if r%2 == 1 {
-			order[0], order[1], writes[0], writes[1] = order[1], order[0], writes[1], writes[0]
-		}
-		for k := range writes {
-			rate, err := writeBlock(ctx, next, block, conc, writes[k])
+		for k := range sides {
+			side := sides[(k+r)%2] // which goes first alternates
+			from := (2*r + k) * block
+			rate, err := inChunks(block, conc, 1, func(i, _ int) error { return side.write(from + i) })
 			if err != nil {
 				return nil, err
 			}
-			*order[k] = append(*order[k], rate)
-			next += block
+			*side.out = append(*side.out, rate)
 		}
 	}
-	return p, e.checkMigrated(ctx, table, n) // both writes migrate the items they write
-
+	if err := e.checkMigrated(ctx, table, n); err != nil { // both writes migrate their items
+		return nil, err
+	}
+	return p, nil
 }
 
 // completeTransformed sends Run's completion of person i as the transform's handler returns it:
-// complete-only on an item the scan saw without state, its name split by an item effect.
+// complete-only on an item the scan saw without state, with transformEffects' item change.
 func completeTransformed(ctx context.Context, l ledger.Ledger, i int) error {
-	first, last := splitName(personItem(i)["name"].(*types.AttributeValueMemberS).Value)
+	eff, err := transformEffects(ctx, worker.Item{Attrs: personItem(i)})
+	if err != nil {
+		return err
+	}
 	now := time.Now()
 	req := ledger.ClaimRequest{Key: keyOf(i), Owner: "bench", Slot: 0, Token: 1, Scope: "bench", Now: now, Until: now, Fresh: true}
-	eff := (&ledger.Effects{}).Item(ledger.Set("first", first), ledger.Set("last", last), ledger.Remove("name"))
 	res, err := l.CompleteOnlyWith(ctx, req, eff)
 	if err == nil && !res.Applied {
 		err = fmt.Errorf("item %d: completion refused (found %s)", i, res.Found.Status)
 	}
 	return err
-}
-
-// writeBlock writes items from..from+n-1 with write, conc in flight, and returns items/s.
-func writeBlock(ctx context.Context, from, n, conc int, write func(context.Context, int) error) (float64, error) {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	var next atomic.Int64
-	next.Store(int64(from))
-	var wg sync.WaitGroup
-	start := time.Now()
-	for range conc {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				i := int(next.Add(1)) - 1
-				if i >= from+n {
-					return
-				}
-				if err := write(ctx, i); err != nil {
-					cancel(err)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if err := context.Cause(ctx); err != nil {
-		return 0, err
-	}
-	return float64(n) / time.Since(start).Seconds(), nil
 }
