@@ -73,7 +73,7 @@ func (l *core) claimOne(ctx context.Context, r ClaimRequest, rowKey Key) (ClaimO
 		in.ReturnValues = types.ReturnValueAllNew
 	}
 	in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
-	out, err := l.update(ctx, in)
+	out, err := l.claimUpdate(ctx, in)
 	if err == nil {
 		o := claimed(r, int(attrNum(out.Attributes[l.names[aAttempts]])))
 		if r.Fresh {
@@ -114,11 +114,23 @@ func claimed(r ClaimRequest, attempt int) ClaimOutcome {
 
 // update runs one conditional UpdateItem; nothing is sent once ctx's fence (the lease the write is
 // made for) has ended. It counts condition failures (updateItem counts capacity), and sends the
-// write again, after a backoff, when the item was locked by a transaction in flight (a few times)
-// or DynamoDB throttled it past the SDK's own retries (until ctx ends): nothing was written then.
+// write again, after a backoff, when the item was locked by a transaction in flight or DynamoDB
+// throttled it past the SDK's own retries (until ctx ends): nothing was written then, and a
+// completion (with its effects) or a failure record is never given up for a busy item.
 // (An earlier attempt of the SDK's may have landed with its answer lost; the repeat then fails its
 // condition, and every caller settles a failed condition by the row's image.)
 func (l *core) update(ctx context.Context, in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+	return l.updateConflicts(ctx, in, -1)
+}
+
+// claimUpdate is update for a claim, which gives up after claimConflictRounds conflicts: an item
+// that transactions keep writing is claimed at a later pass.
+func (l *core) claimUpdate(ctx context.Context, in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+	return l.updateConflicts(ctx, in, claimConflictRounds)
+}
+
+// updateConflicts is update sent again after at most maxConflicts conflicts (-1: no limit).
+func (l *core) updateConflicts(ctx context.Context, in *dynamodb.UpdateItemInput, maxConflicts int) (*dynamodb.UpdateItemOutput, error) {
 	conflicts := 0
 	for round := 1; ; round++ {
 		if fenceEnded(ctx) {
@@ -135,7 +147,7 @@ func (l *core) update(ctx context.Context, in *dynamodb.UpdateItemInput) (*dynam
 		}
 		var tc *types.TransactionConflictException
 		switch {
-		case errors.As(err, &tc) && conflicts < claimConflictRounds:
+		case errors.As(err, &tc) && (maxConflicts < 0 || conflicts < maxConflicts):
 			conflicts++
 		case !capacity.IsThrottle(err):
 			return nil, err

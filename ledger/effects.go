@@ -48,7 +48,8 @@ const (
 )
 
 // Set sets attribute name to v (a types.AttributeValue, or any Go value attributevalue.Marshal
-// takes). Names are attribute names, not paths: "a.b" is the attribute "a.b".
+// takes). Names are attribute names, not paths: "a.b" is the attribute "a.b"; a name with [ or ]
+// is refused (an *EffectError), as DynamoDB's expressions cannot name it.
 func Set(name string, v any) Change { return change(changeSet, name, v) }
 
 // Add adds the number n to attribute name (starting from 0 when it is missing), or the members of

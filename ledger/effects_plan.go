@@ -2,6 +2,8 @@ package ledger
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -39,8 +41,8 @@ func (l *core) planEffects(itemKey Key, e *Effects) (*effectPlan, error) {
 	if e.err != nil {
 		return nil, &EffectError{Write: -1, Reason: "invalid", Err: e.err}
 	}
-	if n := 2 + len(e.writes); n > maxTransactItems {
-		return nil, &EffectError{Write: len(e.writes) - 1, Reason: fmt.Sprintf("%d writes with the completion: DynamoDB commits at most %d actions together", n, maxTransactItems)}
+	if n := l.commitActions(e); n > maxTransactItems {
+		return nil, &EffectError{Write: len(e.writes) - 1, Reason: fmt.Sprintf("%d writes make %d actions with the completion: DynamoDB commits at most %d actions together", len(e.writes), n, maxTransactItems)}
 	}
 	p := &effectPlan{}
 	if len(e.item) > 0 {
@@ -66,6 +68,16 @@ func (l *core) planEffects(itemKey Key, e *Effects) (*effectPlan, error) {
 	return p, nil
 }
 
+// commitActions is the number of actions of e's commit: the completion, the item's own update when
+// the table ledger sends it on its own, and the writes.
+func (l *core) commitActions(e *Effects) int {
+	n := 1 + len(e.writes)
+	if len(e.item) > 0 && l.source != "" {
+		n++
+	}
+	return n
+}
+
 // sourceTable is the table the items live in (the inline ledger's own table).
 func (l *core) sourceTable() string {
 	if l.source != "" {
@@ -89,6 +101,9 @@ func (l *core) checkChanges(write int, table string, cs []Change) error {
 			return refuse("invalid value")
 		case c.name == "":
 			return refuse("empty attribute name")
+		case strings.ContainsAny(c.name, "[]"):
+			// The SDK's expressions read a bracket as a list index, whatever the name says.
+			return refuse("a name with [ or ]: names are attribute names, not paths, and DynamoDB's expressions cannot name this one")
 		case seen != nil && seen[c.name], seen == nil && changedBefore(cs[:i], c.name):
 			return refuse("changed twice in one update")
 		case sameTable(table, l.sourceTable()) && l.isKeyAttr(c.name) && write < 0:
@@ -144,6 +159,8 @@ func (l *core) checkWrite(i int, itemKey Key, w Write) error {
 		return refuse("", "no table")
 	case w.Kind != WritePut && len(w.Key) == 0:
 		return refuse("", "no key")
+	case w.Kind == WritePut && len(w.Item) == 0:
+		return refuse("", "no item")
 	case l.source != "" && sameTable(w.Table, l.row.table):
 		return refuse("", fmt.Sprintf("a write to the ledger table %q", w.Table))
 	case sameTable(w.Table, l.sourceTable()) && sameKey(key, itemKey, l.keyAttrs):
@@ -323,7 +340,7 @@ func nilIfEmpty(m map[string]types.AttributeValue) map[string]types.AttributeVal
 // its key attributes, which item names too, so it fails attribute_not_exists on one of them.
 func absent(item map[string]types.AttributeValue) expression.ConditionBuilder {
 	var conds []expression.ConditionBuilder
-	for name := range item {
+	for _, name := range slices.Sorted(maps.Keys(item)) { // in one order: a repeat is the same request
 		conds = append(conds, expression.AttributeNotExists(expression.NameNoDotSplit(name)))
 	}
 	if len(conds) == 1 {

@@ -62,6 +62,9 @@ func parseEffects(out []byte) (*worker.Effects, error) {
 	if len(bytes.TrimSpace(out)) == 0 {
 		return nil, nil
 	}
+	if err := strictEffects(out); err != nil {
+		return nil, fmt.Errorf("--exec-effects: the command's output is not an effects object: %w", err)
+	}
 	dec := json.NewDecoder(bytes.NewReader(out))
 	dec.UseNumber()
 	dec.DisallowUnknownFields()
@@ -128,8 +131,12 @@ func (w writeDoc) write(where string) (ledger.Write, error) {
 	switch {
 	case w.Put != nil:
 		item, err := plainItem(w.Put.Item, where+".put.item")
-		if err == nil && w.Put.Table == "" {
+		switch {
+		case err != nil:
+		case w.Put.Table == "":
 			err = fmt.Errorf("--exec-effects: %s.put: no table", where)
+		case len(item) == 0:
+			err = fmt.Errorf("--exec-effects: %s.put: no item", where)
 		}
 		return ledger.Write{Kind: ledger.WritePut, Table: w.Put.Table, Item: item, IfAbsent: w.Put.IfAbsent}, err
 	case w.Update != nil:

@@ -42,6 +42,18 @@ func TestParseEffects(t *testing.T) {
 		`{"writes": [{"put": {"item": {"pk": "x"}}}]}`:   "writes[0].put: no table",
 		`{"writes": [{"update": {"table": "T"}}]}`:       "writes[0].update: no key",
 		`{"writes": [{"delete": {"key": {"pk": "x"}}}]}`: "writes[0].delete: no table",
+		// Not an object: refused, not taken for "no effects" (jq prints null for a missing field).
+		`null`: "the output is null, not a JSON object",
+		`[]`:   "the output is an array",
+		// Names as the contract spells them, each once (encoding/json alone takes both).
+		`{"SET": {"a": 1}}`: `unknown field "SET" at line 1, column 2`,
+		`{"writes": [{"put": {"Table": "T", "item": {}}}]}`:   `writes[0].put: unknown field "Table"`,
+		`{"set": {"a": 1}, "set": {"b": 2}}`:                  `"set" is given twice (at line 1, column 19)`,
+		`{"set": {"a": 1, "a": 2}}`:                           `set: "a" is given twice`,
+		"{\"set\": {\"a\": 1},\n \"add\": {\"n\": 1,}}":       "looking for beginning of object key string at line 2, column 17",
+		`{"set": {"a": "x"`:                                   "the output ends inside a JSON value",
+		`{"set": {}} x`:                                       "text after the object at line 1, column 13",
+		`{"writes": [{"put": {"table": "T", "item": null}}]}`: "writes[0].put: no item",
 	} {
 		_, err := parseEffects([]byte(out))
 		require.Error(t, err, out)

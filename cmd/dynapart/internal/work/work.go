@@ -53,7 +53,8 @@ environment has DYNAPART_KEY (the key as JSON), DYNAPART_SLOT, DYNAPART_ATTEMPT,
 DYNAPART_IDEMPOTENCY_KEY (with --follow also DYNAPART_VERSION, the item's content version). Exit
 0 completes the item; any other exit is a failed attempt whose
 error is the tail of CMD's stderr (exit 65 dead-letters at once). Failed attempts are retried
-with backoff up to --max-attempts, then dead-lettered (see 'dynapart failed').
+with backoff up to --max-attempts, then dead-lettered (see 'dynapart failed'). CMD's stdout is
+the worker's stdout (its stderr with --progress json, whose lines stdout carries).
 With --exec-effects, CMD's stdout is read as one JSON object of effects, committed with the item's
 completion in one atomic write: exactly once, or not at all (empty output or {}: none):
   {"set": {"attr": VALUE, ...}, "add": {"attr": NUMBER, ...}, "remove": ["attr", ...],
@@ -62,7 +63,8 @@ completion in one atomic write: exactly once, or not at all (empty output or {}:
               {"delete": {"table": "T", "key": {...}}}]}
 Values are plain JSON as on stdin (string S, number N, true/false BOOL, null NULL, array L, object
 M). set/add/remove change the item itself (with the inline ledger in the completion's own write).
-Output that is not such an object fails the attempt, saying what is wrong and where; an effect on
+Names are spelled as above, each once in an object. Output that is not such an object (null
+included) fails the attempt, saying what is wrong and where (path, line and column); an effect on
 a key or ledger attribute, or a put if_absent of a row that exists, fails it permanently, and
 nothing of the effects or the completion is applied.
 Without --exec the handler does nothing but complete the item (to try things out, benchmarks).
@@ -282,7 +284,7 @@ func (r *workRun) run(parent context.Context) error {
 	case r.f.exec != "" && r.f.execEffects:
 		handler = execEffectsHandler(r.f.exec, r.f.execTimeout)
 	case r.f.exec != "":
-		handler = execHandler(r.f.exec, r.f.execTimeout, r.stderr)
+		handler = execHandler(r.f.exec, r.f.execTimeout, r.execOut())
 	}
 	if !r.f.cfg.Once {
 		warnReadBill(ctx, r.log, r.db, r.f.cfg.Table, readBill{Mode: r.w.Config().Mode, Workers: r.plan.Slots,
@@ -307,6 +309,15 @@ func (r *workRun) run(parent context.Context) error {
 	default:
 		return explainSetting(runErr)
 	}
+}
+
+// execOut is where --exec's stdout goes without --exec-effects: the worker's stdout, unless
+// --progress json writes its lines there (then stderr, so that they stay one JSON value a line).
+func (r *workRun) execOut() io.Writer {
+	if r.f.progress == "json" {
+		return r.stderr
+	}
+	return r.stdout
 }
 
 // serveMetrics serves --metrics-addr (metrics and the status page) until the returned function.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -187,4 +188,34 @@ func TestExecEffects(t *testing.T) {
 	_, stderr, code := c.Run("work", "--table", table, "--workers", "1", "--exec-effects")
 	require.Equal(t, 2, code, "--exec-effects without --exec: %s", stderr)
 	require.Contains(t, stderr, "--exec-effects")
+}
+
+// TestExecStdout: without --exec-effects, CMD's stdout is the worker's stdout; with --progress json
+// (whose lines stdout carries) it goes to stderr, and stdout stays one JSON value a line.
+func TestExecStdout(t *testing.T) {
+	c := clitest.New(t)
+	table, leases := c.SeededTables(t, 3)
+	script := `cat >/dev/null; echo "handled-by-cmd $DYNAPART_SLOT"`
+	stdout := c.MustRun("work", "--table", table, "--lease-table", leases, "--workers", "1", "--once", "--exec", script, "--progress", "none")
+	require.Equal(t, 3, strings.Count(stdout, "handled-by-cmd 0\n"), stdout)
+
+	table, leases = c.SeededTables(t, 3)
+	stdout, stderr, code := c.Run("work", "--table", table, "--lease-table", leases, "--workers", "1", "--once", "--exec", script, "--progress", "json")
+	require.Equal(t, 0, code, stderr)
+	require.Equal(t, 3, strings.Count(stderr, "handled-by-cmd 0\n"), stderr)
+	for _, line := range strings.Split(strings.TrimSpace(stdout), "\n") {
+		require.True(t, json.Valid([]byte(line)), "a --progress json line: %q", line)
+	}
+}
+
+// TestExecEffectsNull: a command that prints null (jq's answer for a missing field) gives no
+// effects object: the attempt fails, nothing is applied, the item is not done.
+func TestExecEffectsNull(t *testing.T) {
+	c := clitest.New(t)
+	table, leases := c.SeededTables(t, 3)
+	c.WorkOnce(table, leases, 1, "--exec", `cat >/dev/null; echo null`, "--exec-effects", "--max-attempts", "1")
+	stdout, _, code := c.Run("verify", "--table", table, "--json")
+	require.Equal(t, 1, code, "verify exits 1 while items are not done")
+	require.Contains(t, stdout, `"done":0`)
+	require.Contains(t, stdout, `"failed":3`)
 }

@@ -1,0 +1,168 @@
+package work
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+)
+
+// encoding/json matches an object's names to fields without regard to case and keeps the last of
+// a name given twice. The --exec-effects contract names its fields exactly, and an object with a
+// name twice is ambiguous, so strictEffects walks the output once before it is decoded: it refuses
+// a name given twice in any object (an item's attributes included), a field of the contract
+// spelled otherwise than the contract spells it, and any output that is not one JSON object. An
+// error says where: the path in the object and the line and column in the output.
+
+// effectsFields are the field names of the contract's objects, by their path ("[]" for an element
+// of an array).
+var effectsFields = map[string][]string{
+	"":                {"set", "add", "remove", "writes"},
+	"writes[]":        {"put", "update", "delete"},
+	"writes[].put":    {"table", "item", "if_absent"},
+	"writes[].update": {"table", "key", "set", "add", "remove"},
+	"writes[].delete": {"table", "key"},
+}
+
+// userShape is the shape of what the user names: an item, a key, a value.
+const userShape = "*"
+
+// effectsWalk is one walk of an --exec-effects output.
+type effectsWalk struct {
+	out []byte
+	dec *json.Decoder
+}
+
+// strictEffects checks out (not empty) as described above.
+func strictEffects(out []byte) error {
+	w := &effectsWalk{out: out, dec: json.NewDecoder(bytes.NewReader(out))}
+	w.dec.UseNumber() // any number is a number here (1e400 too): DynamoDB judges its range
+	tok, err := w.dec.Token()
+	if err != nil {
+		return w.syntax(err)
+	}
+	if tok != json.Delim('{') {
+		return fmt.Errorf("the output is %s, not a JSON object", describeToken(tok))
+	}
+	if err := w.object("", ""); err != nil {
+		return err
+	}
+	if _, err := w.dec.Token(); !errors.Is(err, io.EOF) {
+		return fmt.Errorf("more than one JSON value: text after the object at %s", w.at(w.dec.InputOffset()))
+	}
+	return nil
+}
+
+// object reads the rest of an object whose opening brace was read: shape is its path in the
+// contract (with "[]" for array elements), where the path shown in errors.
+func (w *effectsWalk) object(shape, where string) error {
+	fields, checked := effectsFields[shape]
+	seen := map[string]bool{}
+	for w.dec.More() {
+		start := w.dec.InputOffset()
+		tok, err := w.dec.Token()
+		if err != nil {
+			return w.syntax(err)
+		}
+		name := tok.(string)
+		at := w.at(start + int64(bytes.IndexByte(w.out[start:], '"'))) // past a comma and spaces
+		if seen[name] {
+			return fmt.Errorf("%s: %q is given twice (at %s)", orTop(where), name, at)
+		}
+		seen[name] = true
+		if checked && !slices.Contains(fields, name) {
+			return fmt.Errorf("%s: unknown field %q at %s (want one of %s)", orTop(where), name, at, strings.Join(fields, ", "))
+		}
+		child := userShape
+		if checked {
+			child = join(shape, name)
+		}
+		if err := w.value(child, join(where, name)); err != nil {
+			return err
+		}
+	}
+	_, err := w.dec.Token() // the closing brace
+	return w.syntax(err)
+}
+
+// value reads one value at shape (see object; userShape below the contract's objects).
+func (w *effectsWalk) value(shape, where string) error {
+	tok, err := w.dec.Token()
+	if err != nil {
+		return w.syntax(err)
+	}
+	switch tok {
+	case json.Delim('{'):
+		if _, ok := effectsFields[shape]; !ok {
+			shape = userShape // an item's, a key's or a value's object: names are the user's
+		}
+		return w.object(shape, where)
+	case json.Delim('['):
+		for i := 0; w.dec.More(); i++ {
+			elem := userShape
+			if shape == "writes" {
+				elem = "writes[]"
+			}
+			if err := w.value(elem, fmt.Sprintf("%s[%d]", where, i)); err != nil {
+				return err
+			}
+		}
+		_, err := w.dec.Token()
+		return w.syntax(err)
+	}
+	return nil
+}
+
+// syntax says where a syntax error is; nil stays nil.
+func (w *effectsWalk) syntax(err error) error {
+	var se *json.SyntaxError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &se):
+		return fmt.Errorf("%v at %s", se, w.at(se.Offset))
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Errorf("the output ends inside a JSON value (at %s)", w.at(int64(len(w.out))))
+	}
+	return err
+}
+
+// at is the line and column of byte offset off of the output.
+func (w *effectsWalk) at(off int64) string {
+	off = min(max(off, 0), int64(len(w.out)))
+	before := w.out[:off]
+	line := bytes.Count(before, []byte("\n")) + 1
+	col := len(before) - bytes.LastIndexByte(before, '\n')
+	return fmt.Sprintf("line %d, column %d", line, col)
+}
+
+func describeToken(tok json.Token) string {
+	switch tok.(type) {
+	case nil:
+		return "null"
+	case json.Delim:
+		return "an array"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	}
+	return "a number"
+}
+
+func join(path, name string) string {
+	if path == "" {
+		return name
+	}
+	return path + "." + name
+}
+
+func orTop(where string) string {
+	if where == "" {
+		return "the object"
+	}
+	return where
+}

@@ -1,0 +1,167 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/require"
+
+	"github.com/dynapart/dynapart/ddbfault"
+)
+
+// The holes an adversarial review of effects found (2026-11-27), each pinned here.
+
+// TestEffectsItemRefusedInsideTransaction: DynamoDB refuses an invalid update inside a transaction
+// (an operand of the wrong type, an item past 400 KB) as a cancellation whose reason on that
+// action is ValidationError (DynamoDB Local answers a ValidationException instead, which the
+// fault hook turns into DynamoDB's answer). With the inline ledger the item's changes ride on the
+// completion (action 0): its refusal is theirs, a permanent *EffectError, not a retryable error.
+func TestEffectsItemRefusedInsideTransaction(t *testing.T) {
+	ctx := context.Background()
+	for _, mode := range []string{"claim", "complete-only"} {
+		t.Run(mode, func(t *testing.T) {
+			e := newEffectsEnv(t, "inline")
+			lcSeeder(t, e.raw, e.source)(lcKey(0))
+			e.fc.OnCall(func(ctx context.Context, c ddbfault.Call, send ddbfault.Send) (any, error) {
+				return nil, &types.TransactionCanceledException{Message: aws.String("Transaction cancelled [ValidationError, None]"),
+					CancellationReasons: []types.CancellationReason{
+						{Code: aws.String("ValidationError"), Message: aws.String("An operand in the update expression has an incorrect data type")},
+						{Code: aws.String("None")}}}
+			}, ddbfault.OpTransactWriteItems)
+			eff := (&Effects{}).Item(Add("payload", 1)).Update(e.other, otherKey("c"), Add("n", 1))
+			var err error
+			if mode == "claim" {
+				err = e.l.CompleteWith(ctx, lcMustClaim(t, e.l, lcReq(lcKey(0), "A", 0, 1, lcT0), 1), lcT0, eff)
+			} else {
+				_, err = e.l.CompleteOnlyWith(ctx, lcReq(lcKey(0), "A", 0, 1, lcT0), eff)
+			}
+			var ee *EffectError
+			require.ErrorAs(t, err, &ee)
+			require.Equal(t, -1, ee.Write, "the item's update")
+			require.Contains(t, err.Error(), "ValidationError")
+			require.Nil(t, e.get(t, e.other, otherKey("c")))
+		})
+	}
+}
+
+// TestEffectsRepeatedPutIfAbsentIsOneRequest: a commit rendered again (a repeat of the same
+// commit) is the same request under its token, a put-if-absent of many attributes too (its
+// condition once named them in map order, and DynamoDB refused the repeat as another request).
+func TestEffectsRepeatedPutIfAbsentIsOneRequest(t *testing.T) {
+	ctx := context.Background()
+	e := newEffectsEnv(t, "inline")
+	lcSeeder(t, e.raw, e.source)(lcKey(0))
+	c := lcMustClaim(t, e.l, lcReq(lcKey(0), "A", 0, 1, lcT0), 1)
+	row := map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "once"}}
+	for i := range 12 {
+		row[fmt.Sprintf("a%d", i)] = &types.AttributeValueMemberS{Value: "v"}
+	}
+	eff := (&Effects{}).PutIfAbsent(e.other, row)
+	for range 6 {
+		require.NoError(t, e.l.CompleteWith(ctx, c, lcT0, eff))
+	}
+	require.Equal(t, row, e.get(t, e.other, otherKey("once")))
+}
+
+// TestEffectsBracketNamesRefused: names are attribute names, not paths, but the SDK's expressions
+// read "tags[0]" as element 0 of tags (and a versioned ledger then recorded another content than
+// the one stored, so a follower handled its own output again and again). Such a name is refused,
+// on the item and on another item, before anything is written.
+func TestEffectsBracketNamesRefused(t *testing.T) {
+	ctx := context.Background()
+	for _, kind := range []string{"inline", "table"} {
+		t.Run(kind, func(t *testing.T) {
+			e := newEffectsEnv(t, kind)
+			lcSeeder(t, e.raw, e.source)(lcKey(0))
+			c := lcMustClaim(t, e.l, lcReq(lcKey(0), "A", 0, 1, lcT0), 1)
+			before := e.get(t, e.source, lcKey(0))
+			for _, eff := range []*Effects{
+				(&Effects{}).Item(Set("tags[0]", "z")),
+				(&Effects{}).Item(Remove("x]")),
+				(&Effects{}).Update(e.other, otherKey("c"), Add("n[1]", 1)),
+			} {
+				err := e.l.CompleteWith(ctx, c, lcT0, eff)
+				var ee *EffectError
+				require.ErrorAs(t, err, &ee)
+				require.Contains(t, err.Error(), "not paths")
+			}
+			require.Equal(t, before, e.get(t, e.source, lcKey(0)))
+			require.Nil(t, e.get(t, e.other, otherKey("c")))
+		})
+	}
+}
+
+// TestEffectsActionLimit: DynamoDB commits up to 100 actions in one transaction: the completion,
+// the table ledger's update of the item (when the item changes), and the writes. 100 are sent;
+// 101 are refused before anything is written.
+func TestEffectsActionLimit(t *testing.T) {
+	ctx := context.Background()
+	for _, kind := range []string{"inline", "table"} {
+		t.Run(kind, func(t *testing.T) {
+			e := newEffectsEnv(t, kind)
+			lcSeeder(t, e.raw, e.source)(lcKey(0), lcKey(1))
+			writes := func(n int, item bool) *Effects {
+				eff := &Effects{}
+				if item {
+					eff.Item(Add("n", 1))
+				}
+				for i := range n {
+					eff.Update(e.other, otherKey(fmt.Sprint(i)), Add("n", 1))
+				}
+				return eff
+			}
+			fits := 99 // with the completion
+			if kind == "table" {
+				fits = 98 // and the item's own update
+			}
+			c := lcMustClaim(t, e.l, lcReq(lcKey(0), "A", 0, 1, lcT0), 1)
+			err := e.l.CompleteWith(ctx, c, lcT0, writes(fits+1, true))
+			require.ErrorIs(t, err, ErrEffectRefused)
+			require.Contains(t, err.Error(), "at most 100 actions")
+			require.NoError(t, e.l.CompleteWith(ctx, c, lcT0, writes(fits, true)))
+			require.Equal(t, "1", numOf(e.get(t, e.other, otherKey(fmt.Sprint(fits-1))), "n"))
+			c1 := lcMustClaim(t, e.l, lcReq(lcKey(1), "A", 0, 1, lcT0), 1)
+			require.NoError(t, e.l.CompleteWith(ctx, c1, lcT0, writes(99, false)), "99 writes and the completion")
+		})
+	}
+}
+
+// TestMergedCommitOutlastsConflicts: a completion with the item's changes merged into its own
+// UpdateItem that meets TransactionConflictException (the item in another client's transaction)
+// more times than a claim would retry is sent again until it lands: a conflict applies nothing and
+// is never the commit's failure.
+func TestMergedCommitOutlastsConflicts(t *testing.T) {
+	ctx := context.Background()
+	for _, mode := range []string{"claim", "complete-only"} {
+		t.Run(mode, func(t *testing.T) {
+			e := newEffectsEnv(t, "inline")
+			lcSeeder(t, e.raw, e.source)(lcKey(0))
+			var c Claim
+			if mode == "claim" {
+				c = lcMustClaim(t, e.l, lcReq(lcKey(0), "A", 0, 1, lcT0), 1)
+			}
+			var conflicts atomic.Int64
+			e.fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+				if conflicts.Add(1) <= 2*claimConflictRounds+1 {
+					return nil, &types.TransactionConflictException{Message: aws.String("Transaction is ongoing for the item")}
+				}
+				return send(ctx, call.In)
+			}, ddbfault.OpUpdateItem)
+			eff := (&Effects{}).Item(Add("runs", 1))
+			if mode == "claim" {
+				require.NoError(t, e.l.CompleteWith(ctx, c, lcT0, eff))
+			} else {
+				res, err := e.l.CompleteOnlyWith(ctx, lcReq(lcKey(0), "A", 0, 1, lcT0), eff)
+				require.NoError(t, err)
+				require.True(t, res.Applied)
+			}
+			item := e.get(t, e.source, lcKey(0))
+			require.Equal(t, "1", numOf(item, "runs"))
+			require.Equal(t, &types.AttributeValueMemberS{Value: "done"}, item["dp_status"])
+		})
+	}
+}
