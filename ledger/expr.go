@@ -39,7 +39,7 @@ const (
 	aRedriven   attr = "redrivenAt"
 	aVersion    attr = "version" // the content version handled last (WithVersions)
 	aExists     attr = "exists"  // the inline ledger's partition key: every write needs the item
-	aJob        attr = "job"     // the table ledger's row identity (claimSet)
+	aJob        attr = "job"     // the table ledger's row identity (shape.ident)
 	aSource     attr = "source"
 	aItemKey    attr = "itemKey"
 )
@@ -298,7 +298,7 @@ type update struct {
 	remove []attr
 }
 
-// setTo sets an attribute to a value; ifMissing (if_not_exists) sets it to the value of from
+// setTo sets an attribute to a value; with from (if_not_exists) it sets it to the value of from
 // when from exists, else to v.
 type setTo struct {
 	a    attr

@@ -3,8 +3,8 @@ package ledger
 // This file is the item's state machine: every transition's condition and update, defined once.
 // doc.go holds the same machine as a table, with the argument for why it is exactly once.
 // Nothing else in dynapart spells a status or a condition: the writes render these trees, the
-// worker's prefilter evaluates them on scanned items (Ledger.Claimable), and a write whose answer
-// was lost is settled by checking whether the row shows its update (transition.applied).
+// worker's prefilter evaluates them on scanned items (Ledger.Allows), and a write whose answer
+// was lost is settled by checking whether the row shows its update (core.applied).
 
 // Op is one transition of the item state machine.
 type Op int

@@ -52,7 +52,7 @@ func (l *core) parallelScan(ctx context.Context, in dynamodb.ScanInput, fn func(
 	return firstErr
 }
 
-// countStates adds a page's items to s by their status attribute (not to s.Total).
+// countLedgerStates adds a page's items to s by their status attribute (not to s.Total).
 func countLedgerStates(s *Summary, items []map[string]types.AttributeValue, status string) {
 	for _, it := range items {
 		s.count(Status(attrStr(it[status])))

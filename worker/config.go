@@ -127,10 +127,9 @@ type Config struct {
 	// item, and completes handled items the same way (up to max(Concurrency, 25) wait for their
 	// completion: a crash runs those again). The request is a PartiQL statement batch
 	// (BatchExecuteStatement): each claim and completion a single conditional write at 1 WCU per
-	// item, settled on its own answer. Fresh items of the inline ledger are claimed this way;
-	// items with a state (a retry, an expired claim) are claimed one UpdateItem each, and the
-	// table ledger's fresh claims, which create its rows, go in a TransactWriteItems (2 WCU per
-	// item). Defaults to false.
+	// item, settled on its own answer. Fresh items are claimed this way (an UPDATE of the inline
+	// ledger's item, an INSERT of the table ledger's row, which its first claim creates); items
+	// with a state (a retry, an expired claim) are claimed one UpdateItem each. Defaults to false.
 	BatchClaims bool
 	// TransactionBatches writes BatchClaims' batches as TransactWriteItems (2 WCU per item) instead
 	// of statement batches, for a DynamoDB without PartiQL conditions (moto). A worker falls back on
@@ -143,8 +142,9 @@ type Config struct {
 	// recorded attempts + 1, and items already done or failed are skipped before their handler:
 	// the inline ledger reads both from the scanned item, the table ledger with one BatchGetItem
 	// per 100 items of a page (and, with Versions, each item again after its row, so that the
-	// handler never gets content older than the state its write is fenced on). The completing write sets only the status and done_at (see
-	// CompleteOnlyAudit). Defaults to false.
+	// handler never gets content older than the state its write is fenced on). The completing
+	// write sets only the status, done_at, its own id (the claim attribute) and, with Versions,
+	// the version (see CompleteOnlyAudit). Defaults to false.
 	CompleteOnly bool
 	// CompleteOnlyAudit makes complete-only completions also record who completed the item (owner,
 	// slot, lease token) and count the successful attempt in attempts, as a claim does, for audits:
@@ -233,7 +233,8 @@ type Config struct {
 	HandlerGrace time.Duration
 	// DeadlineMargin: when ctx has a deadline (Lambda), claiming stops this long before it, leaving
 	// time to drain, checkpoint and release: DrainTimeout plus the release must fit in it, which
-	// package awslambda enforces (its DrainTimeout defaults to half the margin). Defaults to 2s.
+	// package awslambda enforces (its DrainTimeout defaults to the margin minus min(margin/2, 1s);
+	// a longer one is a ConfigError). Defaults to 2s.
 	DeadlineMargin time.Duration
 	// WriteTimeout bounds each write that records an item's outcome (claim, complete, retry, dead
 	// letter, release). These writes are not cut short by shutdown, so a graceful stop never

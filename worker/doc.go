@@ -138,7 +138,8 @@
 // Config.MaxAttempts, then dead-lettered with the error text. [RetryAfter] sets the next attempt's
 // time; [Permanent] dead-letters at once. A panic is recovered and counts as a failed attempt.
 // Complete-only mode (Config.CompleteOnly) counts failed attempts the same way; its completing
-// write sets only the status and done_at unless Config.CompleteOnlyAudit.
+// write sets only the status, done_at, its own id (claim) and, with Config.Versions, the version,
+// unless Config.CompleteOnlyAudit.
 //
 // # Handler contexts
 //

@@ -19,7 +19,9 @@ type Handler func(ctx context.Context, item Item) error
 type Item struct {
 	// Key is the item's primary key.
 	Key Key
-	// Attrs are the item's attributes as scanned (the projection, if one was configured).
+	// Attrs are the item's attributes as scanned (the projection, if one was configured); with
+	// Follow, a claimed item's as of its claim (returned by it or read after it), and with
+	// Versions, a complete-only item's of the table ledger as read after its row.
 	Attrs map[string]types.AttributeValue
 	// Attempt is 1 for the first claim of the item, +1 for every later one.
 	Attempt int
@@ -37,8 +39,8 @@ type Item struct {
 	// identifies this attempt, also after a release gave an attempt number back.
 	Claim string
 	// Version is the version of the item's content the handler has (ledger.ContentVersion of
-	// Attrs: every attribute but the ledger's), when the worker follows the table's stream
-	// (Config.Follow): each version of an item is handled once; "" otherwise.
+	// Attrs: every attribute but the ledger's), when the worker records versions (Config.Versions,
+	// implied by Follow): each version of an item is handled once; "" otherwise.
 	Version string
 
 	effects *effectSlot // where WithEffects leaves the call's effects

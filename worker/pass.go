@@ -173,7 +173,7 @@ func (p *pass) startContexts() (stop func()) {
 	p.endFetch = cancelFetch
 	workCtx, cancelWork := context.WithCancelCause(p.lease.Context())
 	// The claims dispatch makes under fetchCtx are fenced by the lease: a claim cut short by a
-	// shutdown is still settled, one cut short by the lease's end is not (see withFence).
+	// shutdown is still settled, one cut short by the lease's end is not (see ledger.WithFence).
 	p.fetchCtx, p.workCtx = ledger.WithFence(fetchCtx, p.lease.Context()), workCtx
 	drainDone := make(chan struct{})
 	drainExited := goDone(func() { p.drainTimer(drainDone, cancelWork) })
@@ -366,7 +366,7 @@ func (p *pass) again(due time.Time) {
 // the pass has returned), bounded by WriteTimeout, and ended with the lease, so that neither the
 // write nor the SDK's repeats of it are sent once the lease has ended (lost, expired by the
 // holder's clock, or released). Such a write's outcome is unknown; it is settled by reads only,
-// never by a new write (see withFence).
+// never by a new write (see ledger.WithFence).
 func (p *pass) writeContext() (context.Context, context.CancelFunc) {
 	lctx := p.lease.Context()
 	ctx, cancel := context.WithTimeout(lctx, p.w.cfg.WriteTimeout)

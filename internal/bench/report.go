@@ -236,7 +236,7 @@ func (r *Results) throughputSection(w writer, plots Plots) {
 		"(`dynapart work --once --workers 1 --concurrency c`, timed from process start to exit), against the plain loop a team would write without dynapart: "+
 		"a 4-segment parallel scan feeding *c* goroutines that each mark an item done with one conditional UpdateItem, "+
 		"`SET done_at = :t` if `attribute_not_exists(done_at)`. The loop is what a team writes, not a copy of Run's write, "+
-		"so the ratio includes whatever Run does beyond it. Run's writes are what exactly-once needs: complete-only sets the status and done_at "+
+		"so the ratio includes whatever Run does beyond it. Run's writes are what exactly-once needs: complete-only sets the status, done_at and its write's id (by which a lost answer is settled) "+
 		"under a condition that the item exists and is neither done nor failed (owner, slot, token and the attempt count only with `CompleteOnlyAudit`); "+
 		"claim+complete sends a claim (status, owner, slot, token, scope, claim_until, attempt count: what fencing and reclaim read) "+
 		"and a completion fenced on that claim that sets the status and done_at. "+

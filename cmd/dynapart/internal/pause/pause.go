@@ -53,10 +53,10 @@ group claims again; each pass goes on from where it stopped, nothing already rea
 beyond the page in progress. Resuming a group that is not paused is a no-op (exit 0). A group that
 does not exist exits 2 and nothing is written.
 
-A group that paused itself at its budget (work --max-wcu/--max-rcu; status says "paused (budget)")
-needs a larger budget before it goes on: --max-wcu and --max-rcu record it first, then resume. A
-budget below what the group has consumed is refused with exit 2, the figures named, and nothing
-written.`
+A group that paused itself at its budget (work --max-wcu/--max-rcu; status says "PAUSED (budget
+reached: ...)") needs a larger budget before it goes on: --max-wcu and --max-rcu record it first,
+then resume. A budget below what the group has consumed is refused with exit 2, the figures named,
+and nothing written.`
 		cmd.Example = `  dynapart resume --group users/default
   dynapart resume --group users/default --max-wcu 200000`
 		cmd.Flags().Float64Var(&limits.WCU, "max-wcu", 0, "raise the group's write budget to this many WCU in all, then resume")

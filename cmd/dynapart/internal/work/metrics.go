@@ -31,7 +31,7 @@ func newMetrics(w func() worker.Stats) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		items: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dynapart_items_total",
-			Help: "Items by outcome: completed, retried, dead_lettered, released, claim_lost, skipped, unknown (an outcome write got no answer), abandoned, unprocessable."}, []string{"outcome"}),
+			Help: "Items by outcome: claimed (a claim won, before the handler), completed, retried, dead_lettered, released, claim_lost, skipped, unknown (an outcome write got no answer), abandoned, unprocessable."}, []string{"outcome"}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "dynapart_handler_seconds",
 			Help: "Handler latency.", Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 14)}),
 		leases: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dynapart_lease_events_total",
