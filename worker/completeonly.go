@@ -110,7 +110,7 @@ func (p *pass) contentAfterRows(ctx context.Context, ts []task) []task {
 const maxContentReads = 16
 
 // completeOnly runs the handler without a claim and completes the item in one conditional write.
-func (p *pass) completeOnly(wctx context.Context, t task) {
+func (p *pass) completeOnly(t task) {
 	c := p.w.cfg
 	if !p.enterUnlessStopped() {
 		return // stopped while paused: not acknowledged
@@ -127,6 +127,8 @@ func (p *pass) completeOnly(wctx context.Context, t task) {
 		p.abandoned(t, c.Clock.Now(), false)
 		return
 	}
+	wctx, cancel := p.writeContext() // from the handler's end, however long it ran
+	defer cancel()
 	if herr != nil {
 		if p.workCtx.Err() != nil {
 			return // interrupted: not acknowledged

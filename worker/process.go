@@ -30,12 +30,14 @@ func (p *pass) process(t task) {
 	if p.w.pause.flagged() {
 		t = p.holdWhilePaused(t) // claimOne below waits for the resume
 	}
-	wctx, cancel := p.writeContext()
-	defer cancel()
 	if c.CompleteOnly {
-		p.completeOnly(wctx, t)
+		p.completeOnly(t)
 		return
 	}
+	// The writes before the handler (a claim, a give-back) share one WriteTimeout; those after it
+	// get their own (handle), however long the handler ran.
+	wctx, cancel := p.writeContext()
+	defer cancel()
 	now := c.Clock.Now()
 	claim := t.claim
 	if claim != nil {
@@ -61,7 +63,7 @@ func (p *pass) process(t task) {
 		t.item.Ack()
 		return
 	}
-	p.handle(wctx, t, *claim)
+	p.handle(t, *claim)
 }
 
 // claimOne claims t's item alone; nil when it was not claimed (the item is then accounted for).
@@ -100,8 +102,9 @@ func (p *pass) claimOne(wctx context.Context, t task, now time.Time) (*Claim, ma
 	return claim, outs[0].Item
 }
 
-// handle runs the handler on a claimed item and records the outcome.
-func (p *pass) handle(wctx context.Context, t task, claim Claim) {
+// handle runs the handler on a claimed item and records the outcome, with writes bounded by
+// WriteTimeout from the handler's end.
+func (p *pass) handle(t task, claim Claim) {
 	c := p.w.cfg
 	item := Item{Key: t.key, Attrs: t.content(), Attempt: claim.Attempt, Slot: claim.Slot, Token: claim.Token,
 		IdempotencyKey: idempotencyKey(c.Job, c.Table, t.key), Claim: claim.ID, effects: &effectSlot{},
@@ -116,6 +119,8 @@ func (p *pass) handle(wctx context.Context, t task, claim Claim) {
 	}
 	expiring := errors.Is(context.Cause(hctx), ErrClaimExpiring)
 	hcancel()
+	wctx, cancel := p.writeContext()
+	defer cancel()
 	if gaveUp {
 		p.abandonClaim(wctx, claim)
 		p.abandoned(t, claim.Until, expiring || p.workCtx.Err() == nil)
