@@ -120,8 +120,18 @@ func claimed(r ClaimRequest, attempt int) ClaimOutcome {
 // (An earlier attempt of the SDK's may have landed with its answer lost; the repeat then fails its
 // condition, and every caller settles a failed condition by the row's image.)
 func (l *core) update(ctx context.Context, in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+	if ctx.Value(inTurnKey{}) != nil {
+		return l.updateConflicts(ctx, in, claimConflictRounds)
+	}
 	return l.updateConflicts(ctx, in, -1)
 }
+
+type inTurnKey struct{}
+
+// inTurn marks a context that writes for several items share, sent one after another (a batch's
+// singles, the undoing of a batch's claims): each gives up after claimConflictRounds conflicts, so
+// that one item transactions keep busy does not use up the time of those after it.
+func inTurn(ctx context.Context) context.Context { return context.WithValue(ctx, inTurnKey{}, true) }
 
 // claimUpdate is update for a claim, which gives up after claimConflictRounds conflicts: an item
 // that transactions keep writing is claimed at a later pass.

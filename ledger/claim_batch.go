@@ -182,6 +182,7 @@ func (b *claimBatch) claimedSoFar() []int {
 func (b *claimBatch) undoSettled(ctx context.Context, idxs []int) {
 	sctx, cancel := settleWriteContext(ctx)
 	defer cancel()
+	sctx = inTurn(sctx)
 	for _, i := range idxs {
 		_ = b.l.undo(sctx, b.reqs[i], b.rowKeys[i])
 	}

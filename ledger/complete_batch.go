@@ -111,6 +111,7 @@ func (b *completion) refused(ctx context.Context, w fencedWrite, old map[string]
 
 // singles completes the claims idxs one UpdateItem at a time.
 func (b *completion) singles(ctx context.Context, idxs []int) {
+	ctx = inTurn(ctx)
 	for _, i := range idxs {
 		b.errs[i] = b.l.complete(ctx, b.claims[i], b.now)
 	}

@@ -254,9 +254,9 @@ func (l *core) commitAnswer(cm commit, n int, err error) (retry, applied bool, f
 		case i == 0 && code == "ConditionalCheckFailed":
 			l.condFailures.Add(1)
 			return false, l.applied(cm.op, r.Item, cm.vals), l.decodeState(r.Item), nil
-		case i == 0 && cm.plan.item != nil && l.source == "":
-			// The item's changes ride on the completion: DynamoDB refusing it (a ValidationError: an
-			// operand of the wrong type, the item past 400 KB) refuses them.
+		case i == 0 && code == "ValidationError" && cm.plan.item != nil && l.source == "":
+			// The item's changes ride on the completion: DynamoDB finding it invalid (an operand of
+			// the wrong type, the item past 400 KB) refuses them.
 			return false, false, ItemState{}, &EffectError{Write: -1, Reason: effectReason(code, ""), Err: reasonErr(r)}
 		case i == 0:
 			return false, false, ItemState{}, l.wrapErr("commit", l.row.table, fmt.Errorf("the completion cancelled with %s: %s", code, aws.ToString(r.Message)))

@@ -101,7 +101,7 @@ func (l *core) checkChanges(write int, table string, cs []Change) error {
 			return refuse("invalid value")
 		case c.name == "":
 			return refuse("empty attribute name")
-		case strings.ContainsAny(c.name, "[]"):
+		case !plainName(c.name):
 			// The SDK's expressions read a bracket as a list index, whatever the name says.
 			return refuse("a name with [ or ]: names are attribute names, not paths, and DynamoDB's expressions cannot name this one")
 		case seen != nil && seen[c.name], seen == nil && changedBefore(cs[:i], c.name):
@@ -117,6 +117,9 @@ func (l *core) checkChanges(write int, table string, cs []Change) error {
 	}
 	return nil
 }
+
+// plainName reports whether name has neither [ nor ], which the SDK's expressions read as a path.
+func plainName(name string) bool { return !strings.ContainsAny(name, "[]") }
 
 // changedBefore reports whether one of cs changes name.
 func changedBefore(cs []Change, name string) bool {
@@ -168,6 +171,9 @@ func (l *core) checkWrite(i int, itemKey Key, w Write) error {
 	}
 	switch w.Kind {
 	case WritePut:
+		if w.IfAbsent && !slices.ContainsFunc(slices.Collect(maps.Keys(w.Item)), plainName) {
+			return refuse("", "a put if absent with no attribute whose name has neither [ nor ] (its key's)")
+		}
 		if sameTable(w.Table, l.row.table) {
 			for name := range w.Item {
 				if l.isLedgerAttr(name) {
@@ -337,13 +343,16 @@ func nilIfEmpty(m map[string]types.AttributeValue) map[string]types.AttributeVal
 }
 
 // absent is a condition that holds only when no item with item's key exists: an existing item has
-// its key attributes, which item names too, so it fails attribute_not_exists on one of them.
+// its key attributes, which item names too, so it fails attribute_not_exists on one of them. Names
+// with [ or ] are left out (the SDK's expressions read them as paths; a key's name has neither).
 func absent(item map[string]types.AttributeValue) expression.ConditionBuilder {
 	var conds []expression.ConditionBuilder
 	for _, name := range slices.Sorted(maps.Keys(item)) { // in one order: a repeat is the same request
-		conds = append(conds, expression.AttributeNotExists(expression.NameNoDotSplit(name)))
+		if plainName(name) {
+			conds = append(conds, expression.AttributeNotExists(expression.NameNoDotSplit(name)))
+		}
 	}
-	if len(conds) == 1 {
+	if len(conds) == 1 { // one at least: checkWrite refuses a put if absent without a plain name
 		return conds[0]
 	}
 	return expression.And(conds[0], conds[1], conds[2:]...)

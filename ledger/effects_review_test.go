@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/dynapart/dynapart/ddbfault"
@@ -91,6 +94,10 @@ func TestEffectsBracketNamesRefused(t *testing.T) {
 			}
 			require.Equal(t, before, e.get(t, e.source, lcKey(0)))
 			require.Nil(t, e.get(t, e.other, otherKey("c")))
+			// A put's item is literal: its names may have brackets, if absent too.
+			row := map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "p"}, "a]": &types.AttributeValueMemberS{Value: "x"}}
+			require.NoError(t, e.l.CompleteWith(ctx, c, lcT0, (&Effects{}).PutIfAbsent(e.other, row)))
+			require.Equal(t, row, e.get(t, e.other, otherKey("p")))
 		})
 	}
 }
@@ -164,4 +171,36 @@ func TestMergedCommitOutlastsConflicts(t *testing.T) {
 			require.Equal(t, &types.AttributeValueMemberS{Value: "done"}, item["dp_status"])
 		})
 	}
+}
+
+// TestBatchSinglesNotHeldUpByABusyItem: a batch of completions falls back on one write per item;
+// the item that transactions keep busy gives up after a few conflicts (its error returned), and
+// the items after it in the batch are completed within the same context (they failed with its
+// deadline while completions retried conflicts without limit).
+func TestBatchSinglesNotHeldUpByABusyItem(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	e := newEffectsEnv(t, "inline")
+	keys := []Key{lcKey(0), lcKey(1), lcKey(2)}
+	lcSeeder(t, e.raw, e.source)(keys...)
+	var claims []Claim
+	for _, k := range keys {
+		claims = append(claims, lcMustClaim(t, e.l, lcReq(k, "A", 0, 1, lcT0), 1))
+	}
+	invalid := &smithy.GenericAPIError{Code: "ValidationException", Message: "batch refused"}
+	e.fc.OnCall(func(context.Context, ddbfault.Call, ddbfault.Send) (any, error) { return nil, invalid },
+		ddbfault.OpBatchExecuteStatement, ddbfault.OpTransactWriteItems)
+	busy := lcKey(0)["id"].(*types.AttributeValueMemberS).Value
+	e.fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+		in := call.In.(*dynamodb.UpdateItemInput)
+		if id, ok := in.Key["id"].(*types.AttributeValueMemberS); ok && id.Value == busy {
+			return nil, &types.TransactionConflictException{Message: aws.String("Transaction is ongoing for the item")}
+		}
+		return send(ctx, call.In)
+	}, ddbfault.OpUpdateItem)
+	errs := e.l.CompleteBatch(ctx, claims, lcT0)
+	require.Error(t, errs[0], "the busy item")
+	require.NoError(t, errs[1])
+	require.NoError(t, errs[2])
+	require.NoError(t, ctx.Err())
 }

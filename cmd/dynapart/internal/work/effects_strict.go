@@ -8,14 +8,16 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // encoding/json matches an object's names to fields without regard to case and keeps the last of
 // a name given twice. The --exec-effects contract names its fields exactly, and an object with a
 // name twice is ambiguous, so strictEffects walks the output once before it is decoded: it refuses
 // a name given twice in any object (an item's attributes included), a field of the contract
-// spelled otherwise than the contract spells it, and any output that is not one JSON object. An
-// error says where: the path in the object and the line and column in the output.
+// spelled otherwise than the contract spells it or holding another kind of value (null included),
+// nesting deeper than DynamoDB stores, and any output that is not one JSON object. An error says
+// where: the path in the object and the line and column in the output.
 
 // effectsFields are the field names of the contract's objects, by their path ("[]" for an element
 // of an array).
@@ -27,13 +29,36 @@ var effectsFields = map[string][]string{
 	"writes[].delete": {"table", "key"},
 }
 
+// effectsKinds are the kinds of value the contract's fields take, by path (null is none of them:
+// jq's {set: .missing} must not pass for "no effects").
+var effectsKinds = map[string]string{
+	"set": anObject, "add": anObject, "remove": anArray, "writes": anArray,
+	"writes[]": anObject, "writes[].put": anObject, "writes[].update": anObject, "writes[].delete": anObject,
+	"writes[].put.table": aString, "writes[].put.item": anObject, "writes[].put.if_absent": aBoolean,
+	"writes[].update.table": aString, "writes[].update.key": anObject, "writes[].update.set": anObject,
+	"writes[].update.add": anObject, "writes[].update.remove": anArray,
+	"writes[].delete.table": aString, "writes[].delete.key": anObject,
+}
+
+const (
+	anObject = "an object"
+	anArray  = "an array"
+	aString  = "a string"
+	aBoolean = "a boolean"
+)
+
+// maxEffectsDepth bounds how deep the output nests: DynamoDB stores values 32 levels deep, below
+// the contract's own 5.
+const maxEffectsDepth = 40
+
 // userShape is the shape of what the user names: an item, a key, a value.
 const userShape = "*"
 
 // effectsWalk is one walk of an --exec-effects output.
 type effectsWalk struct {
-	out []byte
-	dec *json.Decoder
+	out   []byte
+	dec   *json.Decoder
+	depth int // of the value being read
 }
 
 // strictEffects checks out (not empty) as described above.
@@ -68,7 +93,7 @@ func (w *effectsWalk) object(shape, where string) error {
 			return w.syntax(err)
 		}
 		name := tok.(string)
-		at := w.at(start + int64(bytes.IndexByte(w.out[start:], '"'))) // past a comma and spaces
+		at := w.at(w.next(start))
 		if seen[name] {
 			return fmt.Errorf("%s: %q is given twice (at %s)", orTop(where), name, at)
 		}
@@ -90,9 +115,19 @@ func (w *effectsWalk) object(shape, where string) error {
 
 // value reads one value at shape (see object; userShape below the contract's objects).
 func (w *effectsWalk) value(shape, where string) error {
+	start := w.dec.InputOffset()
 	tok, err := w.dec.Token()
 	if err != nil {
 		return w.syntax(err)
+	}
+	if want, ok := effectsKinds[shape]; ok && describeToken(tok) != want {
+		return fmt.Errorf("%s: want %s, got %s at %s", where, want, describeToken(tok), w.at(w.next(start)))
+	}
+	if d, ok := tok.(json.Delim); ok && (d == '{' || d == '[') {
+		if w.depth++; w.depth > maxEffectsDepth {
+			return fmt.Errorf("%s: nested deeper than %d levels at %s (DynamoDB stores 32)", where, maxEffectsDepth, w.at(w.dec.InputOffset()))
+		}
+		defer func() { w.depth-- }()
 	}
 	switch tok {
 	case json.Delim('{'):
@@ -130,12 +165,20 @@ func (w *effectsWalk) syntax(err error) error {
 	return err
 }
 
+// next is the offset of the token after off: past spaces, a comma or a colon.
+func (w *effectsWalk) next(off int64) int64 {
+	for off < int64(len(w.out)) && strings.IndexByte(" \t\r\n,:", w.out[off]) >= 0 {
+		off++
+	}
+	return off
+}
+
 // at is the line and column of byte offset off of the output.
 func (w *effectsWalk) at(off int64) string {
 	off = min(max(off, 0), int64(len(w.out)))
 	before := w.out[:off]
 	line := bytes.Count(before, []byte("\n")) + 1
-	col := len(before) - bytes.LastIndexByte(before, '\n')
+	col := utf8.RuneCount(before[bytes.LastIndexByte(before, '\n')+1:]) + 1 // in characters
 	return fmt.Sprintf("line %d, column %d", line, col)
 }
 
@@ -144,11 +187,14 @@ func describeToken(tok json.Token) string {
 	case nil:
 		return "null"
 	case json.Delim:
-		return "an array"
+		if tok == json.Delim('{') {
+			return anObject
+		}
+		return anArray
 	case string:
-		return "a string"
+		return aString
 	case bool:
-		return "a boolean"
+		return aBoolean
 	}
 	return "a number"
 }

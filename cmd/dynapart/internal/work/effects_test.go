@@ -53,7 +53,12 @@ func TestParseEffects(t *testing.T) {
 		"{\"set\": {\"a\": 1},\n \"add\": {\"n\": 1,}}":       "looking for beginning of object key string at line 2, column 17",
 		`{"set": {"a": "x"`:                                   "the output ends inside a JSON value",
 		`{"set": {}} x`:                                       "text after the object at line 1, column 13",
-		`{"writes": [{"put": {"table": "T", "item": null}}]}`: "writes[0].put: no item",
+		`{"writes": [{"put": {"table": "T", "item": null}}]}`: "writes[0].put.item: want an object, got null",
+		`{"writes": [{"put": {"table": "T", "item": {}}}]}`:   "writes[0].put: no item",
+		`{"set": null}`:                                       "set: want an object, got null at line 1, column 9",
+		`{"writes": {"put": {}}}`:                             "writes: want an array, got an object",
+		`{"set": {"é": 1, "é": 2}}`:                           `set: "é" is given twice (at line 1, column 18)`,
+		`{"set": {"a": ` + strings.Repeat("[", 100) + strings.Repeat("]", 100) + `}}`: "nested deeper than 40 levels",
 	} {
 		_, err := parseEffects([]byte(out))
 		require.Error(t, err, out)
