@@ -115,8 +115,9 @@ func claimed(r ClaimRequest, attempt int) ClaimOutcome {
 // update runs one conditional UpdateItem; nothing is sent once ctx's fence (the lease the write is
 // made for) has ended. It counts condition failures (updateItem counts capacity), and sends the
 // write again, after a backoff, when the item was locked by a transaction in flight or DynamoDB
-// throttled it past the SDK's own retries (until ctx ends): nothing was written then, and a
-// completion (with its effects) or a failure record is never given up for a busy item.
+// throttled it past the SDK's own retries (until ctx ends): nothing was written then, and an
+// outcome write (a completion with its effects, a failure record) is not given up for a busy item,
+// except in turn with others (inTurn).
 // (An earlier attempt of the SDK's may have landed with its answer lost; the repeat then fails its
 // condition, and every caller settles a failed condition by the row's image.)
 func (l *core) update(ctx context.Context, in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {

@@ -111,7 +111,9 @@ func (b *completion) refused(ctx context.Context, w fencedWrite, old map[string]
 
 // singles completes the claims idxs one UpdateItem at a time.
 func (b *completion) singles(ctx context.Context, idxs []int) {
-	ctx = inTurn(ctx)
+	if len(idxs) > 1 {
+		ctx = inTurn(ctx) // one busy item does not hold up the others; a completion alone waits it out
+	}
 	for _, i := range idxs {
 		b.errs[i] = b.l.complete(ctx, b.claims[i], b.now)
 	}

@@ -204,3 +204,21 @@ func TestBatchSinglesNotHeldUpByABusyItem(t *testing.T) {
 	require.NoError(t, errs[2])
 	require.NoError(t, ctx.Err())
 }
+
+// TestBatchOfOneOutlastsConflicts: a batch of one completion (the usual batch at low load) is a
+// completion alone: it waits out conflicts as CompleteWith does instead of giving up after a few.
+func TestBatchOfOneOutlastsConflicts(t *testing.T) {
+	ctx := context.Background()
+	e := newEffectsEnv(t, "inline")
+	lcSeeder(t, e.raw, e.source)(lcKey(0))
+	c := lcMustClaim(t, e.l, lcReq(lcKey(0), "A", 0, 1, lcT0), 1)
+	var conflicts atomic.Int64
+	e.fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+		if conflicts.Add(1) <= 2*claimConflictRounds+1 {
+			return nil, &types.TransactionConflictException{Message: aws.String("Transaction is ongoing for the item")}
+		}
+		return send(ctx, call.In)
+	}, ddbfault.OpUpdateItem)
+	require.Equal(t, []error{nil}, e.l.CompleteBatch(ctx, []Claim{c}, lcT0))
+	require.Equal(t, &types.AttributeValueMemberS{Value: "done"}, e.get(t, e.source, lcKey(0))["dp_status"])
+}

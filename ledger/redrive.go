@@ -55,6 +55,7 @@ func Redrive(ctx context.Context, l Ledger, keys []Key, now time.Time) (RedriveR
 	} else if err := checkKeys(l, keys); err != nil {
 		return res, err
 	}
+	ctx = inTurn(ctx) // one item that transactions keep busy does not hold the others up
 	for _, k := range keys {
 		if err := move(k); err != nil {
 			return res, err

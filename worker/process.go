@@ -34,21 +34,22 @@ func (p *pass) process(t task) {
 		p.completeOnly(t)
 		return
 	}
-	// The writes before the handler (a claim, a give-back) share one WriteTimeout; those after it
-	// get their own (handle), however long the handler ran.
-	wctx, cancel := p.writeContext()
-	defer cancel()
 	now := c.Clock.Now()
 	claim := t.claim
 	if claim != nil {
 		defer p.gate.give(1) // the batched claim's handler is free again when process returns
-		if p.w.tooLate(*claim, now) {
-			p.giveBackLate(wctx, t)
-			return
-		}
-	} else if claim, t.current = p.claimOne(wctx, t, now); claim == nil {
+	} else if claim, t.current = p.claimOne(t, now); claim == nil {
 		return
-	} else if p.workCtx.Err() != nil {
+	}
+	// The writes before the handler share one WriteTimeout from here (a claim has its own, from
+	// after a pause's wait); those after it get their own (handle), however long it ran.
+	wctx, cancel := p.writeContext()
+	defer cancel()
+	switch {
+	case t.claim != nil && p.w.tooLate(*claim, now):
+		p.giveBackLate(wctx, t)
+		return
+	case t.claim == nil && p.workCtx.Err() != nil:
 		// Stopped, or the lease ended, while claiming: the handler does not start.
 		p.interrupted(wctx, t, *claim, 0)
 		return
@@ -67,13 +68,16 @@ func (p *pass) process(t task) {
 }
 
 // claimOne claims t's item alone; nil when it was not claimed (the item is then accounted for).
-// The claim write is not cut short by shutdown (wctx), so a graceful stop never leaves a claim of
-// unknown outcome behind: what it claims, it handles or releases.
-func (p *pass) claimOne(wctx context.Context, t task, now time.Time) (*Claim, map[string]types.AttributeValue) {
+// The claim write is not cut short by shutdown (its WriteTimeout starts after a pause's wait), so
+// a graceful stop never leaves a claim of unknown outcome behind: what it claims, it handles or
+// releases.
+func (p *pass) claimOne(t task, now time.Time) (*Claim, map[string]types.AttributeValue) {
 	c := p.w.cfg
 	if !p.enterUnlessStopped() {
 		return nil, nil // stopped while paused: not acknowledged, the next holder rescans it
 	}
+	wctx, cancel := p.writeContext()
+	defer cancel()
 	now = c.Clock.Now() // later than the caller's when it waited for a resume
 	req := p.claimRequest(t.key, now, now.Add(c.ClaimTTL))
 	req.Fresh = t.fresh

@@ -37,6 +37,7 @@ var effectsKinds = map[string]string{
 	"writes[].put.table": aString, "writes[].put.item": anObject, "writes[].put.if_absent": aBoolean,
 	"writes[].update.table": aString, "writes[].update.key": anObject, "writes[].update.set": anObject,
 	"writes[].update.add": anObject, "writes[].update.remove": anArray,
+	"remove[]": aString, "writes[].update.remove[]": aString,
 	"writes[].delete.table": aString, "writes[].delete.key": anObject,
 }
 
@@ -93,13 +94,12 @@ func (w *effectsWalk) object(shape, where string) error {
 			return w.syntax(err)
 		}
 		name := tok.(string)
-		at := w.at(w.next(start))
 		if seen[name] {
-			return fmt.Errorf("%s: %q is given twice (at %s)", orTop(where), name, at)
+			return fmt.Errorf("%s: %q is given twice (at %s)", orTop(where), name, w.at(w.next(start)))
 		}
 		seen[name] = true
 		if checked && !slices.Contains(fields, name) {
-			return fmt.Errorf("%s: unknown field %q at %s (want one of %s)", orTop(where), name, at, strings.Join(fields, ", "))
+			return fmt.Errorf("%s: unknown field %q at %s (want one of %s)", orTop(where), name, w.at(w.next(start)), strings.Join(fields, ", "))
 		}
 		child := userShape
 		if checked {
@@ -138,8 +138,8 @@ func (w *effectsWalk) value(shape, where string) error {
 	case json.Delim('['):
 		for i := 0; w.dec.More(); i++ {
 			elem := userShape
-			if shape == "writes" {
-				elem = "writes[]"
+			if _, ok := effectsKinds[shape+"[]"]; ok {
+				elem = shape + "[]"
 			}
 			if err := w.value(elem, fmt.Sprintf("%s[%d]", where, i)); err != nil {
 				return err

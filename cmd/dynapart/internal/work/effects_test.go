@@ -56,6 +56,7 @@ func TestParseEffects(t *testing.T) {
 		`{"writes": [{"put": {"table": "T", "item": null}}]}`: "writes[0].put.item: want an object, got null",
 		`{"writes": [{"put": {"table": "T", "item": {}}}]}`:   "writes[0].put: no item",
 		`{"set": null}`:                                       "set: want an object, got null at line 1, column 9",
+		`{"remove": ["a", null]}`:                             "remove[1]: want a string, got null at line 1, column 18",
 		`{"writes": {"put": {}}}`:                             "writes: want an array, got an object",
 		`{"set": {"é": 1, "é": 2}}`:                           `set: "é" is given twice (at line 1, column 18)`,
 		`{"set": {"a": ` + strings.Repeat("[", 100) + strings.Repeat("]", 100) + `}}`: "nested deeper than 40 levels",
