@@ -255,7 +255,7 @@ func (m *modelRun) skipUnsent(t *rapid.T, what string, i int, req ClaimRequest, 
 	it := m.items[i]
 	first := it.completeOnlyCond(mr) // the first request's condition: OpCompleteOnly, OpFailOnly
 	if req.Fresh {
-		first = it.stateless()
+		first = first && it.stateless() // as completeOnly: a versioned ledger's fresh write is fenced on seen too
 	}
 	if !notSent(fault) && !(sendLost(fault) && !first) {
 		return false
