@@ -135,21 +135,17 @@ func (p *pass) claimAndSend(ctx context.Context, chunk []task) error {
 }
 
 // releaseUnsent gives back claims never handed to a handler; once the lease has ended it writes
-// nothing (the claims stay for the slot's next holder, or expire).
+// nothing (the claims stay for the slot's next holder, or expire). The releases share one
+// WriteTimeout, which bounds a stop that waits on an unreachable DynamoDB.
 func (p *pass) releaseUnsent(ts []task) {
-	for _, t := range ts {
-		if t.claim != nil && !p.leaseEnded() {
-			p.releaseOne(*t.claim)
-		}
-	}
-}
-
-// releaseOne gives claim back, within a WriteTimeout of its own.
-func (p *pass) releaseOne(claim Claim) {
 	cctx, cancel := p.writeContext()
 	defer cancel()
-	if err := p.e.ledger.Release(cctx, claim, p.w.cfg.Clock.Now()); err == nil {
-		p.w.stats.released.Add(1)
+	for _, t := range ts {
+		if t.claim != nil && !p.leaseEnded() {
+			if err := p.e.ledger.Release(cctx, *t.claim, p.w.cfg.Clock.Now()); err == nil {
+				p.w.stats.released.Add(1)
+			}
+		}
 	}
 }
 
