@@ -18,6 +18,13 @@ import (
 
 // The holes an adversarial review of effects found (2026-11-27), each pinned here.
 
+// seededClaim seeds item 0 of e's source table and returns A's claim of it.
+func (e *effectsEnv) seededClaim(t *testing.T) Claim {
+	t.Helper()
+	lcSeeder(t, e.raw, e.source)(lcKey(0))
+	return lcMustClaim(t, e.l, lcReq(lcKey(0), "A", 0, 1, lcT0), 1)
+}
+
 // TestEffectsItemRefusedInsideTransaction: DynamoDB refuses an invalid update inside a transaction
 // (an operand of the wrong type, an item past 400 KB) as a cancellation whose reason on that
 // action is ValidationError (DynamoDB Local answers a ValidationException instead, which the
@@ -57,8 +64,7 @@ func TestEffectsItemRefusedInsideTransaction(t *testing.T) {
 func TestEffectsRepeatedPutIfAbsentIsOneRequest(t *testing.T) {
 	ctx := context.Background()
 	e := newEffectsEnv(t, "inline")
-	lcSeeder(t, e.raw, e.source)(lcKey(0))
-	c := lcMustClaim(t, e.l, lcReq(lcKey(0), "A", 0, 1, lcT0), 1)
+	c := e.seededClaim(t)
 	row := map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "once"}}
 	for i := range 12 {
 		row[fmt.Sprintf("a%d", i)] = &types.AttributeValueMemberS{Value: "v"}
@@ -79,8 +85,7 @@ func TestEffectsBracketNamesRefused(t *testing.T) {
 	for _, kind := range []string{"inline", "table"} {
 		t.Run(kind, func(t *testing.T) {
 			e := newEffectsEnv(t, kind)
-			lcSeeder(t, e.raw, e.source)(lcKey(0))
-			c := lcMustClaim(t, e.l, lcReq(lcKey(0), "A", 0, 1, lcT0), 1)
+			c := e.seededClaim(t)
 			before := e.get(t, e.source, lcKey(0))
 			for _, eff := range []*Effects{
 				(&Effects{}).Item(Set("tags[0]", "z")),
@@ -210,8 +215,7 @@ func TestBatchSinglesNotHeldUpByABusyItem(t *testing.T) {
 func TestBatchOfOneOutlastsConflicts(t *testing.T) {
 	ctx := context.Background()
 	e := newEffectsEnv(t, "inline")
-	lcSeeder(t, e.raw, e.source)(lcKey(0))
-	c := lcMustClaim(t, e.l, lcReq(lcKey(0), "A", 0, 1, lcT0), 1)
+	c := e.seededClaim(t)
 	var conflicts atomic.Int64
 	e.fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
 		if conflicts.Add(1) <= 2*claimConflictRounds+1 {
