@@ -130,7 +130,7 @@ func (p *pass) completeOnly(t task) {
 	wctx, cancel := p.writeContext() // from the handler's end, however long it ran
 	defer cancel()
 	if herr != nil {
-		if p.workCtx.Err() != nil {
+		if p.stoppedBy(herr) {
 			return // interrupted: not acknowledged
 		}
 		c.Logger.Warn("dynapart: handler failed (complete-only)", "slot", slot, "err", herr)

@@ -153,6 +153,13 @@
 // next holder may take the item over at once), so Run returns and the slot lease's promises
 // hold; the abandoned handler's own completion can then no longer land (the ledger fences it).
 //
+// A handler interrupted by the shutdown (its context cancelled with ErrStopped) is not a failed
+// attempt: its claim is released and the attempt not counted. A handler that sees the shutdown
+// coming by other means, or causes it (the CLI's --exec stops the run when the reader of its
+// stdout has exited), may say so before DrainTimeout: an error wrapping [ErrStopped], returned
+// once Run's context is done, is such an interruption too. Returned while the worker is not
+// stopping, it is a failed attempt like any other error.
+//
 // A claim's expiry is stored padded by Config.MaxClockSkew, so a worker whose clock runs ahead
 // by up to MaxClockSkew takes it over only after the holder's own clock has passed the claim's
 // end; the handler's context is cancelled a margin (a tenth of ClaimTTL, at most 5s) before that.

@@ -9,7 +9,8 @@ import (
 )
 
 // ErrStopped is the cause given to a handler's context when the worker shuts down and the drain
-// timeout has passed.
+// timeout has passed. A handler error wrapping it, returned once Run's context is done, marks the
+// attempt interrupted by the shutdown (released, not counted) rather than failed.
 var ErrStopped = errors.New("dynapart: worker stopped")
 
 // ErrClaimExpiring is the cause given to a handler's context when its claim is about to expire.

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"math"
 	"math/rand/v2"
 	"runtime/debug"
@@ -153,6 +154,13 @@ func (w *Worker) runWithGrace(ctx context.Context, h Handler, item Item) (err er
 	case <-w.cfg.Clock.After(w.cfg.HandlerGrace):
 		return nil, true
 	}
+}
+
+// stoppedBy reports whether the shutdown interrupted a handler that returned herr: its context was
+// cancelled by the drain's end (or the lease's), or it returned ErrStopped once Run's context (or
+// the slot's, on a resize) was done. Such an attempt is released or left, not counted.
+func (p *pass) stoppedBy(herr error) bool {
+	return p.workCtx.Err() != nil || (errors.Is(herr, ErrStopped) && p.ctx.Err() != nil)
 }
 
 // abandoned records a handler given up on. keep (the claim expired, not a shutdown) acknowledges

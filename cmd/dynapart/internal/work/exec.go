@@ -21,10 +21,21 @@ import (
 // shell command line. Exit 0 completes the item; any other exit is a failed attempt whose error is
 // the tail of the command's stderr. Exit code 75 (EX_TEMPFAIL) asks for a retry without backoff
 // changes; exit 65 (EX_DATAERR) dead-letters at once. The command's stdout goes to out, which
-// must be safe for concurrent writes (an *os.File is).
-func execHandler(command string, timeout time.Duration, out io.Writer) worker.Handler {
+// must be safe for concurrent writes (an *os.File is). Once out's reader has gone (a pipe to a
+// `head` that exited) the handler stops the run (stop, with errStdoutClosed) and returns
+// worker.ErrStopped: the attempt is interrupted, not counted, and no more commands run.
+func execHandler(command string, timeout time.Duration, out io.Writer, stop context.CancelCauseFunc) worker.Handler {
 	return func(ctx context.Context, it worker.Item) error {
-		return execRun(ctx, execCall{command: command, timeout: timeout, stdout: out}, it)
+		if readerGone(out) {
+			stop(errStdoutClosed)
+			return fmt.Errorf("%w: %w", worker.ErrStopped, errStdoutClosed)
+		}
+		err := execRun(ctx, execCall{command: command, timeout: timeout, stdout: out}, it)
+		if err != nil && readerGone(out) {
+			stop(errStdoutClosed)
+			return fmt.Errorf("%w: %w (%w)", worker.ErrStopped, errStdoutClosed, err)
+		}
+		return err
 	}
 }
 

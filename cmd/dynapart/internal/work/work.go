@@ -54,7 +54,9 @@ DYNAPART_IDEMPOTENCY_KEY (with --follow also DYNAPART_VERSION, the item's conten
 0 completes the item; any other exit is a failed attempt whose
 error is the tail of CMD's stderr (exit 65 dead-letters at once). Failed attempts are retried
 with backoff up to --max-attempts, then dead-lettered (see 'dynapart failed'). CMD's stdout is
-the worker's stdout (its stderr with --progress json, whose lines stdout carries).
+the worker's stdout (its stderr with --progress json, whose lines stdout carries). When its reader
+exits (work ... | head -1), the worker stops as for SIGTERM, the attempts this interrupts not
+counted, and exits 1.
 With --exec-effects, CMD's stdout is read as one JSON object of effects, committed with the item's
 completion in one atomic write: exactly once, or not at all (empty output or {}: none):
   {"set": {"attr": VALUE, ...}, "add": {"attr": NUMBER, ...}, "remove": ["attr", ...],
@@ -257,6 +259,8 @@ func (r *workRun) newWorker() error {
 func (r *workRun) run(parent context.Context) error {
 	ctx, stopSignals := onSignals(parent, r.log, r.stderr)
 	defer stopSignals()
+	ctx, stopRun := context.WithCancelCause(ctx) // stopRun(errStdoutClosed): see execHandler
+	defer stopRun(nil)
 	if r.metrics != nil {
 		stopMetrics, err := r.serveMetrics(ctx)
 		if err != nil {
@@ -284,7 +288,7 @@ func (r *workRun) run(parent context.Context) error {
 	case r.f.exec != "" && r.f.execEffects:
 		handler = execEffectsHandler(r.f.exec, r.f.execTimeout)
 	case r.f.exec != "":
-		handler = execHandler(r.f.exec, r.f.execTimeout, r.execOut())
+		handler = execHandler(r.f.exec, r.f.execTimeout, r.execOut(), stopRun)
 	}
 	if !r.f.cfg.Once {
 		warnReadBill(ctx, r.log, r.db, r.f.cfg.Table, readBill{Mode: r.w.Config().Mode, Workers: r.plan.Slots,
@@ -301,6 +305,8 @@ func (r *workRun) run(parent context.Context) error {
 		r.json.print("exit", true)
 	}
 	switch {
+	case errors.Is(context.Cause(ctx), errStdoutClosed):
+		return errors.New("stopped: --exec's stdout (the worker's) is closed, its reader has exited; claims and slot released, the interrupted attempts not counted")
 	case runErr == nil:
 		return nil
 	case errors.Is(context.Cause(ctx), errSignal):
