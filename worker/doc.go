@@ -154,11 +154,13 @@
 // hold; the abandoned handler's own completion can then no longer land (the ledger fences it).
 //
 // A handler interrupted by the shutdown (its context cancelled with ErrStopped) is not a failed
-// attempt: its claim is released and the attempt not counted. A handler that sees the shutdown
-// coming by other means, or causes it (the CLI's --exec stops the run when the reader of its
-// stdout has exited), may say so before DrainTimeout: an error wrapping [ErrStopped], returned
-// once Run's context is done, is such an interruption too. Returned while the worker is not
-// stopping, it is a failed attempt like any other error.
+// attempt: its claim is released (unless the lease is already lost: the slot's next holder then
+// reclaims it) and the attempt not counted. A handler that sees the stop coming by other means, or
+// causes it (the CLI's --exec stops the run when the reader of the worker's output has exited),
+// may say so before DrainTimeout: an error wrapping [ErrStopped], returned once the worker is
+// stopping (Run's context done, Config.DeadlineMargin reached, or the group resized), is such an
+// interruption too, logged with its error. Returned while the worker is not stopping, or when the
+// handler's claim is about to expire, it is a failed attempt like any other error.
 //
 // A claim's expiry is stored padded by Config.MaxClockSkew, so a worker whose clock runs ahead
 // by up to MaxClockSkew takes it over only after the holder's own clock has passed the claim's

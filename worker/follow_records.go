@@ -90,7 +90,7 @@ func (w *Worker) slotForRecords(ctx context.Context, h Handler) (*slot, error) {
 		return nil, err
 	}
 	w.setState(lease.Slot(), lease.Token(), StateWorking)
-	return &slot{w: w, e: e, lease: lease, h: h, stopAt: stopAt, ctx: ctx,
+	return &slot{w: w, e: e, lease: lease, h: h, stopAt: stopAt, ctx: ctx, runCtx: ctx,
 		log: w.cfg.Logger.With("slot", lease.Slot(), "token", lease.Token())}, nil
 }
 

@@ -156,11 +156,25 @@ func (w *Worker) runWithGrace(ctx context.Context, h Handler, item Item) (err er
 	}
 }
 
-// stoppedBy reports whether the shutdown interrupted a handler that returned herr: its context was
-// cancelled by the drain's end (or the lease's), or it returned ErrStopped once Run's context (or
-// the slot's, on a resize) was done. Such an attempt is released or left, not counted.
+// stoppedBy reports whether the worker's stop interrupted a handler that returned herr: its
+// context was cancelled by the drain's end (or the lease's), or it returned ErrStopped while the
+// slot is stopping. Such an attempt is released or left, not counted.
 func (p *pass) stoppedBy(herr error) bool {
-	return p.workCtx.Err() != nil || (errors.Is(herr, ErrStopped) && p.ctx.Err() != nil)
+	if p.workCtx.Err() != nil {
+		return true
+	}
+	if !errors.Is(herr, ErrStopped) || !p.stopping() {
+		return false
+	}
+	p.w.cfg.Logger.Info("dynapart: the handler returned ErrStopped as the worker stops: its attempt is not counted",
+		"slot", p.lease.Slot(), "err", herr)
+	return true
+}
+
+// stopping reports whether the slot has begun to stop: Run's context is done, the group was
+// resized, or the deadline margin (Config.DeadlineMargin) has been reached.
+func (s *slot) stopping() bool {
+	return s.runCtx.Err() != nil || s.ctx.Err() != nil || (!s.stopAt.IsZero() && !s.w.cfg.Clock.Now().Before(s.stopAt))
 }
 
 // abandoned records a handler given up on. keep (the claim expired, not a shutdown) acknowledges

@@ -27,6 +27,9 @@ type slot struct {
 	// ctx is Run's context, also cancelled (cause errReplan) when the group is resized. It stops
 	// claiming; the writes that record outcomes outlive it (see pass.writeContext).
 	ctx context.Context
+	// runCtx is Run's context itself, which ctx follows (through a goroutine, for a context type
+	// of the caller's own): stopping reads both.
+	runCtx context.Context
 
 	plan       scan.Plan       // the group's plan the lease was taken under (set by start)
 	cp         slotCheckpoint  // the slot's checkpoint as its last pass left it
@@ -67,7 +70,7 @@ const (
 // deadline nears, the lease is lost or the group is resized. It always releases the lease (if
 // still held) before it returns.
 func (w *Worker) runSlot(ctx context.Context, e *env, lease *lock.Lease, h Handler, stopAt time.Time) (slotEnd, error) {
-	s := &slot{w: w, e: e, lease: lease, h: h, stopAt: stopAt,
+	s := &slot{w: w, e: e, lease: lease, h: h, stopAt: stopAt, runCtx: ctx,
 		log: w.cfg.Logger.With("slot", lease.Slot(), "token", lease.Token())}
 	w.setState(lease.Slot(), lease.Token(), StateWorking)
 	// A resize stops the slot's work as a shutdown would (see replan.go).

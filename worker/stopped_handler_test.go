@@ -72,3 +72,35 @@ func runToEnd(t *testing.T, c Config) error {
 	require.NoError(t, err)
 	return w.Run(context.Background(), func(context.Context, Item) error { return nil })
 }
+
+// TestHandlerReturnsErrStoppedAtDeadlineMargin: Run's context has a deadline, and the worker stops
+// DeadlineMargin before it (Lambda's case: the drain fits in the margin, so Run's context is not
+// done while handlers drain). A handler that returns ErrStopped once the margin is reached is
+// interrupted too, not a failed attempt. Both modes.
+func TestHandlerReturnsErrStoppedAtDeadlineMargin(t *testing.T) {
+	for _, completeOnly := range []bool{false, true} {
+		t.Run(fmt.Sprintf("completeOnly=%v", completeOnly), func(t *testing.T) {
+			f := newFixture(t, 2)
+			c := fastTimings(f.config(LedgerInline))
+			c.Workers, c.Once, c.Concurrency, c.CompleteOnly = 1, true, 1, completeOnly
+			c.DeadlineMargin, c.DrainTimeout, c.MaxAttempts = 1500*time.Millisecond, time.Second, 1
+			w, err := New(c)
+			require.NoError(t, err)
+			deadline := time.Now().Add(2 * time.Second)
+			ctx, cancel := context.WithDeadline(context.Background(), deadline)
+			defer cancel()
+			stopAt := deadline.Add(-c.DeadlineMargin)
+			err = w.Run(ctx, func(context.Context, Item) error {
+				<-time.After(time.Until(stopAt) + 20*time.Millisecond) // the margin is what is tested
+				return fmt.Errorf("output gone: %w", ErrStopped)
+			})
+			require.NoError(t, ctx.Err(), "Run returned before its context's deadline (%v)", err)
+			s := w.Stats()
+			require.Zero(t, s.Retried+s.DeadLettered, "an interrupted attempt is not a failed one")
+			require.Zero(t, s.Completed)
+			if !completeOnly {
+				require.Positive(t, s.Released, "its claim is given back (and any other claim the stop found)")
+			}
+		})
+	}
+}

@@ -22,18 +22,18 @@ import (
 // the tail of the command's stderr. Exit code 75 (EX_TEMPFAIL) asks for a retry without backoff
 // changes; exit 65 (EX_DATAERR) dead-letters at once. The command's stdout goes to out, which
 // must be safe for concurrent writes (an *os.File is). Once out's reader has gone (a pipe to a
-// `head` that exited) the handler stops the run (stop, with errStdoutClosed) and returns
+// `head` that exited) the handler stops the run (stop, with errOutputClosed) and returns
 // worker.ErrStopped: the attempt is interrupted, not counted, and no more commands run.
 func execHandler(command string, timeout time.Duration, out io.Writer, stop context.CancelCauseFunc) worker.Handler {
 	return func(ctx context.Context, it worker.Item) error {
 		if readerGone(out) {
-			stop(errStdoutClosed)
-			return fmt.Errorf("%w: %w", worker.ErrStopped, errStdoutClosed)
+			stop(errOutputClosed)
+			return fmt.Errorf("%w: %w", worker.ErrStopped, errOutputClosed)
 		}
 		err := execRun(ctx, execCall{command: command, timeout: timeout, stdout: out}, it)
 		if err != nil && readerGone(out) {
-			stop(errStdoutClosed)
-			return fmt.Errorf("%w: %w (%w)", worker.ErrStopped, errStdoutClosed, err)
+			stop(errOutputClosed)
+			return fmt.Errorf("%w: %w (%w)", worker.ErrStopped, errOutputClosed, err)
 		}
 		return err
 	}

@@ -8,6 +8,7 @@ package work
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math"
@@ -54,9 +55,9 @@ DYNAPART_IDEMPOTENCY_KEY (with --follow also DYNAPART_VERSION, the item's conten
 0 completes the item; any other exit is a failed attempt whose
 error is the tail of CMD's stderr (exit 65 dead-letters at once). Failed attempts are retried
 with backoff up to --max-attempts, then dead-lettered (see 'dynapart failed'). CMD's stdout is
-the worker's stdout (its stderr with --progress json, whose lines stdout carries). When its reader
-exits (work ... | head -1), the worker stops as for SIGTERM, the attempts this interrupts not
-counted, and exits 1.
+the worker's stdout (its stderr with --progress json, whose lines stdout carries). When the reader
+of the worker's stdout or stderr exits (work ... | head -1), the worker stops as for SIGTERM, the
+attempts this interrupts not counted, and exits 1.
 With --exec-effects, CMD's stdout is read as one JSON object of effects, committed with the item's
 completion in one atomic write: exactly once, or not at all (empty output or {}: none):
   {"set": {"attr": VALUE, ...}, "add": {"attr": NUMBER, ...}, "remove": ["attr", ...],
@@ -259,8 +260,9 @@ func (r *workRun) newWorker() error {
 func (r *workRun) run(parent context.Context) error {
 	ctx, stopSignals := onSignals(parent, r.log, r.stderr)
 	defer stopSignals()
-	ctx, stopRun := context.WithCancelCause(ctx) // stopRun(errStdoutClosed): see execHandler
+	ctx, stopRun := context.WithCancelCause(ctx) // stopRun(errOutputClosed): see outclosed.go
 	defer stopRun(nil)
+	defer watchOutput(stopRun, r.stdout, r.stderr)()
 	if r.metrics != nil {
 		stopMetrics, err := r.serveMetrics(ctx)
 		if err != nil {
@@ -305,8 +307,8 @@ func (r *workRun) run(parent context.Context) error {
 		r.json.print("exit", true)
 	}
 	switch {
-	case errors.Is(context.Cause(ctx), errStdoutClosed):
-		return errors.New("stopped: --exec's stdout (the worker's) is closed, its reader has exited; claims and slot released, the interrupted attempts not counted")
+	case errors.Is(context.Cause(ctx), errOutputClosed):
+		return outputClosedError(runErr)
 	case runErr == nil:
 		return nil
 	case errors.Is(context.Cause(ctx), errSignal):
@@ -315,6 +317,16 @@ func (r *workRun) run(parent context.Context) error {
 	default:
 		return explainSetting(runErr)
 	}
+}
+
+// outputClosedError is the error of a run stopped by errOutputClosed; runErr is Run's own, if any
+// but the stop's cancellation.
+func outputClosedError(runErr error) error {
+	msg := "stopped: " + errOutputClosed.Error() + "; the attempts in flight were given back, not counted"
+	if runErr != nil && !errors.Is(runErr, context.Canceled) {
+		return fmt.Errorf("%s; the run also ended with: %w", msg, explainSetting(runErr))
+	}
+	return errors.New(msg)
 }
 
 // execOut is where --exec's stdout goes without --exec-effects: the worker's stdout, unless
