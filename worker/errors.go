@@ -11,7 +11,8 @@ import (
 // ErrStopped is the cause given to a handler's context when the worker shuts down and the drain
 // timeout has passed. A handler error wrapping it, returned once the worker is stopping (Run's
 // context done, the deadline margin reached, the group resized), marks the attempt interrupted by
-// the stop (released, not counted) rather than failed.
+// the stop (not counted) rather than failed, unless the handler's claim is about to expire (see
+// the package doc's Handler contexts).
 var ErrStopped = errors.New("dynapart: worker stopped")
 
 // ErrClaimExpiring is the cause given to a handler's context when its claim is about to expire.

@@ -142,7 +142,7 @@ func (p *pass) handle(t task, claim Claim) {
 		commit := claim
 		commit.Version = p.versionOf(t.content(), eff)
 		p.completed(wctx, t, claim, p.e.ledger.CompleteWith(wctx, commit, c.Clock.Now(), eff), took)
-	case p.stoppedBy(herr) && !expiring:
+	case !expiring && p.stoppedBy(herr):
 		p.interrupted(wctx, t, claim, took)
 		return
 	default:

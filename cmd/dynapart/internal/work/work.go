@@ -55,9 +55,10 @@ DYNAPART_IDEMPOTENCY_KEY (with --follow also DYNAPART_VERSION, the item's conten
 0 completes the item; any other exit is a failed attempt whose
 error is the tail of CMD's stderr (exit 65 dead-letters at once). Failed attempts are retried
 with backoff up to --max-attempts, then dead-lettered (see 'dynapart failed'). CMD's stdout is
-the worker's stdout (its stderr with --progress json, whose lines stdout carries). When the reader
-of the worker's stdout or stderr exits (work ... | head -1), the worker stops as for SIGTERM, the
-attempts this interrupts not counted, and exits 1.
+the worker's stdout (its stderr with --progress json, whose lines stdout carries). Once the reader
+of the worker's stdout or stderr has exited (work ... | head -1), the next write to it (CMD's output
+or the worker's own line) stops the worker as SIGTERM does, the attempts this interrupts not
+counted, and it exits 1.
 With --exec-effects, CMD's stdout is read as one JSON object of effects, committed with the item's
 completion in one atomic write: exactly once, or not at all (empty output or {}: none):
   {"set": {"attr": VALUE, ...}, "add": {"attr": NUMBER, ...}, "remove": ["attr", ...],
@@ -307,10 +308,10 @@ func (r *workRun) run(parent context.Context) error {
 		r.json.print("exit", true)
 	}
 	switch {
+	case runErr == nil:
+		return nil // every item handled: an output closed at the end stops nothing
 	case errors.Is(context.Cause(ctx), errOutputClosed):
 		return outputClosedError(runErr)
-	case runErr == nil:
-		return nil
 	case errors.Is(context.Cause(ctx), errSignal):
 		r.log.Info("dynapart: stopped by signal; claims and slot released")
 		return nil
@@ -319,12 +320,12 @@ func (r *workRun) run(parent context.Context) error {
 	}
 }
 
-// outputClosedError is the error of a run stopped by errOutputClosed; runErr is Run's own, if any
-// but the stop's cancellation.
+// outputClosedError is the error of a run stopped by errOutputClosed; runErr is Run's own error,
+// told too unless it is the stop's cancellation.
 func outputClosedError(runErr error) error {
 	msg := "stopped: " + errOutputClosed.Error() + "; the attempts in flight were given back, not counted"
-	if runErr != nil && !errors.Is(runErr, context.Canceled) {
-		return fmt.Errorf("%s; the run also ended with: %w", msg, explainSetting(runErr))
+	if !errors.Is(runErr, context.Canceled) {
+		return fmt.Errorf("%s; the run also ended with: %v", msg, runErr) // exit 1, as the stop
 	}
 	return errors.New(msg)
 }
