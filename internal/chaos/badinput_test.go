@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -130,6 +131,7 @@ func TestBadInputPartitionAttrTypes(t *testing.T) {
 	done := map[string]int{}
 	var mu = make(chan struct{}, 1)
 	errs := make(chan error, 2)
+	var lost atomic.Int64
 	for i := range 2 {
 		w, err := worker.New(quietConfig(worker.Config{Client: db, Table: table, LeaseTable: leases, Workers: 2, Mode: scan.ModeFilter,
 			PartitionAttr: "grp", Owner: fmt.Sprintf("p%d", i), Hooks: worker.Hooks{OnItem: func(e worker.ItemEvent) {
@@ -140,13 +142,29 @@ func TestBadInputPartitionAttrTypes(t *testing.T) {
 				}
 			}}}))
 		require.NoError(t, err)
-		go func() { errs <- w.Run(ctx, func(context.Context, worker.Item) error { return nil }) }()
+		go func() {
+			err := w.Run(ctx, func(context.Context, worker.Item) error { return nil })
+			lost.Add(w.Stats().LeasesLost)
+			errs <- err
+		}()
 	}
 	require.NoError(t, <-errs)
 	require.NoError(t, <-errs)
-	require.Len(t, done, 300)
+	// Every item done by the ledger, none completed twice; every completion counted too, unless
+	// the machine was loaded enough for a 2 s lease to be lost (see TestBadInputMalformedCheckpoints:
+	// a completion cut off at the lease's end may be counted as neither done nor failed).
+	led, err := worker.NewInlineLedger(db, table, []string{"id"}, worker.InlineOptions{})
+	require.NoError(t, err)
+	sum, err := led.Summarize(ctx)
+	require.NoError(t, err)
+	require.Equal(t, worker.Summary{Total: 300, Done: 300}, sum)
 	for k, n := range done {
 		require.Equal(t, 1, n, k)
+	}
+	if lost.Load() == 0 {
+		require.Len(t, done, 300)
+	} else {
+		t.Logf("%d leases lost by load; %d of the 300 completions counted", lost.Load(), len(done))
 	}
 }
 
