@@ -156,13 +156,7 @@ func TestMergedCommitOutlastsConflicts(t *testing.T) {
 			if mode == "claim" {
 				c = lcMustClaim(t, e.l, lcReq(lcKey(0), "A", 0, 1, lcT0), 1)
 			}
-			var conflicts atomic.Int64
-			e.fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
-				if conflicts.Add(1) <= 2*claimConflictRounds+1 {
-					return nil, &types.TransactionConflictException{Message: aws.String("Transaction is ongoing for the item")}
-				}
-				return send(ctx, call.In)
-			}, ddbfault.OpUpdateItem)
+			e.conflictFirst(2*claimConflictRounds + 1)
 			eff := (&Effects{}).Item(Add("runs", 1))
 			if mode == "claim" {
 				require.NoError(t, e.l.CompleteWith(ctx, c, lcT0, eff))
@@ -216,13 +210,19 @@ func TestBatchOfOneOutlastsConflicts(t *testing.T) {
 	ctx := context.Background()
 	e := newEffectsEnv(t, "inline")
 	c := e.seededClaim(t)
+	e.conflictFirst(2*claimConflictRounds + 1)
+	require.Equal(t, []error{nil}, e.l.CompleteBatch(ctx, []Claim{c}, lcT0))
+	require.Equal(t, &types.AttributeValueMemberS{Value: "done"}, e.get(t, e.source, lcKey(0))["dp_status"])
+}
+
+// conflictFirst makes the first n UpdateItems fail with TransactionConflict (a transaction holds
+// the item), more than a bounded claim waits out; the later ones are sent.
+func (e *effectsEnv) conflictFirst(n int64) {
 	var conflicts atomic.Int64
 	e.fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
-		if conflicts.Add(1) <= 2*claimConflictRounds+1 {
+		if conflicts.Add(1) <= n {
 			return nil, &types.TransactionConflictException{Message: aws.String("Transaction is ongoing for the item")}
 		}
 		return send(ctx, call.In)
 	}, ddbfault.OpUpdateItem)
-	require.Equal(t, []error{nil}, e.l.CompleteBatch(ctx, []Claim{c}, lcT0))
-	require.Equal(t, &types.AttributeValueMemberS{Value: "done"}, e.get(t, e.source, lcKey(0))["dp_status"])
 }

@@ -27,16 +27,24 @@ import (
 func execHandler(command string, timeout time.Duration, out io.Writer, stop context.CancelCauseFunc) worker.Handler {
 	return func(ctx context.Context, it worker.Item) error {
 		if readerGone(out) {
-			stop(errOutputClosed)
-			return fmt.Errorf("%w: %w", worker.ErrStopped, errOutputClosed)
+			return stopOnClosedOutput(stop, nil)
 		}
 		err := execRun(ctx, execCall{command: command, timeout: timeout, stdout: out}, it)
 		if err != nil && readerGone(out) {
-			stop(errOutputClosed)
-			return fmt.Errorf("%w: %w (%w)", worker.ErrStopped, errOutputClosed, err)
+			return stopOnClosedOutput(stop, err)
 		}
 		return err
 	}
+}
+
+// stopOnClosedOutput stops the run for a closed output and returns the handler's ErrStopped,
+// with the command's own error (cmdErr) when it ran.
+func stopOnClosedOutput(stop context.CancelCauseFunc, cmdErr error) error {
+	stop(errOutputClosed)
+	if cmdErr == nil {
+		return fmt.Errorf("%w: %w", worker.ErrStopped, errOutputClosed)
+	}
+	return fmt.Errorf("%w: %w (%w)", worker.ErrStopped, errOutputClosed, cmdErr)
 }
 
 // execEffectsHandler is execHandler whose command's stdout is the effects to commit with the
