@@ -117,7 +117,7 @@ func (r *Results) transformWritesSection(w writer) {
 		"in %d alternating blocks of each (%s items a block at the highest concurrency; which goes first alternates) over one fresh table of people per concurrency. "+
 		"Ratio = a completion block's items/s ÷ the loop block's next to it, median (min–max) over the pairs. "+
 		"Both writes are one conditional UpdateItem of 1 WCU; the completion's also sets the item's state: its status, done_at and the write's claim id "+
-		"(by which a lost answer is settled), three attributes the loop does not keep. DynamoDB Local's time grows with the attributes a write sets, "+
+		"(by which a lost answer is settled), three attributes the loop does not keep. DynamoDB Local's time per write grows with its expressions (a Java Flight Recorder profile of it puts the completion's extra time in parsing and validating the update expression and its placeholders, not in storing the item), "+
 		"so this ratio is the ceiling of the transform's on this instrument; DynamoDB bills and serves both as one write unit.\n\n", tw.Rounds, num(float64(tw.Block), 0))
 	w("| concurrency | loop's write items/s | completion write items/s | ratio |\n|---|---|---|---|\n")
 	for _, p := range tw.Points {
