@@ -141,7 +141,8 @@ type candidate struct {
 // candidates are the items whose content the records change, each once, in the order of their
 // last record: a later record of the same key supersedes an earlier one, a record whose old and
 // new images have the same content (the inline ledger's own writes, a rewrite of the same
-// values) is no new version, and a deleted item is not handled.
+// values) is no new version unless it took the item's state away (stateRemoved), and a deleted
+// item is not handled.
 func (p *pass) candidates(changes []Change) []candidate {
 	st := &p.w.stats
 	last := map[string]int{}
@@ -152,7 +153,7 @@ func (p *pass) candidates(changes []Change) []candidate {
 			st.followDeleted.Add(1)
 			continue
 		}
-		if ch.OldImage != nil && (p.ownFinish(ch) || p.contentVersion(ch.OldImage) == p.contentVersion(ch.NewImage)) {
+		if ch.OldImage != nil && !p.stateRemoved(ch) && (p.ownFinish(ch) || p.contentVersion(ch.OldImage) == p.contentVersion(ch.NewImage)) {
 			st.followUnchanged.Add(1)
 			continue
 		}
@@ -191,6 +192,15 @@ func (p *pass) ownFinish(ch Change) bool {
 	before, onItem := p.e.ledger.StateOf(ch.OldImage)
 	after, _ := p.e.ledger.StateOf(ch.NewImage)
 	return onItem && !before.Status.Finished() && after.Status.Finished()
+}
+
+// stateRemoved reports a record that took the item's inline state away (its old image has a
+// state, its new image none): the item rewritten whole (a PutItem), its state removed by hand, or
+// a redrive. The item is pending again, so it is a candidate even when its content is the same.
+func (p *pass) stateRemoved(ch Change) bool {
+	before, onItem := p.e.ledger.StateOf(ch.OldImage)
+	after, _ := p.e.ledger.StateOf(ch.NewImage)
+	return onItem && before.Status != StatusPending && after.Status == StatusPending
 }
 
 // setReader records the reader whose shards Stats reports.

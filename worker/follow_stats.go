@@ -18,7 +18,7 @@ type FollowStats struct {
 	// same item in the same batch superseded.
 	Superseded int64 `json:"superseded"`
 	// Unchanged counts records of writes that changed no content (the inline ledger's own writes,
-	// rewrites of the same values).
+	// rewrites of the same values that kept the item's state).
 	Unchanged int64 `json:"unchanged"`
 	// Deleted counts records of deleted items (and candidates found deleted): nothing to handle.
 	Deleted int64 `json:"deleted"`

@@ -91,7 +91,7 @@ func followCollectors(counter, gauge statFunc) []prometheus.Collector {
 			of(func(f *worker.FollowStats) float64 { return float64(f.Handled) })),
 		counter("dynapart_follow_versions_superseded_total", "Stream records whose version was handled already (by a pass, a newer record or a reader before a takeover) or that a later record of the item in the same batch superseded.",
 			of(func(f *worker.FollowStats) float64 { return float64(f.Superseded) })),
-		counter("dynapart_follow_versions_unchanged_total", "Stream records of writes that changed no content (the inline ledger's own writes, rewrites of the same values).",
+		counter("dynapart_follow_versions_unchanged_total", "Stream records of writes that changed no content (the inline ledger's own writes, rewrites of the same values that kept the item's state).",
 			of(func(f *worker.FollowStats) float64 { return float64(f.Unchanged) })),
 		counter("dynapart_follow_deleted_total", "Stream records of deleted items (and candidates found deleted): nothing to handle.",
 			of(func(f *worker.FollowStats) float64 { return float64(f.Deleted) })),
