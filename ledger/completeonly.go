@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
@@ -104,10 +105,10 @@ func (l *core) failOnly(ctx context.Context, r ClaimRequest, f Failure) (Result,
 	}
 	vals := l.requestVals(r)
 	vals[vRetryAt], vals[vError] = attrMillis(f.RetryAt), attrS(truncateErrorText(f.Error))
-	in := l.input(op, rowKey, vals)
-	in.ReturnValues = types.ReturnValueAllNew
-	in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
-	out, err := l.update(ctx, in)
+	out, err := l.updateFailure(ctx, op, rowKey, vals, func(in *dynamodb.UpdateItemInput) {
+		in.ReturnValues = types.ReturnValueAllNew
+		allOldOnFailure(in)
+	})
 	res := Result{Applied: true}
 	if err == nil {
 		res.Found = l.decodeState(out.Attributes)
@@ -131,9 +132,7 @@ func (l *core) exhausted(ctx context.Context, r ClaimRequest, rowKey Key, f Fail
 	if r.Version != "" {
 		vals[vVersion] = attrS(r.Version)
 	}
-	in := l.input(OpExhausted, rowKey, vals)
-	in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
-	_, err := l.update(ctx, in)
+	_, err := l.updateFailure(ctx, OpExhausted, rowKey, vals, allOldOnFailure)
 	var ccf *types.ConditionalCheckFailedException
 	switch {
 	case err == nil:

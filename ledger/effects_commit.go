@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 )
 
 // This file commits effects with a completion: merged into the completion's UpdateItem when the
@@ -258,6 +259,11 @@ func (l *core) commitAnswer(cm commit, n int, err error) (retry, applied bool, f
 			// The item's changes ride on the completion: DynamoDB finding it invalid (an operand of
 			// the wrong type, the item past 400 KB) refuses them.
 			return false, false, ItemState{}, &EffectError{Write: -1, Reason: effectReason(code, ""), Err: reasonErr(r)}
+		case i == 0 && code == "ValidationError":
+			// The completion alone is invalid (its attributes take the item past 400 KB): refused
+			// for good, as the same write outside a transaction is (IsValidation).
+			return false, false, ItemState{}, l.wrapErr("commit", l.row.table, &smithy.GenericAPIError{Code: "ValidationException",
+				Message: "the completion cancelled with ValidationError: " + aws.ToString(r.Message), Fault: smithy.FaultClient})
 		case i == 0:
 			return false, false, ItemState{}, l.wrapErr("commit", l.row.table, fmt.Errorf("the completion cancelled with %s: %s", code, aws.ToString(r.Message)))
 		case i <= extra:

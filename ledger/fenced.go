@@ -37,9 +37,7 @@ func (l *core) fenced(ctx context.Context, op Op, c Claim, vals values) error {
 		return err
 	}
 	maps.Copy(vals, fenceVals(c))
-	in := l.input(op, rowKey, vals)
-	in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
-	_, err = l.update(ctx, in)
+	_, err = l.updateFailure(ctx, op, rowKey, vals, allOldOnFailure)
 	if err == nil {
 		return nil
 	}

@@ -193,6 +193,10 @@ func (p *pass) completed(ctx context.Context, t task, claim Claim, err error, to
 		// The handler's effects cannot be committed (nothing was written): a permanent failure.
 		c.Logger.Warn("dynapart: the handler's effects were refused; the item is dead-lettered", "slot", claim.Slot, "err", err)
 		p.deadLetter(ctx, claim, err.Error(), took)
+	case ledger.IsValidation(err):
+		// The completion alone is refused for good (the item is near 400 KB): the claim stays
+		// until it expires; a later pass meets the item again.
+		p.countUnprocessable(claim.Key, err)
 	default:
 		// Unknown outcome: the claim expires and the item is handled again.
 		c.Logger.Error("dynapart: complete", "slot", claim.Slot, "err", err)
@@ -294,6 +298,8 @@ func (p *pass) failed(ctx context.Context, cl Claim, herr error, took time.Durat
 		p.again(at)
 	case errors.Is(err, ErrClaimLost):
 		p.claimLost(cl, err, took)
+	case ledger.IsValidation(err):
+		p.countUnprocessable(cl.Key, err) // the item cannot take the state (near 400 KB)
 	default:
 		c.Logger.Error("dynapart: record retry", "slot", cl.Slot, "err", err)
 		p.unknown(cl, took)
@@ -310,6 +316,10 @@ func (p *pass) deadLetter(ctx context.Context, cl Claim, msg string, took time.D
 		c.Logger.Warn("dynapart: item dead-lettered", "slot", cl.Slot, "attempt", cl.Attempt)
 	case errors.Is(err, ErrClaimLost):
 		p.claimLost(cl, err, took)
+	case ledger.IsValidation(err):
+		// Refused for good, even without its error text: the item cannot take the state (it is
+		// near 400 KB). Its claim stays until it expires; a later pass meets the item again.
+		p.countUnprocessable(cl.Key, err)
 	default:
 		// Unknown outcome: the item is kept for a later pass, which reclaims it once the claim
 		// has expired (or finds it failed).
