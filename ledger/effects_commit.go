@@ -170,6 +170,8 @@ func (l *core) commitTx(ctx context.Context, cm commit, itemKey Key) (applied bo
 		switch {
 		case errors.Is(cerr, errNoImage):
 			return l.settleRefused(ctx, cm)
+		case errors.Is(cerr, errUnmatchedCondition):
+			return l.settleUnmatched(ctx, cm)
 		case cerr != nil:
 			return false, found, cerr
 		case !retry:
@@ -235,6 +237,10 @@ func (l *core) commitAnswer(cm commit, n int, err error) (retry, applied bool, f
 		return true, false, ItemState{}, nil // a conflict, throttling, or an unknown outcome
 	}
 	if len(tce.CancellationReasons) != n {
+		// Not one reason per action (DynamoDB Local gives one for some refusals).
+		if rerr := unmatchedRefusal(cm.plan, tce.CancellationReasons); rerr != nil {
+			return false, false, ItemState{}, rerr
+		}
 		return true, false, ItemState{}, nil
 	}
 	extra := 1 // the item's own update, sent on its own with the table ledger
@@ -273,6 +279,49 @@ func (l *core) commitAnswer(cm commit, n int, err error) (retry, applied bool, f
 		}
 	}
 	return true, false, ItemState{}, nil // cancelled only for conflicts or throttling: again
+}
+
+// unmatchedRefusal reads the reasons of a commit cancelled with reasons that do not match its
+// actions one to one: a refusal no retry can help refuses the commit as a whole (an
+// *EffectError); a failed condition, whose action is not known, is errUnmatchedCondition (the row
+// tells, settleUnmatched); nil when every reason is a conflict, throttling or none: the commit is
+// sent again.
+func unmatchedRefusal(p *effectPlan, reasons []types.CancellationReason) error {
+	var failed error
+	for _, r := range reasons {
+		code := aws.ToString(r.Code)
+		switch again, _ := retryableReason(code); {
+		case again:
+		case code == "ConditionalCheckFailed":
+			failed = errUnmatchedCondition
+		default:
+			return &EffectError{Write: refusedPart(p), Reason: effectReason(code, ""), Err: reasonErr(r)}
+		}
+	}
+	return failed
+}
+
+// errUnmatchedCondition: a commit was cancelled for a failed condition, not knowing whose.
+var errUnmatchedCondition = errors.New("cancelled for a failed condition of an action not named")
+
+// settleUnmatched decides a commit cancelled for a failed condition of an action not named, by a
+// consistent read of the row: applied when it shows this commit (an earlier attempt landed); when
+// the completion's own condition holds on it, the failed condition was a write's (an
+// *EffectError: nothing of the commit applied); else the completion's, and found is the state it
+// met.
+func (l *core) settleUnmatched(ctx context.Context, cm commit) (bool, ItemState, error) {
+	rctx, cancel := settleContext(ctx)
+	defer cancel()
+	row, err := l.readRow(rctx, "commit", cm.rowKey)
+	switch {
+	case err != nil:
+		return false, ItemState{}, err
+	case l.applied(cm.op, row, cm.vals):
+		return true, ItemState{}, nil
+	case len(row) > 0 && l.ops[cm.op].cond.holds(l.view(row, cm.vals)):
+		return false, ItemState{}, &EffectError{Write: refusedPart(cm.plan), Reason: effectReason("ConditionalCheckFailed", "a condition of a write failed"), Err: errUnmatchedCondition}
+	}
+	return false, l.decodeState(row), nil
 }
 
 // refusedPart is the EffectError.Write of a commit DynamoDB refused as a whole: the item's update

@@ -108,6 +108,8 @@ func (l *core) checkChanges(write int, table string, cs []Change) error {
 			return refuse("changed twice in one update")
 		case sameTable(table, l.sourceTable()) && l.isKeyAttr(c.name) && write < 0:
 			return refuse("a key attribute of the item")
+		case sameTable(table, l.sourceTable()) && l.isKeyAttr(c.name):
+			return refuse("a key attribute of the table's items: an update cannot change a key")
 		case sameTable(table, l.row.table) && l.isLedgerAttr(c.name):
 			return refuse("a ledger attribute")
 		}
