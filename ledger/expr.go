@@ -276,19 +276,20 @@ func compare(a, b types.AttributeValue) (int, bool) {
 }
 
 // compareNumbers orders two DynamoDB numbers: as integers when both are (the ledger's are), else
-// exactly as decimals.
+// exactly as decimals. Exactly: DynamoDB keeps 38 significant digits, and two keys that differ
+// only in their 23rd are two items (a float's 53 or 64 bits of mantissa would make them one).
 func compareNumbers(a, b string) (int, bool) {
 	x, errx := strconv.ParseInt(a, 10, 64)
 	y, erry := strconv.ParseInt(b, 10, 64)
 	if errx == nil && erry == nil {
 		return cmp.Compare(x, y), true
 	}
-	fx, okx := new(big.Float).SetString(a)
-	fy, oky := new(big.Float).SetString(b)
+	rx, okx := new(big.Rat).SetString(a)
+	ry, oky := new(big.Rat).SetString(b)
 	if !okx || !oky {
 		return 0, false
 	}
-	return fx.Cmp(fy), true
+	return rx.Cmp(ry), true
 }
 
 // update is an update expression: SET, ADD and REMOVE clauses.
