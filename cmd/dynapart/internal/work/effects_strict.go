@@ -16,8 +16,9 @@ import (
 // name twice is ambiguous, so strictEffects walks the output once before it is decoded: it refuses
 // a name given twice in any object (an item's attributes included), a field of the contract
 // spelled otherwise than the contract spells it or holding another kind of value (null included),
-// nesting deeper than DynamoDB stores, and any output that is not one JSON object. An error says
-// where: the path in the object and the line and column in the output.
+// nesting deeper than DynamoDB stores, any output that is not one JSON object, and text that is
+// not UTF-8 or a string that is not characters (effects_text.go). An error says where: the path in
+// the object and the line and column in the output.
 
 // effectsFields are the field names of the contract's objects, by their path ("[]" for an element
 // of an array).
@@ -66,6 +67,9 @@ type effectsWalk struct {
 func strictEffects(out []byte) error {
 	w := &effectsWalk{out: out, dec: json.NewDecoder(bytes.NewReader(out))}
 	w.dec.UseNumber() // any number is a number here (1e400 too): DynamoDB judges its range
+	if err := w.notUTF8(); err != nil {
+		return err
+	}
 	tok, err := w.dec.Token()
 	if err != nil {
 		return w.syntax(err)
@@ -94,6 +98,9 @@ func (w *effectsWalk) object(shape, where string) error {
 			return w.syntax(err)
 		}
 		name := tok.(string)
+		if err := w.loneSurrogate(start, orTop(where)); err != nil {
+			return err
+		}
 		if seen[name] {
 			return fmt.Errorf("%s: %q is given twice (at %s)", orTop(where), name, w.at(w.next(start)))
 		}
@@ -122,6 +129,9 @@ func (w *effectsWalk) value(shape, where string) error {
 	}
 	if want, ok := effectsKinds[shape]; ok && describeToken(tok) != want {
 		return fmt.Errorf("%s: want %s, got %s at %s", where, want, describeToken(tok), w.at(w.next(start)))
+	}
+	if _, ok := tok.(string); ok {
+		return w.loneSurrogate(start, where)
 	}
 	if d, ok := tok.(json.Delim); ok && (d == '{' || d == '[') {
 		if w.depth++; w.depth > maxEffectsDepth {

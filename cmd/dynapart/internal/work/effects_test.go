@@ -66,3 +66,28 @@ func TestParseEffects(t *testing.T) {
 		require.True(t, strings.Contains(err.Error(), where), "%q: %v", out, err)
 	}
 }
+
+// TestParseEffectsText: output that is not UTF-8, or a string (value or name) with an escape of
+// half a UTF-16 surrogate pair, is refused saying where; encoding/json alone would turn either
+// into U+FFFD and the altered text would be committed. A pair, and an escaped U+FFFD, are text.
+func TestParseEffectsText(t *testing.T) {
+	for out, want := range map[string]string{
+		"{\"set\": {\"name\": \"caf\xe9\"}}":                              "the output is not UTF-8: byte 0xE9 at line 1, column 22",
+		"{\"set\": {\"k\xff\": \"v\"}}":                                   "the output is not UTF-8: byte 0xFF at line 1, column 12",
+		"{\"set\": {\"a\": 1},\n\"x\xc3\"}":                               "byte 0xC3 at line 2, column 3",
+		`{"set": {"name": "a\ud800b"}}`:                                   `set.name: \ud800 at line 1, column 20 is half of a UTF-16 surrogate pair`,
+		`{"set": {"a\udc00": 1}}`:                                         `set: \udc00 at line 1, column 12 is half`,
+		`{"set": {"a": "\uDBFF\u0041"}}`:                                  `set.a: \uDBFF at line 1, column 16`,
+		`{"set": {"a": "\udc00\ud800"}}`:                                  `set.a: \udc00 at`,
+		`{"set": {"a": "\ud800"}}`:                                        `set.a: \ud800 at`,
+		`{"writes": [{"delete": {"table": "T\ud800", "key": {"k": 1}}}]}`: `writes[0].delete.table: \ud800`,
+	} {
+		_, err := parseEffects([]byte(out))
+		require.Error(t, err, "%q", out)
+		require.Contains(t, err.Error(), want, "%q", out)
+	}
+	e, err := parseEffects([]byte(`{"set": {"smile": "\ud83d\ude00", "\\ud800": "\ufffd", "q": "\\"}}`))
+	require.NoError(t, err)
+	require.ElementsMatch(t, []ledger.Change{ledger.Set("smile", &types.AttributeValueMemberS{Value: "😀"}),
+		ledger.Set(`\ud800`, &types.AttributeValueMemberS{Value: "\uFFFD"}), ledger.Set("q", &types.AttributeValueMemberS{Value: `\`})}, e.ItemChanges())
+}

@@ -41,6 +41,32 @@ func TestExecEffectsBigNumberKeyIsAnotherItem(t *testing.T) {
 	require.Contains(t, byID, "12345678901234567890124", "the neighbour is written")
 }
 
+// TestExecEffectsNotUTF8: output that is not UTF-8 (Latin-1 bytes in a value or a name) or holds
+// a lone surrogate escape fails the attempt, saying so, and applies nothing; encoding/json alone
+// would have committed the text with U+FFFD in place of what it could not read.
+func TestExecEffectsNotUTF8(t *testing.T) {
+	c := clitest.New(t)
+	db := ddbtest.Client(t)
+	for name, out := range map[string][]byte{
+		"latin1":         []byte("{\"set\": {\"name\": \"caf\xe9\"}}"),
+		"latin1 name":    []byte("{\"set\": {\"k\xff\": \"v\"}}"),
+		"lone surrogate": []byte(`{"set": {"name": "a\ud800b"}}`),
+	} {
+		t.Run(name, func(t *testing.T) {
+			table, leases := c.SeededTables(t, 1)
+			c.WorkOnce(table, leases, 1, "--exec", printsScript(t, c.Dir, out), "--exec-effects", "--max-attempts", "1")
+			it := scanItems(t, db, table)[0]
+			require.Equal(t, "failed", strAttr(it["dp_status"]))
+			require.Regexp(t, `not UTF-8|surrogate`, strAttr(it["dp_error"]))
+			for k, v := range it {
+				require.NotContains(t, k, "\uFFFD", "nothing of the effects is applied")
+				require.NotContains(t, strAttr(v), "\uFFFD", "nothing of the effects is applied")
+			}
+			require.NotContains(t, it, "name", "nothing of the effects is applied")
+		})
+	}
+}
+
 // printsScript is an --exec CMD that reads its stdin and prints out, byte for byte.
 func printsScript(t *testing.T, dir string, out []byte) string {
 	t.Helper()

@@ -68,7 +68,8 @@ completion in one atomic write: exactly once, or not at all (empty output or {}:
 Values are plain JSON as on stdin (string S, number N, true/false BOOL, null NULL, array L, object
 M). set/add/remove change the item itself (with the inline ledger in the completion's own write).
 Names are spelled as above, each once in an object, with values of the kinds shown (null is
-none). Other output fails the attempt, saying what is wrong and where (path, line and column); an
+none); the output is UTF-8, and no string escapes half a surrogate pair (a lone \ud800). Other
+output fails the attempt, saying what is wrong and where (path, line and column); an
 effect on a key or ledger attribute, or a put if_absent of a row that exists, fails it
 permanently, and nothing of the effects or the completion is applied.
 Without --exec the handler does nothing but complete the item (to try things out, benchmarks).
