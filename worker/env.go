@@ -36,6 +36,9 @@ type env struct {
 
 	streamMu  sync.Mutex
 	streamARN string // the source table's stream (Follow); see followedStream and slot.trimmed
+	// streamBegan is when that stream was turned on (its label; zero when the label is not a
+	// time): it holds no record of a change made before (see slot.outlivedRetention).
+	streamBegan time.Time
 }
 
 // stream is the source table's stream the workers follow.
@@ -43,6 +46,13 @@ func (e *env) stream() string {
 	e.streamMu.Lock()
 	defer e.streamMu.Unlock()
 	return e.streamARN
+}
+
+// began is when the stream the workers follow was turned on (zero when not known).
+func (e *env) began() time.Time {
+	e.streamMu.Lock()
+	defer e.streamMu.Unlock()
+	return e.streamBegan
 }
 
 // prepare reads what Run needs before its first slot (the start reads, sent together and retried
@@ -82,6 +92,7 @@ func (w *Worker) prepare(ctx context.Context) (*env, error) {
 		if e.streamARN, err = followedStream(c.Table, r.source); err != nil {
 			return nil, err
 		}
+		e.streamBegan = streamBegan(r.source)
 	}
 	if r.groupErr != nil {
 		return nil, r.groupErr

@@ -215,6 +215,16 @@ func errNoStream(table string, reason string) error {
 	return configErr("Follow", "table %q %s: turn it on with `dynapart init --table %s --stream` before the first pass (follow.EnableStream)", table, reason, table)
 }
 
+// streamBegan is when the source table's stream was turned on, from its label (an ISO 8601 time
+// in UTC, e.g. 2026-11-28T02:30:38.780); zero when the label is not one.
+func streamBegan(d *types.TableDescription) time.Time {
+	t, err := time.Parse("2006-01-02T15:04:05.999999999", aws.ToString(d.LatestStreamLabel))
+	if err != nil {
+		return time.Time{}
+	}
+	return t
+}
+
 // followedStream is the ARN of the source table's stream, which Follow needs on with new and old
 // images.
 func followedStream(table string, d *types.TableDescription) (string, error) {

@@ -154,14 +154,25 @@ func possibleLoss() time.Duration {
 // outlivedRetention reports whether the stream may have lost records the slot needs, judged by
 // time where no checkpoint can tell: since from (the start of the pass that just completed, how
 // far the group had read the stream, or the last time the slot's previous holder was alive), more
-// than possibleLoss has passed. Then it starts a rescan (logged, counted as one); an error when
-// the rescan could not be saved.
+// than possibleLoss has passed, or the stream the slot follows was turned on after from (by the
+// holders' clocks): it holds no record of a change made before. Then it starts a rescan (logged,
+// counted as one); an error when the rescan could not be saved.
 func (s *slot) outlivedRetention(from time.Time, what string) (bool, error) {
-	if from.IsZero() || s.w.cfg.Clock.Now().Sub(from) < possibleLoss() {
+	began := s.e.began()
+	switch {
+	case from.IsZero():
+		return false, nil
+	case s.w.cfg.Clock.Now().Sub(from) >= possibleLoss():
+		s.log.Warn("dynapart: "+what+" longer ago than the stream keeps records: changes made since may be lost from it; scanning the whole table again for items whose content changed",
+			"since", from, "retention", follow.Retention)
+	case from.Before(began):
+		// The stream was turned on later (turned off and on while the group was down, or first
+		// turned on during a pass a worker without Follow began): it holds no change made before.
+		s.log.Warn("dynapart: "+what+" before the stream the slot follows was turned on: changes made before it are in no stream; scanning the whole table again for items whose content changed",
+			"since", from, "stream_began", began)
+	default:
 		return false, nil
 	}
-	s.log.Warn("dynapart: "+what+" longer ago than the stream keeps records: changes made since may be lost from it; scanning the whole table again for items whose content changed",
-		"since", from, "retention", follow.Retention)
 	if !s.startRescan() {
 		return false, errRescanNotSaved
 	}
@@ -226,7 +237,7 @@ func (s *slot) refreshStream() {
 	defer s.e.streamMu.Unlock()
 	if arn != s.e.streamARN {
 		s.log.Warn("dynapart: the table streams to a new stream: following it", "old", s.e.streamARN, "new", arn)
-		s.e.streamARN = arn
+		s.e.streamARN, s.e.streamBegan = arn, streamBegan(d)
 	}
 }
 
