@@ -12,7 +12,8 @@ import (
 	"github.com/dynapart/dynapart/worker"
 )
 
-// effectsDoc is the --exec-effects output: one JSON object (empty output or {}: no effects).
+// effectsDoc is the --exec-effects output: one JSON object (empty output, or JSON whitespace
+// alone, or {}: no effects).
 //
 //	{"set": {"attr": VALUE, ...}, "add": {"attr": NUMBER, ...}, "remove": ["attr", ...],
 //	 "writes": [{"put":    {"table": "T", "item": {...}, "if_absent": true}},
@@ -57,7 +58,7 @@ type deleteDoc struct {
 
 // parseEffects reads the --exec-effects output. An error says what is wrong and where.
 func parseEffects(out []byte) (*worker.Effects, error) {
-	if len(bytes.TrimSpace(out)) == 0 {
+	if len(bytes.Trim(out, jsonSpace)) == 0 {
 		return nil, nil
 	}
 	if err := strictEffects(out); err != nil {

@@ -8,7 +8,6 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"unicode/utf8"
 )
 
 // encoding/json matches an object's names to fields without regard to case and keeps the last of
@@ -159,37 +158,6 @@ func (w *effectsWalk) value(shape, where string) error {
 		return w.syntax(err)
 	}
 	return nil
-}
-
-// syntax says where a syntax error is; nil stays nil.
-func (w *effectsWalk) syntax(err error) error {
-	var se *json.SyntaxError
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &se):
-		return fmt.Errorf("%v at %s", se, w.at(se.Offset))
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return fmt.Errorf("the output ends inside a JSON value (at %s)", w.at(int64(len(w.out))))
-	}
-	return err
-}
-
-// next is the offset of the token after off: past spaces, a comma or a colon.
-func (w *effectsWalk) next(off int64) int64 {
-	for off < int64(len(w.out)) && strings.IndexByte(" \t\r\n,:", w.out[off]) >= 0 {
-		off++
-	}
-	return off
-}
-
-// at is the line and column of byte offset off of the output.
-func (w *effectsWalk) at(off int64) string {
-	off = min(max(off, 0), int64(len(w.out)))
-	before := w.out[:off]
-	line := bytes.Count(before, []byte("\n")) + 1
-	col := utf8.RuneCount(before[bytes.LastIndexByte(before, '\n')+1:]) + 1 // in characters
-	return fmt.Sprintf("line %d, column %d", line, col)
 }
 
 func describeToken(tok json.Token) string {

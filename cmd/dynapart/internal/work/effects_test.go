@@ -91,3 +91,38 @@ func TestParseEffectsText(t *testing.T) {
 	require.ElementsMatch(t, []ledger.Change{ledger.Set("smile", &types.AttributeValueMemberS{Value: "😀"}),
 		ledger.Set(`\ud800`, &types.AttributeValueMemberS{Value: "\uFFFD"}), ledger.Set("q", &types.AttributeValueMemberS{Value: `\`})}, e.ItemChanges())
 }
+
+// TestParseEffectsWhitespace: only JSON's whitespace (space, tab, CR, LF) around nothing is "no
+// effects"; a form feed, a vertical tab, U+00A0 or U+0085 is not JSON, alone or after the object.
+func TestParseEffectsWhitespace(t *testing.T) {
+	e, err := parseEffects([]byte(" \t\r\n"))
+	require.NoError(t, err)
+	require.True(t, e.Empty())
+	for _, out := range []string{"\f", "\v", "\u00a0", "\u0085", "\f{}", "{}\f", "{}\u00a0"} {
+		_, err := parseEffects([]byte(out))
+		require.Error(t, err, "%q is not JSON whitespace", out)
+	}
+}
+
+// TestParseEffectsSyntaxAt: a syntax error is placed at its character (the decoder's own offset
+// counts only some bytes, and past the bad one), and a character outside strings that is not
+// ASCII is named as it is, a byte order mark as such.
+func TestParseEffectsSyntaxAt(t *testing.T) {
+	for out, want := range map[string]string{
+		"x":                        "invalid character 'x' looking for beginning of value at line 1, column 1",
+		"\f":                       `invalid character '\f' looking for beginning of value at line 1, column 1`,
+		`{"set": {"a": tru}}`:      "invalid character '}' in literal true (expecting 'e') at line 1, column 18",
+		"{\"set\":\n  {\"a\": x}}": "invalid character 'x' looking for beginning of value at line 2, column 9",
+		`{"set": {"a": 1.}}`:       "after decimal point in numeric literal at line 1, column 17",
+		`{"set": {"é": "\q"}}`:     "invalid character 'q' in string escape code at line 1, column 17",
+		`{"set" {}}`:               "invalid character '{' after object key at line 1, column 8",
+		"\xef\xbb\xbf{}":           "a UTF-8 byte order mark (U+FEFF) at line 1, column 1",
+		"\n\xef\xbb\xbf{}":         "a UTF-8 byte order mark (U+FEFF) at line 2, column 1",
+		"\u00a0":                   `invalid character U+00A0 '\u00a0' at line 1, column 1`,
+		"{\"set\": {\"a\": é}}":    `invalid character U+00E9 'é' at line 1, column 15`,
+	} {
+		_, err := parseEffects([]byte(out))
+		require.Error(t, err, "%q", out)
+		require.Contains(t, err.Error(), want, "%q", out)
+	}
+}
