@@ -145,6 +145,7 @@ type core struct {
 	leaseVals    leaseValueCache
 	stateNames   map[string]bool // the attributes of an item's state (see isLedgerAttr)
 	versioned    bool            // WithVersions: see versions in machine.go
+	reserved     []string        // WithReservedTables: tables effects may not write
 }
 
 // coreSpec is what a ledger gives newCore.
@@ -183,7 +184,7 @@ func newCore(db Client, s coreSpec) (*core, error) {
 	s.shape.versioned = s.opts.versioned
 	l := &core{db: db, name: s.name, keyAttrs: append([]string(nil), s.keyAttrs...), names: s.names, row: s.row,
 		skew: s.opts.skew, gate: s.opts.gate, ops: map[Op]*compiled{}, prefix: s.prefix, source: s.source,
-		versioned: s.opts.versioned}
+		versioned: s.opts.versioned, reserved: s.opts.reserved}
 	_, batches := db.(statementBatcher)
 	l.noStatements.Store(s.opts.noStatements || !batches)
 	for op, t := range machine(s.shape) {

@@ -19,9 +19,10 @@ import (
 //     ledger, go in one TransactWriteItems with the completion, whose ClientRequestToken is the
 //     same for every retry of that commit, so a lost answer cannot apply it twice.
 //
-// An effect that names a key attribute of the item, a ledger attribute, the ledger's own table or
-// the item itself as another write is refused before anything is written (an *EffectError naming
-// it). A condition of a write of the caller's (PutIfAbsent of an existing row, Check) that fails
+// An effect that names a key attribute of the item (or, in an update of another item of the items'
+// table, of that item), a ledger attribute, the ledger's own table, a reserved table
+// (WithReservedTables: a worker's lease table) or the item itself as another write is refused
+// before anything is written (an *EffectError naming it). A condition of a write of the caller's (PutIfAbsent of an existing row, Check) that fails
 // cancels the whole commit: an *EffectError naming the write, nothing applied. Conflicts with other
 // transactions and throttling are retried with backoff. The zero value is empty and ready to use;
 // methods return e to chain.

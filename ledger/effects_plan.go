@@ -149,8 +149,9 @@ func (l *core) isLedgerAttr(name string) bool {
 	return l.stateNames[name] || l.prefix != "" && strings.HasPrefix(name, l.prefix)
 }
 
-// checkWrite refuses a write to the ledger's own table (the table ledger's), to the item itself,
-// with ledger attributes of another item of an inline ledger's table, or without a table or key.
+// checkWrite refuses a write to the ledger's own table (the table ledger's) or a reserved one
+// (WithReservedTables), to the item itself, with ledger attributes of another item of an inline
+// ledger's table, or without a table or key.
 func (l *core) checkWrite(i int, itemKey Key, w Write) error {
 	refuse := func(attr, reason string) error { return &EffectError{Write: i, Attr: attr, Reason: reason, Err: w.err} }
 	key := w.Key
@@ -168,6 +169,8 @@ func (l *core) checkWrite(i int, itemKey Key, w Write) error {
 		return refuse("", "no item")
 	case l.source != "" && sameTable(w.Table, l.row.table):
 		return refuse("", fmt.Sprintf("a write to the ledger table %q", w.Table))
+	case slices.ContainsFunc(l.reserved, func(t string) bool { return sameTable(w.Table, t) }):
+		return refuse("", fmt.Sprintf("a write to dynapart's table %q (the lease table)", w.Table))
 	case sameTable(w.Table, l.sourceTable()) && sameKey(key, itemKey, l.keyAttrs):
 		return refuse("", "a write to the item itself (change it with Item)")
 	}

@@ -85,3 +85,24 @@ func TestEffectsUnmatchedConditionReasons(t *testing.T) {
 		})
 	}
 }
+
+// TestEffectsReservedTableRefused: a write to a reserved table (a worker's lease table), by name
+// or by ARN, is refused before anything is sent (it could break the group's leases and plan).
+func TestEffectsReservedTableRefused(t *testing.T) {
+	db, source, names := lcSourceTable(t)
+	fc := ddbfault.New(db)
+	l, err := NewInline(fc, source, names, WithReservedTables("my-leases"))
+	require.NoError(t, err)
+	k := lcKey(0)
+	lcSeeder(t, db, source)(k)
+	c := lcMustClaim(t, l, lcReq(k, "W1", 0, 1, lcT0), 1)
+	for _, table := range []string{"my-leases", "arn:aws:dynamodb:us-east-1:123456789012:table/my-leases"} {
+		sent := fc.Calls()
+		err := l.CompleteWith(context.Background(), c, lcT0, (&Effects{}).Update(table, Key{"pk": &types.AttributeValueMemberS{Value: "group#g"}}, Set("n", 0)))
+		var ee *EffectError
+		require.ErrorAs(t, err, &ee)
+		require.Contains(t, ee.Error(), "lease table")
+		require.Equal(t, sent, fc.Calls(), "refused before anything was sent")
+	}
+	require.Equal(t, StatusClaimed, lcState(t, l, k).Status)
+}

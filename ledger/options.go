@@ -13,6 +13,7 @@ type options struct {
 	audit        bool
 	noStatements bool
 	versioned    bool
+	reserved     []string
 }
 
 // WithPrefix starts the name of every inline state attribute (<prefix>status, <prefix>owner, ...).
@@ -51,6 +52,13 @@ func WithoutStatementBatches() Option { return func(o *options) { o.noStatements
 // the table's stream tells a new version of a finished item from one already handled by it.
 // Defaults to off (no version attribute is written).
 func WithVersions() Option { return func(o *options) { o.versioned = true } }
+
+// WithReservedTables names tables that a handler's effects may not write (by name or ARN), as
+// they may not write the table ledger's own table: a worker reserves its lease table, whose
+// leases, plan and shard checkpoints a write of another's would break. Defaults to none.
+func WithReservedTables(tables ...string) Option {
+	return func(o *options) { o.reserved = append(o.reserved, tables...) }
+}
 
 func collect(opts []Option) options {
 	o := options{prefix: DefaultAttrPrefix}

@@ -126,7 +126,7 @@ func (w *Worker) newLedger(r *startReads, keyAttrs []string) (Ledger, error) {
 // ledgerOptions are the ledger settings of every worker ledger: the write gate, the clock skew
 // claims are padded with, and the complete-only audit.
 func (w *Worker) ledgerOptions() []ledger.Option {
-	opts := []ledger.Option{ledger.WithWriteGate(w.gate), ledger.WithMaxClockSkew(w.cfg.MaxClockSkew)}
+	opts := []ledger.Option{ledger.WithWriteGate(w.gate), ledger.WithMaxClockSkew(w.cfg.MaxClockSkew), ledger.WithReservedTables(w.cfg.LeaseTable)}
 	if w.cfg.CompleteOnlyAudit {
 		opts = append(opts, ledger.WithCompleteOnlyAudit())
 	}
