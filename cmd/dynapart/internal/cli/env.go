@@ -13,11 +13,12 @@ func EnvName(flag string) string {
 	return "DYNAPART_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
 }
 
-// BindEnv sets every flag not given on the command line from DYNAPART_<FLAG>.
+// BindEnv sets every flag not given on the command line from DYNAPART_<FLAG>, but for the
+// variables `work --exec` sets for CMD (ItemEnv): --key is never read from DYNAPART_KEY.
 func BindEnv(cmd *cobra.Command, lookupEnv func(string) (string, bool)) error {
 	var errs []error
 	set := func(f *pflag.Flag) {
-		if f.Changed || f.Name == "help" {
+		if f.Changed || f.Name == "help" || isItemEnv(EnvName(f.Name)) {
 			return
 		}
 		if v, ok := lookupEnv(EnvName(f.Name)); ok {

@@ -1,5 +1,6 @@
 // Package cli is what the commands of dynapart share: the global flags and the process's stdio
-// (Globals, Stdio), DYNAPART_<FLAG> environment variables (BindEnv), exit codes and usage errors
+// (Globals, Stdio), DYNAPART_<FLAG> environment variables (BindEnv) and the per-item variables of
+// `work --exec` that BindEnv leaves alone (ItemEnv, itemenv.go), exit codes and usage errors
 // (exit.go), the DynamoDB and lease clients, logging beside the progress line (logging.go), source
 // tables and key schemas (tables.go), the ledger flags of the commands that read a ledger, items
 // as plain JSON (items.go) and terminal progress bars (terminal.go).

@@ -63,3 +63,17 @@ func TestRedriveCommand(t *testing.T) {
 		})
 	}
 }
+
+// TestRedriveIgnoresExecItemEnv: a redrive run by an --exec CMD, whose environment holds the
+// handled item's DYNAPART_KEY (and the other per-item variables), redrives every dead letter, not
+// the handled item alone: --key is not read from the environment.
+func TestRedriveIgnoresExecItemEnv(t *testing.T) {
+	c := clitest.New(t)
+	table, leases := c.SeededTables(t, 3)
+	c.MustRun("work", "--table", table, "--lease-table", leases, "--workers", "1", "--once", "--exec", "exit 65", "--progress", "none")
+	env := map[string]string{"DYNAPART_KEY": `{"id":"item-00000001"}`, "DYNAPART_SLOT": "0", "DYNAPART_ATTEMPT": "1",
+		"DYNAPART_TOKEN": "1", "DYNAPART_IDEMPOTENCY_KEY": "x", "DYNAPART_VERSION": ""}
+	out, stderr, code := c.RunEnv(env, "redrive", "--table", table)
+	require.Equal(t, 0, code, stderr)
+	require.Equal(t, "moved 3  not failed 0\n", out)
+}

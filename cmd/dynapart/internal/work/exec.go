@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -87,14 +86,8 @@ func execRun(ctx context.Context, c execCall, it worker.Item) error {
 	// The command line is the operator's, fixed at start; item data goes only to stdin and env.
 	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", c.command)
 	cmd.Stdin = bytes.NewReader(body)
-	cmd.Env = append(os.Environ(),
-		"DYNAPART_KEY="+string(key),
-		"DYNAPART_SLOT="+strconv.Itoa(it.Slot),
-		"DYNAPART_ATTEMPT="+strconv.Itoa(it.Attempt),
-		"DYNAPART_TOKEN="+strconv.FormatInt(it.Token, 10),
-		"DYNAPART_IDEMPOTENCY_KEY="+it.IdempotencyKey,
-		"DYNAPART_VERSION="+it.Version,
-	)
+	cmd.Env = append(os.Environ(), cli.ItemEnv{Key: key, Slot: it.Slot, Attempt: it.Attempt, Token: it.Token,
+		IdempotencyKey: it.IdempotencyKey, Version: it.Version}.Environ()...)
 	var stderr tailBuffer
 	cmd.Stdout = c.stdout
 	cmd.Stderr = &stderr
