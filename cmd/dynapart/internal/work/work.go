@@ -136,7 +136,7 @@ func New(g *cli.Globals) *cobra.Command {
 func (f *workFlags) add(fl *pflag.FlagSet) {
 	f.settingFlags.add(fl)
 	fl.StringVar(&f.exec, "exec", "", "command to run per item (item JSON on stdin, DYNAPART_* in the environment)")
-	fl.DurationVar(&f.execTimeout, "exec-timeout", 0, "kill --exec after this long (default: the claim's time)")
+	fl.DurationVar(&f.execTimeout, "exec-timeout", 0, "kill --exec after this long (0, the default: shortly before its claim expires)")
 	fl.BoolVar(&f.execEffects, "exec-effects", false, "read --exec's stdout as a JSON object of effects committed with the item's completion (see above)")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics (/metrics) and the live status page (/, /api/status) on this address, e.g. :9090")
 	fl.StringVar(&f.progress, "progress", "auto", "progress: auto (bar on a terminal, else a log line every 5s), bar, log, json (a line every 250ms on stdout), none")
@@ -153,6 +153,9 @@ func (f *workFlags) check() error {
 	}
 	if f.writeRateSet && !(f.cfg.WriteRate > 0 && !math.IsInf(f.cfg.WriteRate, 1)) {
 		return cli.Usagef("--write-rate must be a number > 0 (WCU per second; leave it out for no limit), got %v", f.cfg.WriteRate)
+	}
+	if f.execTimeout < 0 {
+		return cli.Usagef("--exec-timeout must not be negative (0, the default, kills CMD shortly before its claim expires), got %v", f.execTimeout)
 	}
 	if f.execEffects && f.exec == "" {
 		return cli.Usagef("--exec-effects reads the output of --exec: give --exec CMD")
