@@ -3,7 +3,6 @@ package work
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -18,11 +17,12 @@ import (
 // execHandler runs command once per item. The item goes to the command's stdin as a JSON object and
 // its key, slot, attempt and token into DYNAPART_* environment variables; the item never reaches a
 // shell command line. Exit 0 completes the item; any other exit is a failed attempt whose error is
-// the tail of the command's stderr. Exit code 75 (EX_TEMPFAIL) asks for a retry without backoff
-// changes; exit 65 (EX_DATAERR) dead-letters at once. The command's stdout goes to out, which
-// must be safe for concurrent writes (an *os.File is). Once out's reader has gone (a pipe to a
-// `head` that exited) the handler stops the run (stop, with errOutputClosed) and returns
-// worker.ErrStopped: the attempt is interrupted, not counted, and no more commands run.
+// the tail of the command's stderr; exit 65 (EX_DATAERR) dead-letters at once. A command killed as
+// its context ended (--exec-timeout, the claim's end, the stop) says so (execError). The
+// command's stdout goes to out, which must be safe for concurrent writes (an *os.File is). Once
+// out's reader has gone (a pipe to a `head` that exited) the handler stops the run (stop, with
+// errOutputClosed) and returns worker.ErrStopped: the attempt is interrupted, not counted, and no
+// more commands run.
 func execHandler(command string, timeout time.Duration, out io.Writer, stop context.CancelCauseFunc) worker.Handler {
 	return func(ctx context.Context, it worker.Item) error {
 		if readerGone(out) {
@@ -80,7 +80,7 @@ func execRun(ctx context.Context, c execCall, it worker.Item) error {
 	}
 	if c.timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		ctx, cancel = context.WithTimeoutCause(ctx, c.timeout, &execTimeoutError{c.timeout})
 		defer cancel()
 	}
 	// The command line is the operator's, fixed at start; item data goes only to stdin and env.
@@ -95,26 +95,9 @@ func execRun(ctx context.Context, c execCall, it worker.Item) error {
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
 	if err := cmd.Run(); err != nil {
-		return execError(err, stderr.String())
+		return execError(ctx, err, stderr.String())
 	}
 	return nil
-}
-
-// execError is a failed run's error: the exit status and the tail of stderr; exit 65 is permanent.
-func execError(err error, msg string) error {
-	var exitErr *exec.ExitError
-	if !errors.As(err, &exitErr) {
-		return fmt.Errorf("exec: %w", err)
-	}
-	if msg == "" {
-		msg = exitErr.Error()
-	} else {
-		msg = exitErr.Error() + ": " + msg
-	}
-	if exitErr.ExitCode() == 65 {
-		return worker.Permanent(errors.New(msg))
-	}
-	return errors.New(msg)
 }
 
 // maxEffectsOutput bounds the --exec-effects output read (DynamoDB commits at most 4 MB).

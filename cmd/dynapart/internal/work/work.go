@@ -1,5 +1,6 @@
 // Package work is `dynapart work`, one worker: its flags (the worker settings' from
-// worker.Settings, settings.go), the --exec handler (exec.go), progress (progress.go,
+// worker.Settings, settings.go), the --exec handler (exec.go, its errors in exec_error.go;
+// --exec-effects' output in effects*.go), progress (progress.go,
 // progress_json.go), metrics and the worker's status page (metrics.go), --record (record.go),
 // --dry-run (dryrun.go), the read bill of a continuous worker (readbill.go), signals (shutdown.go)
 // and the flag named by a refused setting (mismatch.go).
@@ -53,7 +54,10 @@ item data never reaches the command line). The item is on stdin as a JSON object
 environment has DYNAPART_KEY (the key as JSON), DYNAPART_SLOT, DYNAPART_ATTEMPT, DYNAPART_TOKEN and
 DYNAPART_IDEMPOTENCY_KEY (with --follow also DYNAPART_VERSION, the item's content version). Exit
 0 completes the item; any other exit is a failed attempt whose
-error is the tail of CMD's stderr (exit 65 dead-letters at once). Failed attempts are retried
+error is the tail of CMD's stderr (exit 65 dead-letters at once). CMD and its process group are
+killed after --exec-timeout or, by default, shortly before its claim expires (--claim-ttl), and
+the failed attempt's error says which; one still running when a stopping worker's
+--drain-timeout has passed is killed too, its attempt not counted. Failed attempts are retried
 with backoff up to --max-attempts, then dead-lettered (see 'dynapart failed'). CMD's stdout is
 the worker's stdout (its stderr with --progress json, whose lines stdout carries). Once the reader
 of the worker's stdout or stderr has exited (work ... | head -1), the next write to it (CMD's output
