@@ -80,6 +80,9 @@ func (p *pass) followStep(t task, item map[string]types.AttributeValue, st ItemS
 		if ok {
 			renewed := p.renewedState(st, now, id)
 			tries.renewed = &renewed
+			if st.Status == StatusDone {
+				tries.reopenedDone = st.Version
+			}
 		}
 		if ledger.IsValidation(err) {
 			// Refused for good (the reopened state would pass 400 KB): no retry can help, and
@@ -104,7 +107,8 @@ func (p *pass) followStep(t task, item map[string]types.AttributeValue, st ItemS
 		var finished, ran atomic.Bool
 		accounted := make(chan struct{}) // closed when process (or the completer) acknowledges it
 		p.process(task{item: scan.NewItem(item, func() { close(accounted) }), key: t.key, fresh: st.Status == StatusPending, seen: st.Claim,
-			attempt: st.Attempts + 1, finished: &finished, ran: &ran})
+			attempt: st.Attempts + 1, finished: &finished, ran: &ran, reopenedDone: tries.reopenedDone})
+		tries.reopenedDone = "" // for the claim right after the renew only
 		if ran.Load() {
 			// With BatchClaims the completer writes the completion after process returns: its
 			// outcome decides. Looked at before it, the item shows this very claim, which, once
@@ -144,6 +148,7 @@ func (p *pass) imageState(image map[string]types.AttributeValue) (map[string]typ
 type followTries struct {
 	processed, ran bool
 	renewed        *ItemState
+	reopenedDone   string // the version of the done state the last renew reopened (task.reopenedDone)
 }
 
 // resolve says what item (nil: gone) in state st needs.

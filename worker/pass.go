@@ -84,6 +84,9 @@ type task struct {
 	finished *atomic.Bool
 	// ran, when set, is told that the handler ran (see followOne).
 	ran *atomic.Bool
+	// reopenedDone is the version a done item had when this worker's Renew reopened it, for the
+	// claim that follows the renew (see changeUndone); "" otherwise.
+	reopenedDone string
 }
 
 // minNextDue is the shortest wait before the next pass that runPass reports in once mode.

@@ -57,6 +57,10 @@ func (p *pass) process(t task) {
 	if !p.contentAsClaimed(wctx, &t, claim) {
 		return
 	}
+	if p.changeUndone(t, *claim) {
+		p.handledAlready(wctx, t, *claim)
+		return
+	}
 	if claim.Attempt > c.MaxAttempts {
 		// Earlier attempts ended without an outcome (their workers died): do not loop forever.
 		msg := fmt.Sprintf("dynapart: attempt %d exceeds MaxAttempts %d (earlier attempts ended without an outcome)", claim.Attempt, c.MaxAttempts)
