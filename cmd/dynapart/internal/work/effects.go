@@ -20,8 +20,9 @@ import (
 //	            {"update": {"table": "T", "key": {...}, "set": {...}, "add": {...}, "remove": [...]}},
 //	            {"delete": {"table": "T", "key": {...}}}]}
 //
-// Values are plain JSON as on the command's stdin: a string is S, a number N, true/false BOOL,
-// null NULL, an array L, an object M.
+// Values are plain JSON and write its types only: a string is S, a number N, true/false BOOL,
+// null NULL, an array L, an object M. The command's stdin gives B as base64 text and sets as
+// arrays (cli.PlainJSON), so a set or binary value echoed back is stored as an L or an S.
 type effectsDoc struct {
 	changesDoc
 	Writes []writeDoc `json:"writes"`

@@ -67,6 +67,31 @@ func TestExecEffectsNotUTF8(t *testing.T) {
 	}
 }
 
+// TestExecEffectsPlainTypes: effects write plain JSON's types only (README, work --help): the
+// item's sets and binaries reach CMD as arrays and base64 text, and echoed back they are stored as
+// L and S. A contract test of the documented limit, so that a change of it is a decision.
+func TestExecEffectsPlainTypes(t *testing.T) {
+	c := clitest.New(t)
+	db := ddbtest.Client(t)
+	table, leases := c.SeededTables(t, 1)
+	_, err := db.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{TableName: aws.String(table),
+		Key:              map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: "item-00000000"}},
+		UpdateExpression: aws.String("SET ss = :ss, ns = :ns, bs = :bs, b = :b"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":ss": &types.AttributeValueMemberSS{Value: []string{"a"}}, ":ns": &types.AttributeValueMemberNS{Value: []string{"12345678901234567890123"}},
+			":bs": &types.AttributeValueMemberBS{Value: [][]byte{{0, 1}}}, ":b": &types.AttributeValueMemberB{Value: []byte{0, 1, 2}}}})
+	require.NoError(t, err)
+	echo := `printf '{"set": {"echo": '; cat; printf '}}'` // the item as read, as one attribute
+	c.WorkOnce(table, leases, 1, "--exec", echo, "--exec-effects", "--max-attempts", "1")
+	it := scanItems(t, db, table)[0]
+	require.Equal(t, "done", strAttr(it["dp_status"]), strAttr(it["dp_error"]))
+	echoed := it["echo"].(*types.AttributeValueMemberM).Value
+	require.Equal(t, &types.AttributeValueMemberL{Value: []types.AttributeValue{&types.AttributeValueMemberS{Value: "a"}}}, echoed["ss"])
+	require.Equal(t, &types.AttributeValueMemberL{Value: []types.AttributeValue{&types.AttributeValueMemberN{Value: "12345678901234567890123"}}}, echoed["ns"])
+	require.Equal(t, &types.AttributeValueMemberL{Value: []types.AttributeValue{&types.AttributeValueMemberS{Value: "AAE="}}}, echoed["bs"])
+	require.Equal(t, &types.AttributeValueMemberS{Value: "AAEC"}, echoed["b"])
+}
+
 // printsScript is an --exec CMD that reads its stdin and prints out, byte for byte.
 func printsScript(t *testing.T, dir string, out []byte) string {
 	t.Helper()

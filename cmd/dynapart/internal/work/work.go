@@ -50,7 +50,8 @@ new plan (workers beyond the new N stand by). In segment mode the group's --segm
 segments with their cursors and reads nothing again; the group can grow to that many slots.
 
 The handler: with --exec CMD, CMD runs once per claimed item (through /bin/sh -c; CMD is yours,
-item data never reaches the command line). The item is on stdin as a JSON object; the
+item data never reaches the command line). The item is on stdin as a JSON object (numbers with all
+their digits, binary values and binary set members as base64 strings, sets as arrays); the
 environment has DYNAPART_KEY (the key as JSON), DYNAPART_SLOT, DYNAPART_ATTEMPT, DYNAPART_TOKEN and
 DYNAPART_IDEMPOTENCY_KEY (with --follow also DYNAPART_VERSION, the item's content version). Exit
 0 completes the item; any other exit is a failed attempt whose
@@ -69,8 +70,10 @@ completion in one atomic write: exactly once, or not at all (empty output or {}:
    "writes": [{"put":    {"table": "T", "item": {...}, "if_absent": true}},
               {"update": {"table": "T", "key": {...}, "set": {...}, "add": {...}, "remove": [...]}},
               {"delete": {"table": "T", "key": {...}}}]}
-Values are plain JSON as on stdin (string S, number N, true/false BOOL, null NULL, array L, object
-M). set/add/remove change the item itself (with the inline ledger in the completion's own write).
+Values are plain JSON and write its types only (string S, number N, true/false BOOL, null NULL,
+array L, object M): a set or binary value read on stdin and echoed back changes its type (a set
+becomes an L, a B an S of its base64 text). set/add/remove change the item itself (with the inline
+ledger in the completion's own write).
 Names are spelled as above, each once in an object, with values of the kinds shown (null is
 none); the output is UTF-8, and no string escapes half a surrogate pair (a lone \ud800). Other
 output fails the attempt, saying what is wrong and where (path, line and column); an
