@@ -2,6 +2,12 @@
 // ledger's canonical key encoding (package ledger), which must read numbers alike.
 package ddbnum
 
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
 // Number is a DynamoDB number's text, parsed: the value is (the digits of Int followed by those of
 // Frac) * 10^Exp, negative when Neg.
 type Number struct {
@@ -77,4 +83,31 @@ func (x *Number) Char(k int) byte {
 		return x.Int[k]
 	}
 	return x.Frac[k-len(x.Int)]
+}
+
+// maxDigits and the exponents of the leading digit bound the numbers DynamoDB stores: 38
+// significant digits, magnitudes from 1E-130 to 9.9999999999999999999999999999999999999E+125.
+const (
+	maxDigits        = 38
+	minLead, maxLead = -130, 125
+)
+
+// Check says why s is not a number DynamoDB stores (not a number's text, more than 38 significant
+// digits, or a magnitude out of its range); nil when it is one. Zero is one.
+func Check(s string) error {
+	x, ok := Parse(s)
+	if !ok {
+		return errors.New("not a number")
+	}
+	digits := strings.TrimLeft(x.Int+x.Frac, "0")
+	if digits == "" {
+		return nil
+	}
+	if n := len(strings.TrimRight(digits, "0")); n > maxDigits {
+		return fmt.Errorf("%d significant digits: DynamoDB keeps at most %d", n, maxDigits)
+	}
+	if lead := x.Exp - int64(len(x.Frac)) + int64(len(digits)) - 1; lead < minLead || lead > maxLead {
+		return errors.New("out of DynamoDB's range: magnitudes from 1E-130 to 9.99...E+125 (38 digits)")
+	}
+	return nil
 }

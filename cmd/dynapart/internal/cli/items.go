@@ -8,6 +8,8 @@ import (
 	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/dynapart/dynapart/internal/ddbnum"
 )
 
 // plainValue turns an attribute value into plain JSON data: S as a string, N as a JSON number with
@@ -71,12 +73,16 @@ func PlainJSON(m map[string]types.AttributeValue) ([]byte, error) {
 }
 
 // FromPlain is plain JSON data (decoded with UseNumber) as an attribute value: a string is S, a
-// number N, true/false BOOL, null NULL, an array L, an object M.
+// number N, true/false BOOL, null NULL, an array L, an object M. A number DynamoDB cannot store
+// (over 38 significant digits, or out of its range) is an error that says so.
 func FromPlain(v any) (types.AttributeValue, error) {
 	switch v := v.(type) {
 	case string:
 		return &types.AttributeValueMemberS{Value: v}, nil
 	case json.Number:
+		if err := ddbnum.Check(v.String()); err != nil {
+			return nil, fmt.Errorf("number %.60s: %w", v.String(), err)
+		}
 		return &types.AttributeValueMemberN{Value: v.String()}, nil
 	case float64:
 		return &types.AttributeValueMemberN{Value: strconv.FormatFloat(v, 'f', -1, 64)}, nil

@@ -59,7 +59,10 @@ func TestParseEffects(t *testing.T) {
 		`{"remove": ["a", null]}`:                             "remove[1]: want a string, got null at line 1, column 18",
 		`{"writes": {"put": {}}}`:                             "writes: want an array, got an object",
 		`{"set": {"é": 1, "é": 2}}`:                           `set: "é" is given twice (at line 1, column 18)`,
-		`{"set": {"a": ` + strings.Repeat("[", 100) + strings.Repeat("]", 100) + `}}`: "nested deeper than 40 levels",
+		// Numbers DynamoDB cannot store, named here: its own refusal names a placeholder (":1").
+		`{"set": {"ok": 1, "price": 1e400}}`: "set.price: number 1e400: out of DynamoDB's range",
+		`{"writes": [{"put": {"table": "T", "item": {"pk": "x", "n": 1234567890123456789012345678901234567890}}}]}`: "item.n: number 1234567890123456789012345678901234567890: 39 significant digits",
+		`{"set": {"a": ` + strings.Repeat("[", 100) + strings.Repeat("]", 100) + `}}`:                               "nested deeper than 40 levels",
 	} {
 		_, err := parseEffects([]byte(out))
 		require.Error(t, err, out)

@@ -1,0 +1,20 @@
+package ddbnum
+
+import "testing"
+
+// TestCheck: DynamoDB's numbers are 38 significant digits with magnitudes from 1E-130 to
+// 9.99...E+125; zero and trailing or leading zeros of any count are fine.
+func TestCheck(t *testing.T) {
+	for s, ok := range map[string]bool{
+		"0": true, "-0": true, "0.000": true, "1": true, "-1.5e3": true, "1E-130": true, "-1E-130": true,
+		"9.9999999999999999999999999999999999999E+125": true, "12345678901234567890123456789012345678": true,
+		"1234567890123456789012345678901234567800000": true, "0.00012345678901234567890123456789012345678": true,
+		"1e400": false, "1E126": false, "1E-131": false, "0.1E-130": false, "-1e126": false,
+		"123456789012345678901234567890123456789": false, "1.23456789012345678901234567890123456789": false,
+		"abc": false, "": false, "1e": false,
+	} {
+		if err := Check(s); (err == nil) != ok {
+			t.Errorf("Check(%q) = %v, want ok %v", s, err, ok)
+		}
+	}
+}
