@@ -2,6 +2,7 @@ package work
 
 import (
 	"bytes"
+	"errors"
 	"context"
 	"fmt"
 	"io"
@@ -93,12 +94,23 @@ func execRun(ctx context.Context, c execCall, it worker.Item) error {
 	cmd.Stderr = &stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 5 * time.Second
-	if err := cmd.Run(); err != nil {
+	cmd.WaitDelay = leftOutputDelay
+	err = cmd.Run()
+	if errors.Is(err, exec.ErrWaitDelay) {
+		// CMD exited 0, but a process it started and left running holds its output open: CMD's
+		// result is what it wrote; the processes it left are killed with its process group.
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		err = nil
+	}
+	if err != nil {
 		return execError(ctx, err, stderr.String())
 	}
 	return nil
 }
+
+// leftOutputDelay is how long after CMD exits its output may stay open (a process it started
+// still writing) before it is closed.
+const leftOutputDelay = 5 * time.Second
 
 // maxEffectsOutput bounds the --exec-effects output read (DynamoDB commits at most 4 MB).
 const maxEffectsOutput = 4 << 20

@@ -115,3 +115,17 @@ func strAttr(av types.AttributeValue) string {
 	}
 	return fmt.Sprintf("%#v", av)
 }
+
+// TestExecLeftChildHoldsOutput (from an adversarial review): a CMD that exits 0 but leaves a
+// process holding its stdout and stderr open completes its item with the output it wrote (the
+// process left is killed with CMD's process group); it failed with 'WaitDelay expired before I/O
+// complete', once per attempt, leaving the process running.
+func TestExecLeftChildHoldsOutput(t *testing.T) {
+	c := clitest.New(t)
+	db := ddbtest.Client(t)
+	table, leases := c.SeededTables(t, 1)
+	c.WorkOnce(table, leases, 1, "--exec", `cat >/dev/null; sleep 60 & echo '{"set": {"x": 1}}'`, "--exec-effects", "--max-attempts", "1")
+	it := scanItems(t, db, table)[0]
+	require.Equal(t, "done", strAttr(it["dp_status"]), "dp_error: %s", strAttr(it["dp_error"]))
+	require.Equal(t, &types.AttributeValueMemberN{Value: "1"}, it["x"])
+}
