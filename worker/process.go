@@ -64,7 +64,7 @@ func (p *pass) process(t task) {
 	if claim.Attempt > c.MaxAttempts {
 		// Earlier attempts ended without an outcome (their workers died): do not loop forever.
 		msg := fmt.Sprintf("dynapart: attempt %d exceeds MaxAttempts %d (earlier attempts ended without an outcome)", claim.Attempt, c.MaxAttempts)
-		p.deadLetter(wctx, *claim, msg, 0)
+		p.deadLetter(wctx, t, *claim, msg, 0)
 		t.item.Ack()
 		return
 	}
@@ -150,7 +150,7 @@ func (p *pass) handle(t task, claim Claim) {
 		p.interrupted(wctx, t, claim, took)
 		return
 	default:
-		p.failed(wctx, claim, herr, took)
+		p.failed(wctx, t, claim, herr, took)
 	}
 	t.item.Ack()
 }
@@ -196,10 +196,11 @@ func (p *pass) completed(ctx context.Context, t task, claim Claim, err error, to
 	case errors.Is(err, ledger.ErrEffectRefused):
 		// The handler's effects cannot be committed (nothing was written): a permanent failure.
 		c.Logger.Warn("dynapart: the handler's effects were refused; the item is dead-lettered", "slot", claim.Slot, "err", err)
-		p.deadLetter(ctx, claim, err.Error(), took)
+		p.deadLetter(ctx, t, claim, err.Error(), took)
 	case ledger.IsValidation(err):
 		// The completion alone is refused for good (the item is near 400 KB): the claim stays
-		// until it expires; a later pass meets the item again.
+		// until it expires; a later pass meets the item again (a follower's candidate is resolved).
+		t.markFinished()
 		p.countUnprocessable(claim.Key, err)
 	default:
 		// Unknown outcome: the claim expires and the item is handled again.
@@ -278,7 +279,7 @@ func (p *pass) completer() {
 }
 
 // failed records a failed attempt: a retry with backoff, or a dead letter.
-func (p *pass) failed(ctx context.Context, cl Claim, herr error, took time.Duration) {
+func (p *pass) failed(ctx context.Context, t task, cl Claim, herr error, took time.Duration) {
 	c := p.w.cfg
 	var pe *PanicError
 	if errors.As(herr, &pe) {
@@ -287,7 +288,7 @@ func (p *pass) failed(ctx context.Context, cl Claim, herr error, took time.Durat
 	}
 	permanent, after := classify(herr)
 	if permanent || cl.Attempt >= c.MaxAttempts {
-		p.deadLetter(ctx, cl, herr.Error(), took)
+		p.deadLetter(ctx, t, cl, herr.Error(), took)
 		return
 	}
 	if after <= 0 {
@@ -303,6 +304,7 @@ func (p *pass) failed(ctx context.Context, cl Claim, herr error, took time.Durat
 	case errors.Is(err, ErrClaimLost):
 		p.claimLost(cl, err, took)
 	case ledger.IsValidation(err):
+		t.markFinished() // nothing more can be done: a follower's candidate is resolved
 		p.countUnprocessable(cl.Key, err) // the item cannot take the state (near 400 KB)
 	default:
 		c.Logger.Error("dynapart: record retry", "slot", cl.Slot, "err", err)
@@ -311,7 +313,7 @@ func (p *pass) failed(ctx context.Context, cl Claim, herr error, took time.Durat
 }
 
 // deadLetter moves a claimed item to failed.
-func (p *pass) deadLetter(ctx context.Context, cl Claim, msg string, took time.Duration) {
+func (p *pass) deadLetter(ctx context.Context, t task, cl Claim, msg string, took time.Duration) {
 	c := p.w.cfg
 	err := p.e.ledger.DeadLetter(ctx, cl, msg, c.Clock.Now())
 	switch {
@@ -322,7 +324,9 @@ func (p *pass) deadLetter(ctx context.Context, cl Claim, msg string, took time.D
 		p.claimLost(cl, err, took)
 	case ledger.IsValidation(err):
 		// Refused for good, even without its error text: the item cannot take the state (it is
-		// near 400 KB). Its claim stays until it expires; a later pass meets the item again.
+		// near 400 KB). Its claim stays until it expires; a later pass meets the item again (a
+		// follower's candidate is resolved).
+		t.markFinished()
 		p.countUnprocessable(cl.Key, err)
 	default:
 		// Unknown outcome: the item is kept for a later pass, which reclaims it once the claim
