@@ -304,8 +304,10 @@ func (p *pass) failed(ctx context.Context, t task, cl Claim, herr error, took ti
 	case errors.Is(err, ErrClaimLost):
 		p.claimLost(cl, err, took)
 	case ledger.IsValidation(err):
-		t.markFinished() // nothing more can be done: a follower's candidate is resolved
-		p.countUnprocessable(cl.Key, err) // the item cannot take the state (near 400 KB)
+		// The item cannot take the state (near 400 KB): nothing more can be done (a follower's
+		// candidate is resolved).
+		t.markFinished()
+		p.countUnprocessable(cl.Key, err)
 	default:
 		c.Logger.Error("dynapart: record retry", "slot", cl.Slot, "err", err)
 		p.unknown(cl, took)
