@@ -2,7 +2,7 @@
 //
 // Run `dynapart --help` for the commands, and `dynapart COMMAND --help` for each one's flags.
 // Every flag can also be set as DYNAPART_<FLAG> in the environment (e.g. DYNAPART_WORKERS=4), but
-// --key: DYNAPART_KEY is the item's key that `work --exec` gives its command.
+// in a command that `work --exec` runs for an item, DYNAPART_KEY (the item's key) sets no --key.
 //
 // The code is in internal/: the root command (root), one package per command (work, status, demo,
 // initcmd, ...) and what the commands share (cli).

@@ -13,12 +13,14 @@ func EnvName(flag string) string {
 	return "DYNAPART_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
 }
 
-// BindEnv sets every flag not given on the command line from DYNAPART_<FLAG>, but for the
-// variables `work --exec` sets for CMD (ItemEnv): --key is never read from DYNAPART_KEY.
+// BindEnv sets every flag not given on the command line from DYNAPART_<FLAG>, but, in a command
+// that `work --exec` runs for an item (inExecCMD), not from the variables it sets for CMD
+// (ItemEnv): there --key is not read from DYNAPART_KEY, the item's key.
 func BindEnv(cmd *cobra.Command, lookupEnv func(string) (string, bool)) error {
 	var errs []error
+	inCMD := inExecCMD(lookupEnv)
 	set := func(f *pflag.Flag) {
-		if f.Changed || f.Name == "help" || isItemEnv(EnvName(f.Name)) {
+		if f.Changed || f.Name == "help" || inCMD && isItemEnv(EnvName(f.Name)) {
 			return
 		}
 		if v, ok := lookupEnv(EnvName(f.Name)); ok {

@@ -36,3 +36,14 @@ func TestBindEnvSkipsItemEnv(t *testing.T) {
 		require.False(t, cmd.Flags().Changed(f), "--%s was set from %s", f, cli.EnvName(f))
 	}
 }
+
+// TestBindEnvKeyOutsideExec (from a review): outside a command that `work --exec` runs (no
+// DYNAPART_IDEMPOTENCY_KEY), DYNAPART_KEY still sets --key, e.g. init's key spec; skipping it
+// everywhere made `DYNAPART_KEY=pk:N dynapart init` create a table keyed id:S without a word.
+func TestBindEnvKeyOutsideExec(t *testing.T) {
+	cmd := &cobra.Command{Use: "x"}
+	cmd.Flags().String("key", "id:S", "")
+	env := map[string]string{"DYNAPART_KEY": "pk:N"}
+	require.NoError(t, cli.BindEnv(cmd, func(k string) (string, bool) { v, ok := env[k]; return v, ok }))
+	require.Equal(t, "pk:N", cmd.Flags().Lookup("key").Value.String())
+}

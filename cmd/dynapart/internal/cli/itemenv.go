@@ -6,9 +6,10 @@ import (
 )
 
 // ItemEnv is what `work --exec` tells CMD about the item it runs for, in its environment (the item
-// itself is on CMD's stdin). Its variables are one item's, not settings: BindEnv takes no flag
-// from them, so that a dynapart command CMD runs (`dynapart redrive --table T`) does not take the
-// item's key for its own --key (DYNAPART_KEY is that flag's variable name too). The names are a
+// itself is on CMD's stdin). Its variables are one item's, not settings: in a command CMD runs,
+// BindEnv takes no flag from them, so that `dynapart redrive --table T` run by CMD does not take
+// the item's key for its own --key (DYNAPART_KEY is that flag's variable name too; elsewhere it
+// still sets --key, e.g. init's key spec). The names are a
 // public contract (README, work --help).
 type ItemEnv struct {
 	Key            []byte // the item's key as JSON
@@ -37,6 +38,13 @@ func (e ItemEnv) Environ() []string {
 		out = append(out, v[0]+"="+v[1])
 	}
 	return out
+}
+
+// inExecCMD reports a process that `work --exec` runs for an item (or one it started): its
+// environment has DYNAPART_IDEMPOTENCY_KEY, which is no flag's variable.
+func inExecCMD(lookupEnv func(string) (string, bool)) bool {
+	_, ok := lookupEnv("DYNAPART_IDEMPOTENCY_KEY")
+	return ok
 }
 
 // isItemEnv reports whether name is one of ItemEnv's variables.

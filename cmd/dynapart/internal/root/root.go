@@ -64,10 +64,10 @@ Workers take a slot 0..N-1 from a lease table, read only their share of the tabl
 item's state with conditional writes, so an item is claimed by one worker and completed once.
 
 Every flag can also be given as an environment variable DYNAPART_<FLAG>, e.g. DYNAPART_WORKERS=4
-or DYNAPART_LEASE_TTL=10s (flags on the command line win), but for the variables 'work --exec' sets
-for CMD per item (DYNAPART_KEY, DYNAPART_SLOT, DYNAPART_ATTEMPT, DYNAPART_TOKEN,
-DYNAPART_IDEMPOTENCY_KEY, DYNAPART_VERSION), which no flag reads: --key has no environment
-variable, so a dynapart command that CMD runs does not take the item's key for its own. AWS
+or DYNAPART_LEASE_TTL=10s (flags on the command line win); but a dynapart command that CMD of
+'work --exec' runs (DYNAPART_IDEMPOTENCY_KEY set) reads no flag from the variables 'work --exec'
+sets per item (DYNAPART_KEY, DYNAPART_SLOT, DYNAPART_ATTEMPT, DYNAPART_TOKEN,
+DYNAPART_IDEMPOTENCY_KEY, DYNAPART_VERSION), so it does not take the item's key for its own --key. AWS
 settings come from the standard chain (AWS_REGION, AWS_PROFILE, AWS_ENDPOINT_URL_DYNAMODB, ...)
 and --endpoint.
 

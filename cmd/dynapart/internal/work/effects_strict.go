@@ -65,7 +65,7 @@ type effectsWalk struct {
 // strictEffects checks out (not empty) as described above.
 func strictEffects(out []byte) error {
 	w := &effectsWalk{out: out, dec: json.NewDecoder(bytes.NewReader(out))}
-	w.dec.UseNumber() // any number is a number here (1e400 too): DynamoDB judges its range
+	w.dec.UseNumber() // any number is a number here (1e400 too): cli.FromPlain judges its range
 	if err := w.notUTF8(); err != nil {
 		return err
 	}
