@@ -2,8 +2,8 @@ package work
 
 import (
 	"bytes"
-	"errors"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -95,17 +95,29 @@ func execRun(ctx context.Context, c execCall, it worker.Item) error {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = leftOutputDelay
-	err = cmd.Run()
-	if errors.Is(err, exec.ErrWaitDelay) {
-		// CMD exited 0, but a process it started and left running holds its output open: CMD's
-		// result is what it wrote; the processes it left are killed with its process group.
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		err = nil
-	}
-	if err != nil {
+	if err := exitResult(cmd, cmd.Run()); err != nil {
 		return execError(ctx, err, stderr.String())
 	}
 	return nil
+}
+
+// exitResult is the outcome of cmd, run with the result err: a CMD that exited on its own is
+// judged by its exit status alone, also when its context ended as it exited (Run then reports the
+// context's end, and it was not killed). One that exited 0 while a process it started and left
+// running holds its output open (ErrWaitDelay) succeeded with what it wrote; the processes it left
+// are killed with its process group.
+func exitResult(cmd *exec.Cmd, err error) error {
+	ps := cmd.ProcessState
+	switch {
+	case errors.Is(err, exec.ErrWaitDelay):
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		return nil
+	case err == nil || ps == nil || !ps.Exited():
+		return err
+	case ps.Success():
+		return nil
+	}
+	return &exec.ExitError{ProcessState: ps}
 }
 
 // leftOutputDelay is how long after CMD exits its output may stay open (a process it started

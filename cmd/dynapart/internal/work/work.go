@@ -59,7 +59,7 @@ error is the tail of CMD's stderr (exit 65 dead-letters at once). CMD and its pr
 killed after --exec-timeout or, by default, shortly before its claim expires (--claim-ttl), and
 the failed attempt's error says which; one still running when a stopping worker's
 --drain-timeout has passed is killed too, its attempt not counted; a process CMD left running
-with its output open is killed 5s after CMD exits. Failed attempts are retried
+holding its stderr (or, with --exec-effects, its stdout) is killed 5s after CMD exits. Failed attempts are retried
 with backoff up to --max-attempts, then dead-lettered (see 'dynapart failed'). CMD's stdout is
 the worker's stdout (its stderr with --progress json, whose lines stdout carries). Once the reader
 of the worker's stdout or stderr has exited (work ... | head -1), the next write to it (CMD's output
