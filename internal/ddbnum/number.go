@@ -99,6 +99,9 @@ func Check(s string) error {
 	if !ok {
 		return errors.New("not a number")
 	}
+	if x.Exp >= maxExp || x.Exp <= -maxExp {
+		return errors.New("an exponent too large to read (DynamoDB refuses it, even for zero)")
+	}
 	digits := strings.TrimLeft(x.Int+x.Frac, "0")
 	if digits == "" {
 		return nil
