@@ -105,10 +105,12 @@ func execRun(ctx context.Context, c execCall, it worker.Item) error {
 // judged by its exit status alone, also when its context ended as it exited (Run then reports the
 // context's end, and it was not killed). One that exited 0 while a process it started and left
 // running holds its output open (ErrWaitDelay) succeeded with what it wrote; the processes it left
-// are killed with its process group.
+// are killed with its process group. A CMD not started (its context ended first) says so.
 func exitResult(cmd *exec.Cmd, err error) error {
 	ps := cmd.ProcessState
 	switch {
+	case err != nil && cmd.Process == nil:
+		return fmt.Errorf("not started: %w", err) // its context ended first
 	case errors.Is(err, exec.ErrWaitDelay):
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		return nil

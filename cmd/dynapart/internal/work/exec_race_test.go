@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -39,7 +40,8 @@ func TestExecExitRacesTimeout(t *testing.T) {
 		t.Logf("exit %d: %v", code, counts)
 		for k, n := range counts {
 			// A CMD that exited on its own (0 or 65) and was not killed by the signal must keep its status.
-			if k != "ok" && k != "killed: signal: killed" && k != "permanent: permanent: exit status 65" {
+			// "not started": the timeout ended before CMD could start (under load, at 0.5 ms).
+			if k != "ok" && k != "killed: signal: killed" && k != "permanent: permanent: exit status 65" && !strings.HasPrefix(k, "killed: not started: ") {
 				t.Errorf("exit %d reported as %q (%d of 300 runs)", code, k, n)
 			}
 		}
