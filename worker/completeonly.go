@@ -183,8 +183,7 @@ func (p *pass) completeOnlyFailed(ctx context.Context, t task, herr error, took 
 	case ledger.IsValidation(err):
 		// Refused for good, even without its error text: the item cannot take a state (it is
 		// near 400 KB). Another attempt would end the same way.
-		t.markFinished()
-		p.countUnprocessable(t.key, err)
+		p.refusedForGood(t, err)
 	case err != nil:
 		c.Logger.Error("dynapart: record a failed attempt (complete-only); the item will be tried again", "slot", slot, "err", err)
 		p.again(at)

@@ -153,9 +153,16 @@ func (p *pass) releaseUnsent(ts []task) {
 // attributes would push it past 400 KB): no retry can help. Counted, logged with its key and
 // skipped; it stays pending in the ledger, where `dynapart verify` counts it.
 func (p *pass) unprocessable(t task, err error) {
-	t.markFinished() // nothing can be done for it: a follower's candidate is resolved
-	p.countUnprocessable(t.key, err)
+	p.refusedForGood(t, err)
 	t.item.Ack()
+}
+
+// refusedForGood counts t's item unprocessable (a write DynamoDB refuses for good, e.g. near 400
+// KB) and resolves it as a follower's candidate: nothing more can be done for it. The caller
+// acknowledges it.
+func (p *pass) refusedForGood(t task, err error) {
+	t.markFinished()
+	p.countUnprocessable(t.key, err)
 }
 
 // countUnprocessable counts and logs an item whose ledger write DynamoDB refuses for good.

@@ -200,8 +200,7 @@ func (p *pass) completed(ctx context.Context, t task, claim Claim, err error, to
 	case ledger.IsValidation(err):
 		// The completion alone is refused for good (the item is near 400 KB): the claim stays
 		// until it expires; a later pass meets the item again (a follower's candidate is resolved).
-		t.markFinished()
-		p.countUnprocessable(claim.Key, err)
+		p.refusedForGood(t, err)
 	default:
 		// Unknown outcome: the claim expires and the item is handled again.
 		c.Logger.Error("dynapart: complete", "slot", claim.Slot, "err", err)
@@ -306,8 +305,7 @@ func (p *pass) failed(ctx context.Context, t task, cl Claim, herr error, took ti
 	case ledger.IsValidation(err):
 		// The item cannot take the state (near 400 KB): nothing more can be done (a follower's
 		// candidate is resolved).
-		t.markFinished()
-		p.countUnprocessable(cl.Key, err)
+		p.refusedForGood(t, err)
 	default:
 		c.Logger.Error("dynapart: record retry", "slot", cl.Slot, "err", err)
 		p.unknown(cl, took)
@@ -328,8 +326,7 @@ func (p *pass) deadLetter(ctx context.Context, t task, cl Claim, msg string, too
 		// Refused for good, even without its error text: the item cannot take the state (it is
 		// near 400 KB). Its claim stays until it expires; a later pass meets the item again (a
 		// follower's candidate is resolved).
-		t.markFinished()
-		p.countUnprocessable(cl.Key, err)
+		p.refusedForGood(t, err)
 	default:
 		// Unknown outcome: the item is kept for a later pass, which reclaims it once the claim
 		// has expired (or finds it failed).
