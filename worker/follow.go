@@ -141,7 +141,7 @@ type candidate struct {
 // candidates are the items whose content the records change, each once, in the order of their
 // last record: a later record of the same key supersedes an earlier one, a record whose old and
 // new images have the same content (the inline ledger's own writes, a rewrite of the same
-// values) is no new version unless it took the item's state away (stateRemoved), and a deleted
+// values) is no new version unless it took the item's state away (noNewVersion), and a deleted
 // item is not handled.
 func (p *pass) candidates(changes []Change) []candidate {
 	st := &p.w.stats
@@ -153,7 +153,7 @@ func (p *pass) candidates(changes []Change) []candidate {
 			st.followDeleted.Add(1)
 			continue
 		}
-		if ch.OldImage != nil && !p.stateRemoved(ch) && (p.ownFinish(ch) || p.contentVersion(ch.OldImage) == p.contentVersion(ch.NewImage)) {
+		if p.noNewVersion(ch) {
 			st.followUnchanged.Add(1)
 			continue
 		}
@@ -185,22 +185,26 @@ func shardShare(slots int) int {
 	return 0
 }
 
-// ownFinish reports a record of the ledger's own write that finished the item (the inline
-// ledger's state moved to done or failed): content it changed is the handler's effects, the output
-// of the version just handled, never a new version, whatever version the write recorded.
-func (p *pass) ownFinish(ch Change) bool {
+// noNewVersion reports a record of an existing item that brings no new version: the ledger's own
+// write that finished the item (the inline ledger's state moved to done or failed; content it
+// changed is the handler's effects, the output of the version just handled, whatever version the
+// write recorded), or a write that left the content as it was. A record that took the item's inline
+// state away (its old image has a state, its new image none: the item rewritten whole by a PutItem,
+// its state removed by hand, a redrive) brings one even with the same content: the item is pending
+// again.
+func (p *pass) noNewVersion(ch Change) bool {
+	if ch.OldImage == nil {
+		return false
+	}
 	before, onItem := p.e.ledger.StateOf(ch.OldImage)
 	after, _ := p.e.ledger.StateOf(ch.NewImage)
-	return onItem && !before.Status.Finished() && after.Status.Finished()
-}
-
-// stateRemoved reports a record that took the item's inline state away (its old image has a
-// state, its new image none): the item rewritten whole (a PutItem), its state removed by hand, or
-// a redrive. The item is pending again, so it is a candidate even when its content is the same.
-func (p *pass) stateRemoved(ch Change) bool {
-	before, onItem := p.e.ledger.StateOf(ch.OldImage)
-	after, _ := p.e.ledger.StateOf(ch.NewImage)
-	return onItem && before.Status != StatusPending && after.Status == StatusPending
+	switch {
+	case onItem && before.Status != StatusPending && after.Status == StatusPending:
+		return false
+	case onItem && !before.Status.Finished() && after.Status.Finished():
+		return true
+	}
+	return p.contentVersion(ch.OldImage) == p.contentVersion(ch.NewImage)
 }
 
 // setReader records the reader whose shards Stats reports.

@@ -818,7 +818,7 @@ func TestFollowReviewHandMarkedDoneLoops(t *testing.T) {
 // 1E-130. A handler that adds 1E-45 to an attribute records "0" as the attribute's value in its
 // version, DynamoDB stores 2E-45: with the table ledger the completion's own write is a new
 // version, handled again, whose completion is a new version again: the item is handled for ever.
-// (The inline ledger's ownFinish skips the completion's own record, but the wrong version stays
+// (The inline ledger's noNewVersion skips the completion's own record, but the wrong version stays
 // recorded: see ledger TestVersionReviewEffectsVersionIsStoredContent.)
 func TestFollowReviewEffectTinyAddLoops(t *testing.T) {
 	ctx := context.Background()
