@@ -61,6 +61,7 @@ func TestDirtyRescanKeepsItsMark(t *testing.T) {
 	reviewWait(t, 30*time.Second, func() (bool, string) {
 		return b.Stats().Passes >= 1 && failed.Load(), fmt.Sprintf("B's dirty rescan: %+v", b.Stats())
 	})
+	liftShortRetention()
 	time.Sleep(500 * time.Millisecond)
 	cp := slotCheckpointOf(t, f, group)
 	t.Logf("B's checkpoint while it waits for its next pass: %q (rescans %d)", cp, b.Stats().Follow.Rescans)
@@ -118,6 +119,7 @@ func TestResizeKeepsARescan(t *testing.T) {
 		cp := slotCheckpointOf(t, f, group)
 		return holding.Load() && failed.Load() && strings.HasSuffix(cp, "|rescan"), "B rescanning: " + cp
 	})
+	liftShortRetention()
 	locks, err := lock.New(f.db, f.leaseTable)
 	require.NoError(t, err)
 	_, err = Resize(ctx, locks, group, 2)
@@ -247,6 +249,7 @@ func TestCrashBeforeRescanIsSaved(t *testing.T) {
 				fs := b.Stats().Follow
 				return dead.Load() && fs != nil && fs.Rescans == 1, "B decided to rescan and died"
 			})
+			liftShortRetention()
 			cp := slotCheckpointOf(t, f, group)
 			t.Logf("the lease's checkpoint when B died: %q", cp)
 			time.Sleep(3*time.Second + 500*time.Millisecond) // B's lease expires
@@ -288,6 +291,9 @@ func TestRescanSaveFailsThenRetake(t *testing.T) {
 			}, ddbfault.OpUpdateItem)
 			b := startReview(t, f, kind, "B", streams, func(c *Config) { c.Client = workerClient(fc) }, h("B"))
 			reviewWait(t, 30*time.Second, func() (bool, string) { return failed.Load(), "B's rescan save failed" })
+			// B's pass after its retake: its judgement of the time is made.
+			reviewWait(t, 30*time.Second, func() (bool, string) { return b.Stats().Passes >= 1, "B's pass after the retake" })
+			liftShortRetention()
 			f.seed(t, 3, 1, nil)
 			reviewWait(t, 30*time.Second, func() (bool, string) { return len(runs.of(itemKey(3))) == 1, "B follows" })
 			reviewWait(t, 10*time.Second, func() (bool, string) {
@@ -405,6 +411,7 @@ func TestResizeWhileDown(t *testing.T) {
 	reviewWait(t, 30*time.Second, func() (bool, string) {
 		return b.Stats().Passes >= 1 && c.Stats().Passes >= 1, "both slots of the new plan passed"
 	})
+	liftShortRetention()
 	f.seed(t, 3, 1, nil)
 	reviewWait(t, 30*time.Second, func() (bool, string) { return len(runs.of(itemKey(3))) == 1, "the new plan follows" })
 	reviewWait(t, 10*time.Second, func() (bool, string) {
