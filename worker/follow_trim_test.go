@@ -239,11 +239,12 @@ func shortRetention(t *testing.T, d time.Duration) {
 }
 
 // liftShortRetention gives the stream its own retention again once the rescan a test's short
-// retention made necessary is decided. DynamoDB Local rounds a record's creation time down to the
-// minute, so a follower's read-through time stays behind a retention of seconds: kept, it would
-// find its group behind a few seconds after every rescan and rescan again, the second time only
-// after PollInterval (30s), and a test waiting for it to follow an item it seeds then times out (as
-// TestResizeKeepsARescan did once in CI, its earlier steps slowed by the machine's load).
+// retention made necessary is decided. While its shard idles, a follower's read-through time is the
+// creation time of the last record it read (which DynamoDB Local rounds down to the minute besides):
+// it stays behind a retention of seconds, and kept, the follower would find its group behind a few
+// seconds after every rescan and rescan again, the second time only after PollInterval (30s); a test
+// waiting for it to follow an item it seeds then times out (as TestResizeKeepsARescan did once in
+// CI, its earlier steps slowed by the machine's load).
 func liftShortRetention() { testRetention.Store(0) }
 
 // rollStreams models DynamoDB's shard rollover (a shard closes about every four hours and a child
