@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -32,7 +33,8 @@ type RedriveResult struct {
 //
 // With keys, only those are moved; every key is checked before anything is written (l.State reads
 // it), and a key that is not failed is counted in NotFailed. With no keys, every dead letter of the
-// ledger is moved. now is the time recorded as the redrive's.
+// ledger is moved. now is the time recorded as the redrive's. A move that fails stops the redrive
+// with a *RedriveError naming the key and how many keys were left.
 func Redrive(ctx context.Context, l Ledger, keys []Key, now time.Time) (RedriveResult, error) {
 	var res RedriveResult
 	move := func(k Key) error {
@@ -56,13 +58,28 @@ func Redrive(ctx context.Context, l Ledger, keys []Key, now time.Time) (RedriveR
 		return res, err
 	}
 	ctx = inTurn(ctx) // one item that transactions keep busy does not hold the others up
-	for _, k := range keys {
+	for i, k := range keys {
 		if err := move(k); err != nil {
-			return res, err
+			return res, &RedriveError{Key: k, Left: len(keys) - i - 1, Err: err}
 		}
 	}
 	return res, nil
 }
+
+// RedriveError is a redrive that stopped at a key whose move failed (after the SDK's retries):
+// the moves before it stand, counted in the result; the keys after it were not tried. A redrive
+// is safe to run again: it moves only what is still failed.
+type RedriveError struct {
+	Key  Key // the key whose move failed
+	Left int // keys after it, not tried
+	Err  error
+}
+
+func (e *RedriveError) Error() string {
+	return fmt.Sprintf("dynapart: redrive stopped at item %s: %v (%d keys after it not tried; running the redrive again is safe)", KeyText(e.Key), e.Err, e.Left)
+}
+
+func (e *RedriveError) Unwrap() error { return e.Err }
 
 // keyChecker is a ledger that can check an item key without writing: both of this package's.
 type keyChecker interface{ checkKey(Key) error }

@@ -2,12 +2,16 @@ package ledger
 
 import (
 	"context"
+	"errors"
+	"sync/atomic"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/require"
+
+	"github.com/dynapart/dynapart/ddbfault"
 )
 
 // TestRedrive runs on both ledgers: dead letters move back to pending with the attempt count
@@ -100,6 +104,46 @@ func TestRedriveBadInput(t *testing.T) {
 	_, err = Redrive(ctx, l, []Key{lcKey(0), bad}, lcT0)
 	require.Error(t, err)
 	require.Equal(t, StatusFailed, lcState(t, l, lcKey(0)).Status)
+}
+
+// TestRedriveStopsNamingTheKey: a move that fails (DynamoDB answering 500 to every try) stops the
+// redrive with a *RedriveError naming the key and the keys left; the move before it stands, and a
+// second redrive moves the rest.
+func TestRedriveStopsNamingTheKey(t *testing.T) {
+	ctx := context.Background()
+	db, source, names := lcSourceTable(t)
+	fc := ddbfault.New(db)
+	l, err := NewInline(fc, source, names)
+	require.NoError(t, err)
+	ks := lcKeys(0, 3)
+	lcSeeder(t, db, source)(ks...)
+	for _, k := range ks {
+		c := lcMustClaim(t, l, lcReq(k, "w", 0, 1, lcT0), 1)
+		require.NoError(t, l.DeadLetter(ctx, c, "boom", lcT0))
+	}
+	var failing atomic.Bool
+	fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+		in := call.In.(*dynamodb.UpdateItemInput)
+		if failing.Load() && KeyText(in.Key) == KeyText(ks[1]) {
+			return nil, errors.New("test: DynamoDB out of reach")
+		}
+		return send(ctx, call.In)
+	}, ddbfault.OpUpdateItem)
+	failing.Store(true)
+	res, err := Redrive(ctx, l, ks, lcT0)
+	var re *RedriveError
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, ks[1], re.Key)
+	require.Equal(t, 1, re.Left)
+	require.Contains(t, err.Error(), "test: DynamoDB out of reach")
+	require.Contains(t, err.Error(), KeyText(ks[1]))
+	require.Equal(t, RedriveResult{Moved: 1}, res)
+	require.Equal(t, StatusFailed, lcState(t, l, ks[2]).Status, "a key after the failing one was not tried")
+
+	failing.Store(false)
+	res, err = Redrive(ctx, l, ks, lcT0)
+	require.NoError(t, err)
+	require.Equal(t, RedriveResult{Moved: 2, NotFailed: 1}, res)
 }
 
 func redriveRaw(t *testing.T, db *dynamodb.Client, table string, k Key) map[string]types.AttributeValue {

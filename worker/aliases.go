@@ -31,6 +31,8 @@ type (
 	DeadLetter = ledger.DeadLetter
 	// RedriveResult is ledger.RedriveResult.
 	RedriveResult = ledger.RedriveResult
+	// RedriveError is ledger.RedriveError.
+	RedriveError = ledger.RedriveError
 	// InlineLedger is ledger.Inline.
 	InlineLedger = ledger.Inline
 	// TableLedger is ledger.Table.

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -36,7 +37,9 @@ Without --key every dead letter of the ledger is moved. --key (repeatable) names
 object as 'dynapart failed' prints it ({"id":"user-1"}, numbers as JSON numbers, binary values in
 base64), or, for a table with only a partition key, the bare value (user-1, 42). A key that is not
 failed (pending, claimed, done, or no such item) is a no-op, counted as "not failed"; a malformed
-key exits 2 before anything is written.
+key exits 2 before anything is written. A move DynamoDB refuses or cannot take (after the SDK's
+retries) stops the redrive: the moves before it stand and are counted, the error names the item, and
+running the same redrive again is safe (it moves only what is still failed).
 
 In index mode, a redriven item is not back in the pending index; a filter or segment pass picks it up.`,
 		Example: `  dynapart redrive --table users
@@ -54,6 +57,7 @@ In index mode, a redriven item is not back in the pending index; a filter or seg
 				return err
 			}
 			res, err := worker.Redrive(ctx, l, parsed, time.Now())
+			err = stopped(err)
 			if asJSON {
 				if jerr := json.NewEncoder(cmd.OutOrStdout()).Encode(res); jerr != nil && err == nil {
 					err = jerr
@@ -68,6 +72,20 @@ In index mode, a redriven item is not back in the pending index; a filter or seg
 	cmd.Flags().StringArrayVar(&keys, "key", nil, `item to redrive (repeatable): {"id":"user-1"}, or the bare value for a partition-key-only table (default: every dead letter)`)
 	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"moved":..,"not_failed":..}`)
 	return cmd
+}
+
+// stopped says where a redrive that stopped at a key whose move failed stopped, the key spelled as
+// --key takes it; other errors are returned as they are.
+func stopped(err error) error {
+	var re *worker.RedriveError
+	if !errors.As(err, &re) {
+		return err
+	}
+	key, jerr := cli.PlainJSON(re.Key)
+	if jerr != nil {
+		return err
+	}
+	return fmt.Errorf("redrive stopped at item %s: %w (%d keys after it not tried; running the redrive again is safe: it moves only what is still failed)", key, re.Err, re.Left)
 }
 
 // parseKeys turns --key values into item keys typed by the key schema of the source table.
