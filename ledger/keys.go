@@ -58,7 +58,7 @@ func encodeKeyParts(key map[string]types.AttributeValue, attrs []string) (string
 		case *types.AttributeValueMemberS:
 			typ, val = "S", v.Value
 		case *types.AttributeValueMemberN:
-			n, err := canonicalNumber(v.Value)
+			n, err := ddbnum.Canonical(v.Value)
 			if err != nil {
 				return "", fmt.Errorf("dynapart: key attribute %q: %w", name, err)
 			}
@@ -89,47 +89,35 @@ func hashedKeyPart(enc string) string {
 	return "H:" + hex.EncodeToString(sum[:])
 }
 
-// canonicalNumber writes a DynamoDB number in one form per value: plain decimal, no exponent, no
-// leading or trailing zeros, no "+", "-0" as "0".
-func canonicalNumber(s string) (string, error) {
-	x, ok := ddbnum.Parse(strings.TrimSpace(s))
-	if !ok || x.Exp > maxNumberExp || x.Exp < -maxNumberExp {
-		return "", fmt.Errorf("invalid number %q", s)
-	}
-	digits := x.Int + x.Frac
-	exp := int(x.Exp) - len(x.Frac) // value = digits * 10^exp
-	digits = strings.TrimLeft(digits, "0")
-	if digits == "" {
-		return "0", nil
-	}
-	for strings.HasSuffix(digits, "0") {
-		digits = digits[:len(digits)-1]
-		exp++
-	}
-	var out string
-	switch {
-	case exp >= 0:
-		out = digits + strings.Repeat("0", exp)
-	case -exp < len(digits):
-		out = digits[:len(digits)+exp] + "." + digits[len(digits)+exp:]
-	default:
-		out = "0." + strings.Repeat("0", -exp-len(digits)) + digits
-	}
-	if x.Neg {
-		out = "-" + out
-	}
-	return out, nil
-}
-
-// maxNumberExp bounds the exponent of a number in a key: DynamoDB's range is 1e-130 .. 1e126.
-const maxNumberExp = 1000
-
 // KeyText is an item key for logs and errors: the canonical encoding of its attributes sorted by
-// name (see encodeKeyParts).
+// name (see encodeKeyParts). A key that has no canonical encoding (a number that does not parse,
+// an attribute that is not S, N or B) is written as it is, attribute by attribute: never as
+// pointers.
 func KeyText(k Key) string {
 	s, err := encodeKeyParts(k, keysSorted(k))
 	if err != nil {
-		return fmt.Sprint(k)
+		return rawKeyText(k)
 	}
 	return s
+}
+
+// rawKeyText is "{name=TYPE:value, ...}" with the values as given (numbers not canonical); a type
+// other than S, N or B is written by its Go type's name alone.
+func rawKeyText(k Key) string {
+	parts := make([]string, 0, len(k))
+	for _, name := range keysSorted(k) {
+		var v string
+		switch x := k[name].(type) {
+		case *types.AttributeValueMemberS:
+			v = "S:" + strconv.Quote(x.Value)
+		case *types.AttributeValueMemberN:
+			v = "N:" + strconv.Quote(x.Value)
+		case *types.AttributeValueMemberB:
+			v = "B:" + base64.StdEncoding.EncodeToString(x.Value)
+		default:
+			v = fmt.Sprintf("%T", x)
+		}
+		parts = append(parts, name+"="+v)
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
 }

@@ -144,6 +144,16 @@ func TestRedriveStopsNamingTheKey(t *testing.T) {
 	res, err = Redrive(ctx, l, ks, lcT0)
 	require.NoError(t, err)
 	require.Equal(t, RedriveResult{Moved: 2, NotFailed: 1}, res)
+
+	// A redrive whose context ended says it was interrupted, at the key it was moving.
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err = Redrive(cancelled, l, ks, lcT0)
+	require.ErrorAs(t, err, &re)
+	require.ErrorIs(t, err, context.Canceled)
+	require.Equal(t, ks[0], re.Key)
+	require.Contains(t, err.Error(), "dynapart: redrive interrupted at item "+KeyText(ks[0])+" (")
+	require.Contains(t, err.Error(), "; 2 keys after it not tried.")
 }
 
 func redriveRaw(t *testing.T, db *dynamodb.Client, table string, k Key) map[string]types.AttributeValue {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/dynapart/dynapart/internal/ddbnum"
 )
 
 // Versions: an item's version is its content, every attribute but the ledger's. A versioned ledger
@@ -137,9 +139,9 @@ func writeCanonical(h interface{ Write([]byte) (int, error) }, v types.Attribute
 	}
 }
 
-// numberForm is n in canonicalNumber's one form per value; n itself when it does not parse.
+// numberForm is n in ddbnum.Canonical's one form per value; n itself when it does not parse.
 func numberForm(n string) string {
-	if c, err := canonicalNumber(n); err == nil {
+	if c, err := ddbnum.Canonical(n); err == nil {
 		return c
 	}
 	return n

@@ -73,7 +73,7 @@ func unionBytes(a, b [][]byte) [][]byte {
 }
 
 // exactDecimal is r, a sum of decimals, written out exactly (its denominator divides a power of
-// ten), in canonicalNumber's form.
+// ten), in ddbnum.Canonical's form.
 func exactDecimal(r *big.Rat) string {
 	ten, p := big.NewInt(10), big.NewInt(1)
 	for k := 0; k <= 400; k++ {

@@ -1,5 +1,6 @@
 // Package ddbnum parses DynamoDB numbers' text, for the partition function (package scan) and the
-// ledger's canonical key encoding (package ledger), which must read numbers alike.
+// ledger's canonical key encoding (package ledger), which must read numbers alike, and checks it
+// (Check) and writes it in one form per value (Canonical) for the CLI's keys and values.
 package ddbnum
 
 import (

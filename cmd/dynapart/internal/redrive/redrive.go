@@ -8,14 +8,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
+	"io"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/spf13/cobra"
 
 	"github.com/dynapart/dynapart/cmd/dynapart/internal/cli"
+	"github.com/dynapart/dynapart/internal/ddbnum"
+	"github.com/dynapart/dynapart/ledger"
 	"github.com/dynapart/dynapart/worker"
 )
 
@@ -37,9 +42,13 @@ Without --key every dead letter of the ledger is moved. --key (repeatable) names
 object as 'dynapart failed' prints it ({"id":"user-1"}, numbers as JSON numbers, binary values in
 base64), or, for a table with only a partition key, the bare value (user-1, 42). A key that is not
 failed (pending, claimed, done, or no such item) is a no-op, counted as "not failed"; a malformed
-key exits 2 before anything is written. A move DynamoDB refuses or cannot take (after the SDK's
-retries) stops the redrive: the moves before it stand and are counted, the error names the item, and
-running the same redrive again is safe (it moves only what is still failed).
+key (a number DynamoDB cannot store among them) exits 2 before anything is written.
+
+A move DynamoDB refuses or cannot take (after the SDK's retries), or Ctrl-C, stops the redrive with
+exit 1: the moves before it stand and are printed, and the error names the item it stopped at (whose
+own move may have landed if only DynamoDB's answer was lost, uncounted). Running the same redrive
+again is safe: it moves what is failed then (without --key, also items that failed since). To leave
+out an item whose move DynamoDB keeps refusing, name the others with --key.
 
 In index mode, a redriven item is not back in the pending index; a filter or segment pass picks it up.`,
 		Example: `  dynapart redrive --table users
@@ -47,25 +56,18 @@ In index mode, a redriven item is not back in the pending index; a filter or seg
   dynapart redrive --table users --ledger table --job campaign-42 --key '{"id":"user-17"}' --json`,
 		Args: cli.UsageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
 			l, err := lf.Open(ctx, g)
 			if err != nil {
-				return err
+				return stopped(ctx, err)
 			}
 			parsed, err := parseKeys(ctx, g, lf.Table, keys)
 			if err != nil {
-				return err
+				return stopped(ctx, err)
 			}
 			res, err := worker.Redrive(ctx, l, parsed, time.Now())
-			err = stopped(err)
-			if asJSON {
-				if jerr := json.NewEncoder(cmd.OutOrStdout()).Encode(res); jerr != nil && err == nil {
-					err = jerr
-				}
-			} else {
-				fmt.Fprintf(cmd.OutOrStdout(), "moved %d  not failed %d\n", res.Moved, res.NotFailed)
-			}
-			return err
+			return report(cmd.OutOrStdout(), res, stopped(ctx, err), asJSON)
 		},
 	}
 	lf.Add(cmd.Flags())
@@ -74,19 +76,44 @@ In index mode, a redriven item is not back in the pending index; a filter or seg
 	return cmd
 }
 
+// report prints what a redrive did, also when it stopped, and returns err (or the print's).
+func report(w io.Writer, res worker.RedriveResult, err error, asJSON bool) error {
+	if !asJSON {
+		fmt.Fprintf(w, "moved %d  not failed %d\n", res.Moved, res.NotFailed)
+		return err
+	}
+	if jerr := json.NewEncoder(w).Encode(res); jerr != nil && err == nil {
+		return jerr
+	}
+	return err
+}
+
 // stopped says where a redrive that stopped at a key whose move failed stopped, the key spelled as
-// --key takes it; other errors are returned as they are.
-func stopped(err error) error {
+// --key takes it (as the ledger writes keys when it cannot be); a redrive interrupted before its
+// first move says so; other errors are returned as they are.
+func stopped(ctx context.Context, err error) error {
 	var re *worker.RedriveError
 	if !errors.As(err, &re) {
+		if err != nil && ctx.Err() != nil {
+			return fmt.Errorf("redrive interrupted before its first move: %w", err)
+		}
 		return err
 	}
 	key, jerr := cli.PlainJSON(re.Key)
 	if jerr != nil {
-		return err
+		key = []byte(ledger.KeyText(re.Key))
 	}
-	return fmt.Errorf("redrive stopped at item %s: %w (%d keys after it not tried; running the redrive again is safe: it moves only what is still failed)", key, re.Err, re.Left)
+	return &stopError{text: re.Describe(string(key)), err: err}
 }
+
+// stopError is a RedriveError in the CLI's words.
+type stopError struct {
+	text string
+	err  error
+}
+
+func (e *stopError) Error() string { return e.text }
+func (e *stopError) Unwrap() error { return e.err }
 
 // parseKeys turns --key values into item keys typed by the key schema of the source table.
 func parseKeys(ctx context.Context, g *cli.Globals, table string, raw []string) ([]worker.Key, error) {
@@ -159,10 +186,7 @@ func keyValue(v any, typ types.ScalarAttributeType) (types.AttributeValue, error
 		}
 		return &types.AttributeValueMemberS{Value: s}, nil
 	case types.ScalarAttributeTypeN:
-		if _, err := strconv.ParseFloat(s, 64); err != nil {
-			return nil, fmt.Errorf("%q is not a number", s)
-		}
-		return &types.AttributeValueMemberN{Value: s}, nil
+		return numberKey(s)
 	case types.ScalarAttributeTypeB:
 		b, err := base64.StdEncoding.DecodeString(s)
 		if err != nil || len(b) == 0 {
@@ -171,6 +195,19 @@ func keyValue(v any, typ types.ScalarAttributeType) (types.AttributeValue, error
 		return &types.AttributeValueMemberB{Value: b}, nil
 	}
 	return nil, fmt.Errorf("unknown key type %q", typ)
+}
+
+// numberKey is a number key value as DynamoDB stores it, written in its canonical form (so that
+// errors can show it as a JSON number); text DynamoDB would refuse is an error that says why.
+func numberKey(s string) (types.AttributeValue, error) {
+	if err := ddbnum.Check(s); err != nil {
+		return nil, fmt.Errorf("number %.60q: %v", s, err)
+	}
+	c, err := ddbnum.Canonical(s)
+	if err != nil {
+		return nil, fmt.Errorf("number %.60q: %v", s, err)
+	}
+	return &types.AttributeValueMemberN{Value: c}, nil
 }
 
 func keyNames(schema []cli.KeySpec) string {

@@ -1,8 +1,13 @@
 package redrive_test
 
 import (
+	"bytes"
 	"encoding/json"
+	"net"
+	"os"
+	"os/exec"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -76,4 +81,60 @@ func TestRedriveIgnoresExecItemEnv(t *testing.T) {
 	out, stderr, code := c.RunEnv(env, "redrive", "--table", table)
 	require.Equal(t, 0, code, stderr)
 	require.Equal(t, "moved 3  not failed 0\n", out)
+}
+
+// TestRedriveNumberKeys: on a table keyed by a number, a --key DynamoDB would refuse (NaN, an
+// infinity, hex, out of range) exits 2 before anything is written, and the spellings JSON lacks
+// (.5, +5, 5.) and the largest magnitudes are keys DynamoDB takes.
+func TestRedriveNumberKeys(t *testing.T) {
+	c := clitest.New(t)
+	db := ddbtest.Client(t)
+	table, leases := ddbtest.TableName(t, ""), ddbtest.TableName(t, "lease")
+	ddbtest.DeleteOnCleanup(t, db, table)
+	ddbtest.DeleteOnCleanup(t, db, leases)
+	c.MustRun("init", "--table", table, "--key", "id:N", "--lease-table", leases)
+	for _, bad := range []string{"NaN", "Inf", "0x10p0", "1e200", "1e-131"} {
+		_, stderr, code := c.Run("redrive", "--table", table, "--key", "7", "--key", bad)
+		require.Equal(t, 2, code, "%s: %s", bad, stderr)
+		require.Contains(t, stderr, `--key "`+bad+`": attribute "id": number`)
+	}
+	out := c.MustRun("redrive", "--table", table, "--key", ".5", "--key", "+5", "--key", "5.", "--key", "9.9e125", "--key", "-1e-130")
+	require.Equal(t, "moved 0  not failed 5\n", out)
+}
+
+// TestRedriveInterrupted: Ctrl-C (SIGINT) ends a redrive that waits on DynamoDB with exit 1 and a
+// message that says so, where it was killed without a word.
+func TestRedriveInterrupted(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	accepted := make(chan net.Conn, 16)
+	go func() {
+		for {
+			conn, err := ln.Accept() // and never answer
+			if err != nil {
+				return
+			}
+			accepted <- conn
+		}
+	}()
+	c := clitest.New(t)
+	c.Endpoint = "http://" + ln.Addr().String()
+	cmd := c.Command("redrive", "--table", "users")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Start())
+	select {
+	case conn := <-accepted:
+		defer conn.Close()
+	case <-time.After(60 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("the redrive never reached DynamoDB")
+	}
+	require.NoError(t, cmd.Process.Signal(os.Interrupt))
+	err = cmd.Wait()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, "stderr: %s", stderr.String())
+	require.Equal(t, 1, exit.ExitCode(), "stderr: %s", stderr.String())
+	require.Contains(t, stderr.String(), "dynapart: redrive interrupted before its first move")
 }
