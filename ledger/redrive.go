@@ -33,8 +33,9 @@ type RedriveResult struct {
 //
 // With keys, only those are moved; every key is checked before anything is written (l.State reads
 // it), and a key that is not failed is counted in NotFailed. With no keys, every dead letter of the
-// ledger is moved. now is the time recorded as the redrive's. A move that fails, or ctx ending,
-// stops the redrive with a *RedriveError naming the key and how many keys were left.
+// ledger is moved. now is the time recorded as the redrive's. A move that fails, or ctx ending
+// during the moves, stops the redrive with a *RedriveError naming the key and how many keys were
+// left (ctx ending before, while the dead letters are read, is the read's error).
 func Redrive(ctx context.Context, l Ledger, keys []Key, now time.Time) (RedriveResult, error) {
 	var res RedriveResult
 	move := func(k Key) error {
@@ -60,39 +61,46 @@ func Redrive(ctx context.Context, l Ledger, keys []Key, now time.Time) (RedriveR
 	ctx = inTurn(ctx) // one item that transactions keep busy does not hold the others up
 	for i, k := range keys {
 		if err := move(k); err != nil {
-			return res, &RedriveError{Key: k, Left: len(keys) - i - 1, Err: err}
+			return res, &RedriveError{Key: k, Left: len(keys) - i - 1, Interrupted: ctx.Err() != nil, Err: err}
 		}
 	}
 	return res, nil
 }
 
 // RedriveError is a redrive that stopped at a key whose move failed (after the SDK's retries), or
-// whose context ended: the moves before it stand, counted in the result; the keys after it were not
-// tried. The key's own move may have landed if only its answer was lost (RedriveResult.Moved does
-// not count it then). A redrive is safe to run again: it moves what is failed when it runs.
+// whose context ended (Interrupted): the moves before it stand, counted in the result; the keys
+// after it were not tried. The key's own move may have landed if only its answer was lost
+// (RedriveResult.Moved does not count it then). A redrive is safe to run again: it moves what is
+// failed when it runs.
 type RedriveError struct {
-	Key  Key // the key whose move failed
-	Left int // keys after it, not tried
-	Err  error
+	Key         Key  // the key whose move failed
+	Left        int  // keys after it, not tried
+	Interrupted bool // the redrive's context ended (not a timeout of DynamoDB's answer)
+	Err         error
 }
 
 func (e *RedriveError) Error() string { return "dynapart: " + e.Describe(KeyText(e.Key)) }
 
 // Describe is the error's text with the key spelled as the caller spells keys: where the redrive
-// stopped ("interrupted" when its context ended), why, how many keys were left, and that running
-// it again is safe.
+// stopped ("interrupted" when its context ended), why, how many keys were left, and what running
+// it again does.
 func (e *RedriveError) Describe(key string) string {
-	what := fmt.Sprintf("redrive stopped at item %s: %v", key, e.Err)
-	if errors.Is(e.Err, context.Canceled) || errors.Is(e.Err, context.DeadlineExceeded) {
-		what = fmt.Sprintf("redrive interrupted at item %s (%v)", key, e.Err)
-	}
 	left := fmt.Sprintf("%d keys", e.Left)
 	if e.Left == 1 {
 		left = "1 key"
 	}
-	return fmt.Sprintf("%s; %s after it not tried. Running the redrive again is safe: it moves what is failed then, "+
-		"this item too if its move did not land", what, left)
+	switch {
+	case e.Interrupted:
+		return fmt.Sprintf("redrive interrupted at item %s (%v); %s after it not tried. %s", key, e.Err, left, redriveAgain)
+	case IsValidation(e.Err):
+		return fmt.Sprintf("redrive stopped at item %s: %v; %s after it not tried. DynamoDB refuses this item's move, "+
+			"so a redrive of it stops here again: to leave it out, redrive the other keys by name", key, e.Err, left)
+	}
+	return fmt.Sprintf("redrive stopped at item %s: %v; %s after it not tried. %s", key, e.Err, left, redriveAgain)
 }
+
+// redriveAgain is what running a stopped redrive again does.
+const redriveAgain = "Running the redrive again is safe: it moves what is failed then, this item too if its move did not land"
 
 func (e *RedriveError) Unwrap() error { return e.Err }
 

@@ -2,7 +2,7 @@ package ledger
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 
@@ -125,7 +125,8 @@ func TestRedriveStopsNamingTheKey(t *testing.T) {
 	fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
 		in := call.In.(*dynamodb.UpdateItemInput)
 		if failing.Load() && KeyText(in.Key) == KeyText(ks[1]) {
-			return nil, errors.New("test: DynamoDB out of reach")
+			// As a dial timeout reads: a context.DeadlineExceeded, with the redrive's context live.
+			return nil, fmt.Errorf("test: DynamoDB out of reach: %w", context.DeadlineExceeded)
 		}
 		return send(ctx, call.In)
 	}, ddbfault.OpUpdateItem)
@@ -136,7 +137,8 @@ func TestRedriveStopsNamingTheKey(t *testing.T) {
 	require.Equal(t, ks[1], re.Key)
 	require.Equal(t, 1, re.Left)
 	require.Contains(t, err.Error(), "test: DynamoDB out of reach")
-	require.Contains(t, err.Error(), KeyText(ks[1]))
+	require.Contains(t, err.Error(), "dynapart: redrive stopped at item "+KeyText(ks[1])+": ")
+	require.False(t, re.Interrupted, "DynamoDB out of reach is no interruption")
 	require.Equal(t, RedriveResult{Moved: 1}, res)
 	require.Equal(t, StatusFailed, lcState(t, l, ks[2]).Status, "a key after the failing one was not tried")
 
@@ -151,6 +153,7 @@ func TestRedriveStopsNamingTheKey(t *testing.T) {
 	_, err = Redrive(cancelled, l, ks, lcT0)
 	require.ErrorAs(t, err, &re)
 	require.ErrorIs(t, err, context.Canceled)
+	require.True(t, re.Interrupted)
 	require.Equal(t, ks[0], re.Key)
 	require.Contains(t, err.Error(), "dynapart: redrive interrupted at item "+KeyText(ks[0])+" (")
 	require.Contains(t, err.Error(), "; 2 keys after it not tried.")

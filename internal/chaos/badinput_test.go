@@ -258,7 +258,7 @@ func TestBadInputWrongCredentials(t *testing.T) {
 	}))
 	defer srv.Close()
 	defer srv.Client().CloseIdleConnections()
-	cmd := exec.Command(binary, "work", "--endpoint", srv.URL, "--table", "t", "--workers", "1", "--once", "--progress", "none")
+	cmd := exec.Command(binary, "work", "--endpoint", srv.URL, "--table", "users", "--workers", "1", "--once", "--progress", "none")
 	cmd.Env = append(cliEnv(), "AWS_ACCESS_KEY_ID="+accessKeyID, "AWS_SECRET_ACCESS_KEY="+secretAccess, "AWS_REGION=us-east-1")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -2,7 +2,6 @@
 package redrive
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -44,11 +43,12 @@ base64), or, for a table with only a partition key, the bare value (user-1, 42).
 failed (pending, claimed, done, or no such item) is a no-op, counted as "not failed"; a malformed
 key (a number DynamoDB cannot store among them) exits 2 before anything is written.
 
-A move DynamoDB refuses or cannot take (after the SDK's retries), or Ctrl-C, stops the redrive with
-exit 1: the moves before it stand and are printed, and the error names the item it stopped at (whose
-own move may have landed if only DynamoDB's answer was lost, uncounted). Running the same redrive
-again is safe: it moves what is failed then (without --key, also items that failed since). To leave
-out an item whose move DynamoDB keeps refusing, name the others with --key.
+A move DynamoDB refuses or cannot take (after the SDK's retries), or Ctrl-C (SIGINT, SIGTERM),
+stops the redrive with exit 1: the moves before it stand and are printed, and the error names the
+item it stopped at (whose own move may have landed if only DynamoDB's answer was lost, uncounted).
+Running the same redrive again is safe: it moves what is failed then (without --key, also items
+that failed since). To leave out an item whose move DynamoDB refuses (it stops there each time),
+name the others with --key.
 
 In index mode, a redriven item is not back in the pending index; a filter or segment pass picks it up.`,
 		Example: `  dynapart redrive --table users
@@ -140,10 +140,9 @@ func parseKeys(ctx context.Context, g *cli.Globals, table string, raw []string) 
 func parseItemKey(s string, schema []cli.KeySpec) (worker.Key, error) {
 	vals := map[string]any{}
 	if strings.HasPrefix(strings.TrimSpace(s), "{") {
-		dec := json.NewDecoder(bytes.NewReader([]byte(s)))
-		dec.UseNumber()
-		if err := dec.Decode(&vals); err != nil {
-			return nil, fmt.Errorf("not a JSON object: %v", err)
+		var err error
+		if vals, err = keyObject(s); err != nil {
+			return nil, err
 		}
 	} else {
 		if len(schema) != 1 {
@@ -167,6 +166,40 @@ func parseItemKey(s string, schema []cli.KeySpec) (worker.Key, error) {
 		key[ks.Name] = av
 	}
 	return key, nil
+}
+
+// keyObject reads one JSON object and nothing after it, numbers kept as written; an attribute
+// named twice is an error (json.Unmarshal would keep the last silently).
+func keyObject(s string) (map[string]any, error) {
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber()
+	bad := func(err error) (map[string]any, error) { return nil, fmt.Errorf("not a JSON object: %v", err) }
+	if _, err := dec.Token(); err != nil { // the {, as the caller saw
+		return bad(err)
+	}
+	vals := map[string]any{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return bad(err)
+		}
+		name, _ := t.(string)
+		if _, twice := vals[name]; twice {
+			return nil, fmt.Errorf("attribute %q given twice", name)
+		}
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			return bad(err)
+		}
+		vals[name] = v
+	}
+	if _, err := dec.Token(); err != nil { // }
+		return bad(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("not one JSON object: more after it")
+	}
+	return vals, nil
 }
 
 func keyValue(v any, typ types.ScalarAttributeType) (types.AttributeValue, error) {

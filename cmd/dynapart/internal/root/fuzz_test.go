@@ -57,7 +57,7 @@ func runWorkUntilListen(t *testing.T, settings ...flagSetting) (*cobra.Command, 
 			t.Setenv(cli.EnvName(s.name), s.value)
 		}
 	}
-	for _, d := range [][2]string{{"table", "t"}, {"workers", "2"}, {"endpoint", "http://127.0.0.1:1"}, {"log-level", "error"}} {
+	for _, d := range [][2]string{{"table", "users"}, {"workers", "2"}, {"endpoint", "http://127.0.0.1:1"}, {"log-level", "error"}} {
 		if !given[d[0]] {
 			args = append(args, "--"+d[0], d[1])
 		}

@@ -6,6 +6,7 @@ package root
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -43,7 +44,8 @@ func Run(args []string, sio cli.Stdio) int {
 		}
 		return exit.Code
 	}
-	fmt.Fprintln(sio.Err, "dynapart:", err)
+	// The library's errors say "dynapart: " themselves: once is enough.
+	fmt.Fprintln(sio.Err, "dynapart:", strings.TrimPrefix(err.Error(), "dynapart: "))
 	if cli.IsUsage(err) {
 		return cli.ExitUsage
 	}
@@ -87,6 +89,9 @@ Exit codes: 0 success, 1 runtime failure, 2 bad usage or invalid configuration (
 	root.PersistentFlags().StringVar(&g.LogFormat, "log-format", "auto", "log format: auto (text on a terminal, JSON otherwise), text, json")
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		if err := cli.BindEnv(cmd, g.IO.LookupEnv); err != nil {
+			return err
+		}
+		if err := cli.CheckTableNames(cmd.Flags()); err != nil {
 			return err
 		}
 		_, _, err := g.Logger() // --log-level and --log-format are checked before any command runs

@@ -56,12 +56,17 @@ func TestBadUsageExits2AndWritesNothing(t *testing.T) {
 		{[]string{"work", "--table", tbl, "--workers", "2", "--no-such-flag"}, "no-such-flag"},
 		{[]string{"frobnicate"}, "frobnicate"},
 		{[]string{"work", "--table", tbl, "--workers", "2", "--once"}, tbl}, // missing table
+		// Names DynamoDB refuses, before anything is sent.
+		{[]string{"work", "--table", "bad name!", "--workers", "2", "--once"}, `--table "bad name!": not a DynamoDB table name`},
+		{[]string{"verify", "--table", tbl, "--ledger", "table", "--ledger-table", "ab"}, `--ledger-table "ab"`},
+		{[]string{"pause", "--lease-table", strings.Repeat("x", 256), "--group", "g"}, "--lease-table"},
 	}
 	for _, tc := range cases {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			_, stderr, code := c.Run(tc.args...)
 			require.Equal(t, 2, code, "stderr: %s", stderr)
 			require.Contains(t, stderr, tc.says)
+			require.NotContains(t, stderr, "dynapart: dynapart:")
 		})
 	}
 	t.Run("env", func(t *testing.T) {

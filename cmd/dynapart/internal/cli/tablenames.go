@@ -1,0 +1,34 @@
+package cli
+
+import (
+	"regexp"
+
+	"github.com/aws/aws-sdk-go-v2/aws/arn"
+	"github.com/spf13/pflag"
+)
+
+// tableFlags are the flags that name a DynamoDB table, in every command that has them.
+var tableFlags = []string{"table", "lease-table", "ledger-table"}
+
+// tableName is what DynamoDB takes as a table's name: 3 to 255 of a-z, A-Z, 0-9, '_', '-', '.'.
+var tableName = regexp.MustCompile(`^[a-zA-Z0-9_.-]{3,255}$`)
+
+// CheckTableNames refuses, as bad usage, a table flag whose value DynamoDB would refuse as a table
+// name (a table ARN passes): before anything is sent, naming the flag, where DynamoDB's refusal
+// came later, as a runtime failure. An empty value is left to the command (required, or unused).
+func CheckTableNames(fs *pflag.FlagSet) error {
+	for _, name := range tableFlags {
+		f := fs.Lookup(name)
+		if f == nil || f.Value.String() == "" {
+			continue
+		}
+		v := f.Value.String()
+		if a, err := arn.Parse(v); err == nil && a.Service == "dynamodb" {
+			continue
+		}
+		if !tableName.MatchString(v) {
+			return Usagef("--%s %q: not a DynamoDB table name (3 to 255 characters of a-z, A-Z, 0-9, '_', '-' and '.'; or a table ARN)", name, v)
+		}
+	}
+	return nil
+}
