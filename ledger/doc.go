@@ -119,7 +119,9 @@
 // twice, land once. A failed condition of the caller's own write cancels the whole commit (an
 // *EffectError naming it); conflicts and throttling are retried. Effects that would write the
 // ledger's own state (a ledger attribute, the table ledger's table, the item itself as another
-// write) are refused before anything is written, a table named by ARN as by name.
+// write) are refused before anything is written, a table named by ARN as by name, and so is text
+// that is not UTF-8 (DynamoDB would store U+FFFD for its bad bytes: the item would not be what the
+// completion records as the version handled).
 //
 // # Versions
 //

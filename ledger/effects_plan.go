@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
@@ -101,6 +102,10 @@ func (l *core) checkChanges(write int, table string, cs []Change) error {
 			return refuse("invalid value")
 		case c.name == "":
 			return refuse("empty attribute name")
+		case !utf8.ValidString(c.name):
+			return refuse(utf8Reason("the name", ""))
+		case changeNotUTF8(c) != "":
+			return refuse(changeNotUTF8(c))
 		case !plainName(c.name):
 			// The SDK's expressions read a bracket as a list index, whatever the name says.
 			return refuse("a name with [ or ]: names are attribute names, not paths, and DynamoDB's expressions cannot name this one")
@@ -118,6 +123,26 @@ func (l *core) checkChanges(write int, table string, cs []Change) error {
 		}
 	}
 	return nil
+}
+
+// changeNotUTF8 is why c's value is refused for text that is not UTF-8; "" when it is not.
+func changeNotUTF8(c Change) string {
+	if p, bad := notUTF8(c.value); bad {
+		return utf8Reason("the value", p)
+	}
+	return ""
+}
+
+// writeNotUTF8 is why w's key or put item is refused for text that is not UTF-8; "" when it is
+// not (an update's changes are checked with the other changes).
+func writeNotUTF8(w Write) string {
+	if p, bad := attrsNotUTF8(w.Key); bad {
+		return utf8Reason("the key's attribute ", p)
+	}
+	if p, bad := attrsNotUTF8(w.Item); bad {
+		return utf8Reason("the item's attribute ", p)
+	}
+	return ""
 }
 
 // plainName reports whether name has neither [ nor ], which the SDK's expressions read as a path.
@@ -173,6 +198,9 @@ func (l *core) checkWrite(i int, itemKey Key, w Write) error {
 		return refuse("", fmt.Sprintf("a write to dynapart's table %q (the lease table)", w.Table))
 	case sameTable(w.Table, l.sourceTable()) && sameKey(key, itemKey, l.keyAttrs):
 		return refuse("", "a write to the item itself (change it with Item)")
+	}
+	if reason := writeNotUTF8(w); reason != "" {
+		return refuse("", reason)
 	}
 	switch w.Kind {
 	case WritePut:

@@ -151,6 +151,13 @@ func TestEffectsRefusedBeforeWriting(t *testing.T) {
 				{(&Effects{}).Item(Set("x", 1), Set("x", 2)), "x"},
 				{(&Effects{}).Update(e.source, lcKey(0), Set("y", 1)), ""},
 				{(&Effects{}).Item(Set("bad", make(chan int))), "bad"},
+				// Text that is not UTF-8: DynamoDB would store U+FFFD for its bad bytes.
+				{(&Effects{}).Item(Set("summary", "h\xc3")), "summary"},
+				{(&Effects{}).Item(Set("tags", map[string]any{"ok": []string{"a", "\xff"}})), "tags"},
+				{(&Effects{}).Item(Add("n\xff", 1)), "n\xff"},
+				{(&Effects{}).Update(e.other, otherKey("c\xff"), Add("n", 1)), ""},
+				{(&Effects{}).PutIfAbsent(e.other, map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "p"},
+					"m": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"k\xc3": &types.AttributeValueMemberNULL{Value: true}}}}), ""},
 			}
 			if kind == "inline" {
 				cases = append(cases, struct {
