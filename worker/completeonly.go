@@ -48,6 +48,7 @@ func (p *pass) completeOnlyStates(ctx context.Context, todo []task) ([]task, err
 		st := states[0] // unchecked: dispatch found no state in the scanned attributes, so no renew either
 		states = states[1:]
 		if !p.e.ledger.Allows(ledger.OpCompleteOnly, st, p.seenRequest(t.key, st, now)) {
+			p.renewRefused(t, st)
 			p.notNow(t.key, st, 0)
 			t.item.Ack()
 			continue

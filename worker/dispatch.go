@@ -116,6 +116,7 @@ func (p *pass) claimAndSend(ctx context.Context, chunk []task) error {
 			p.unprocessable(chunk[i], o.Err)
 		case !o.Claimed:
 			p.gate.give(1)
+			p.renewRefused(chunk[i], o.Found)
 			p.notNow(chunk[i].key, o.Found, 0)
 			chunk[i].item.Ack()
 		default:

@@ -355,6 +355,32 @@ func (p *pass) renewChangedRows(ctx context.Context, page *scan.Page) error {
 	return nil
 }
 
+// renewRefused is renewIfChanged for the table ledger's plain pass, which reads no rows before its
+// claims (renewChangedRows does in a rescan only): a follower's claim (or complete-only check)
+// that a row finished at another version than the scanned content refused reopens the item then,
+// judged by the item read again, as the inline ledger's dispatch does from the scanned state. So a
+// change no stream brings the group is handled: one made before the group's first pass, after an
+// earlier group of the same job finished the item. A reopened item is due at once: another pass
+// claims it.
+func (p *pass) renewRefused(t task, found ItemState) {
+	if _, onItem := p.e.ledger.StateOf(nil); onItem || p.rescan || !p.w.cfg.Follow || !found.Status.Finished() ||
+		found.Claim == "" || found.Version == "" || found.Version == p.contentVersion(t.item.Attrs) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(p.fetchCtx, p.w.cfg.WriteTimeout)
+	defer cancel()
+	current, err := p.readItem(ctx, t.key)
+	now := p.w.cfg.Clock.Now()
+	switch {
+	case err != nil:
+		p.again(now.Add(p.w.cfg.RetryBackoff)) // not known whether it changed
+	case current != nil:
+		if st, _ := p.renewIfChanged(t.key, current, found, now); st != found {
+			p.again(now)
+		}
+	}
+}
+
 // markRan tells a follow candidate's resolver that the handler ran.
 func (t task) markRan() {
 	if t.ran != nil {

@@ -100,6 +100,7 @@ func (p *pass) claimOne(t task, now time.Time) (*Claim, map[string]types.Attribu
 		return nil, nil
 	}
 	if !outs[0].Claimed {
+		p.renewRefused(t, outs[0].Found)
 		p.notNow(t.key, outs[0].Found, 0)
 		t.item.Ack()
 		return nil, nil
