@@ -47,8 +47,10 @@ func (p *pass) completeOnlyStates(ctx context.Context, todo []task) ([]task, err
 		}
 		st := states[0] // unchecked: dispatch found no state in the scanned attributes, so no renew either
 		states = states[1:]
+		if reopened, open := p.renewRefused(t, st); open {
+			st, now = reopened, p.w.cfg.Clock.Now() // due at its renew's time: judged by a clock read after
+		}
 		if !p.e.ledger.Allows(ledger.OpCompleteOnly, st, p.seenRequest(t.key, st, now)) {
-			p.renewRefused(t, st)
 			p.notNow(t.key, st, 0)
 			t.item.Ack()
 			continue

@@ -108,7 +108,7 @@ func (p *pass) claimAndSend(ctx context.Context, chunk []task) error {
 		p.gate.give(len(chunk))
 		return fmt.Errorf("dynapart: claim batch: %w", err)
 	}
-	var claimed []task
+	var claimed, reopened []task
 	for i, o := range outs {
 		switch {
 		case o.Err != nil:
@@ -116,7 +116,11 @@ func (p *pass) claimAndSend(ctx context.Context, chunk []task) error {
 			p.unprocessable(chunk[i], o.Err)
 		case !o.Claimed:
 			p.gate.give(1)
-			p.renewRefused(chunk[i], o.Found)
+			if _, open := p.renewRefused(chunk[i], o.Found); open {
+				chunk[i].fresh, chunk[i].reopened = false, true
+				reopened = append(reopened, chunk[i]) // claimed one by one below
+				continue
+			}
 			p.notNow(chunk[i].key, o.Found, 0)
 			chunk[i].item.Ack()
 		default:
@@ -132,7 +136,8 @@ func (p *pass) claimAndSend(ctx context.Context, chunk []task) error {
 		p.gate.give(len(claimed[n:]))
 		return err
 	}
-	return nil
+	_, err = p.send(ctx, reopened)
+	return err
 }
 
 // releaseUnsent gives back claims never handed to a handler; once the lease has ended it writes

@@ -15,7 +15,8 @@ import (
 // the same job starts. Its first pass handles the new version with either ledger: the table
 // ledger's plain pass reads no rows, so a claim refused by a row finished at another version than
 // the scanned content reopens the item (pass.renewRefused), as the inline ledger's dispatch does
-// from the scanned state. Before, the table ledger's row stayed done at the old version for good.
+// from the scanned state, and claims it in the same pass (one pass over the share, as the inline
+// ledger). Before, the table ledger's row stayed done at the old version for good.
 func TestFollowNewGroupHandlesChangeNoStreamHolds(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -49,7 +50,7 @@ func TestFollowNewGroupHandlesChangeNoStreamHolds(t *testing.T) {
 			_, _, err = follow.EnableStream(ctx, f.db, f.table)
 			require.NoError(t, err)
 			gs := newReviewStreams(t, true, 0)
-			startReview(t, f, tc.kind, "A", gs, func(c *Config) {
+			a := startReview(t, f, tc.kind, "A", gs, func(c *Config) {
 				c.Group = "g2"
 				if tc.mod != nil {
 					tc.mod(c)
@@ -63,6 +64,11 @@ func TestFollowNewGroupHandlesChangeNoStreamHolds(t *testing.T) {
 			for i := 1; i < 3; i++ {
 				require.Len(t, runs.of(itemKey(i)), 1, "item %d did not change: handled once", i)
 			}
+			// In the pass that met it: one pass over the share, the other two items skipped.
+			st := a.Stats()
+			require.EqualValues(t, 1, st.Passes, "%+v", st)
+			require.EqualValues(t, 3, st.Scanned, "%+v", st)
+			require.EqualValues(t, 2, st.Skipped, "%+v", st)
 		})
 	}
 }

@@ -360,25 +360,25 @@ func (p *pass) renewChangedRows(ctx context.Context, page *scan.Page) error {
 // that a row finished at another version than the scanned content refused reopens the item then,
 // judged by the item read again, as the inline ledger's dispatch does from the scanned state. So a
 // change no stream brings the group is handled: one made before the group's first pass, after an
-// earlier group of the same job finished the item. A reopened item is due at once: another pass
-// claims it.
-func (p *pass) renewRefused(t task, found ItemState) {
+// earlier group of the same job finished the item. ok when the item is open now (reopened, by this
+// worker or another): its state st is for the caller to claim (or judge) in this pass.
+func (p *pass) renewRefused(t task, found ItemState) (st ItemState, ok bool) {
 	if _, onItem := p.e.ledger.StateOf(nil); onItem || p.rescan || !p.w.cfg.Follow || !found.Status.Finished() ||
 		found.Claim == "" || found.Version == "" || found.Version == p.contentVersion(t.item.Attrs) {
-		return
+		return found, false
 	}
 	ctx, cancel := context.WithTimeout(p.fetchCtx, p.w.cfg.WriteTimeout)
 	defer cancel()
 	current, err := p.readItem(ctx, t.key)
-	now := p.w.cfg.Clock.Now()
-	switch {
-	case err != nil:
-		p.again(now.Add(p.w.cfg.RetryBackoff)) // not known whether it changed
-	case current != nil:
-		if st, _ := p.renewIfChanged(t.key, current, found, now); st != found {
-			p.again(now)
-		}
+	if err != nil {
+		p.again(p.w.cfg.Clock.Now().Add(p.w.cfg.RetryBackoff)) // not known whether it changed
+		return found, false
 	}
+	if current == nil {
+		return found, false // deleted: nothing to handle
+	}
+	st, _ = p.renewIfChanged(t.key, current, found, p.w.cfg.Clock.Now())
+	return st, st != found && !st.Status.Finished()
 }
 
 // markRan tells a follow candidate's resolver that the handler ran.

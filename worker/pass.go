@@ -87,6 +87,9 @@ type task struct {
 	// reopenedDone is the version a done item had when this worker's Renew reopened it, for the
 	// claim that follows the renew (see changeUndone); "" otherwise.
 	reopenedDone string
+	// reopened: a claim of the item was refused by a row finished at another version, and the
+	// worker reopened it (renewRefused): claimed once more, not again.
+	reopened bool
 }
 
 // minNextDue is the shortest wait before the next pass that runPass reports in once mode.

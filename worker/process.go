@@ -100,7 +100,12 @@ func (p *pass) claimOne(t task, now time.Time) (*Claim, map[string]types.Attribu
 		return nil, nil
 	}
 	if !outs[0].Claimed {
-		p.renewRefused(t, outs[0].Found)
+		if !t.reopened {
+			if _, open := p.renewRefused(t, outs[0].Found); open {
+				t.fresh, t.reopened = false, true
+				return p.claimOne(t, now) // reopened for its new content: claimed in this pass
+			}
+		}
 		p.notNow(t.key, outs[0].Found, 0)
 		t.item.Ack()
 		return nil, nil
