@@ -64,6 +64,9 @@ func (l *core) planEffects(itemKey Key, e *Effects) (*effectPlan, error) {
 		if err != nil {
 			return nil, &EffectError{Write: i, Reason: "invalid " + string(w.Kind), Err: err}
 		}
+		if reason := exprNotUTF8(ti); reason != "" {
+			return nil, &EffectError{Write: i, Reason: reason}
+		}
 		p.writes = append(p.writes, ti)
 	}
 	return p, nil

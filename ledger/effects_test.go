@@ -158,6 +158,8 @@ func TestEffectsRefusedBeforeWriting(t *testing.T) {
 				{(&Effects{}).Update(e.other, otherKey("c\xff"), Add("n", 1)), ""},
 				{(&Effects{}).PutIfAbsent(e.other, map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "p"},
 					"m": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"k\xc3": &types.AttributeValueMemberNULL{Value: true}}}}), ""},
+				{(&Effects{}).Check(e.other, otherKey("c"), expression.Name("s").Equal(expression.Value("\xff"))), ""},
+				{(&Effects{}).Check(e.other, otherKey("c"), expression.AttributeExists(expression.Name("s\xff"))), ""},
 			}
 			if kind == "inline" {
 				cases = append(cases, struct {

@@ -53,3 +53,32 @@ func attrsNotUTF8(m map[string]types.AttributeValue) (path string, bad bool) {
 func utf8Reason(what, path string) string {
 	return fmt.Sprintf("%s%s is not UTF-8: DynamoDB would store U+FFFD in place of its bad bytes, not the text given", what, path)
 }
+
+// exprNotUTF8 is why a rendered write is refused for text that is not UTF-8 in its expressions'
+// names or values (its condition's: the rest was checked before it was rendered); "" when it is
+// not. A condition sent with U+FFFD would compare with other text than the one given.
+func exprNotUTF8(ti types.TransactWriteItem) string {
+	var names map[string]string
+	var values map[string]types.AttributeValue
+	switch {
+	case ti.Put != nil:
+		names, values = ti.Put.ExpressionAttributeNames, ti.Put.ExpressionAttributeValues
+	case ti.Update != nil:
+		names, values = ti.Update.ExpressionAttributeNames, ti.Update.ExpressionAttributeValues
+	case ti.Delete != nil:
+		names, values = ti.Delete.ExpressionAttributeNames, ti.Delete.ExpressionAttributeValues
+	case ti.ConditionCheck != nil:
+		names, values = ti.ConditionCheck.ExpressionAttributeNames, ti.ConditionCheck.ExpressionAttributeValues
+	}
+	for _, n := range names {
+		if !utf8.ValidString(n) {
+			return utf8Reason(fmt.Sprintf("the condition's name %q", n), "")
+		}
+	}
+	for _, v := range values {
+		if p, bad := notUTF8(v); bad {
+			return utf8Reason("a value of the condition", p)
+		}
+	}
+	return ""
+}
