@@ -18,8 +18,8 @@ type IndexClient interface {
 	UpdateTable(ctx context.Context, in *dynamodb.UpdateTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateTableOutput, error)
 }
 
-// ErrIndexConflict: an index of the requested name exists with another key schema.
-var ErrIndexConflict = errors.New("scan: index exists with a different key schema")
+// ErrIndexConflict: an index of the requested name exists with another key schema or projection.
+var ErrIndexConflict = errors.New("scan: index exists with a different key schema or projection")
 
 // CreatePendingIndex adds to table the sparse global secondary index index mode queries: partition
 // key shardAttr (N), sort key the table's partition key, projection ALL. Only items that carry
@@ -27,7 +27,7 @@ var ErrIndexConflict = errors.New("scan: index exists with a different key schem
 // attribute when an item is done takes it out. The table's partition key as sort key gives every
 // shard a stable order to paginate in. Idempotent (also when several processes race); it returns
 // once the index is ACTIVE, or an error wrapping ErrIndexConflict when an index of that name has
-// other keys.
+// other keys, or projects less than ALL.
 func CreatePendingIndex(ctx context.Context, db IndexClient, table, indexName, shardAttr string) error {
 	if table == "" || indexName == "" || shardAttr == "" {
 		return &ConfigError{Pkg: "scan", Field: "table/indexName/shardAttr", Reason: "all are required"}
@@ -81,6 +81,8 @@ func CreatePendingIndex(ctx context.Context, db IndexClient, table, indexName, s
 		}
 	} else if len(g.KeySchema) == 0 || aws.ToString(g.KeySchema[0].AttributeName) != shardAttr || g.KeySchema[0].KeyType != types.KeyTypeHash {
 		return fmt.Errorf("%w: index %q of %q is not keyed by %q", ErrIndexConflict, indexName, table, shardAttr)
+	} else if problem := PendingIndexProblem(desc, indexName); problem != "" {
+		return fmt.Errorf("%w: table %q %s", ErrIndexConflict, table, problem)
 	}
 	// Wait until the index (and the table) is ACTIVE: a new index backfills first.
 	delay := 50 * time.Millisecond
@@ -109,6 +111,28 @@ func describeTable(ctx context.Context, db IndexClient, table string) (*types.Ta
 		return nil, fmt.Errorf("scan: describe table %q: %w", table, err)
 	}
 	return out.Table, nil
+}
+
+// PendingIndexProblem says why a table described by t cannot serve index mode from the index
+// named name: it has no such index, or one that projects less than ALL attributes (index mode
+// hands on the items as the index holds them: a handler would get part of each); "" when it can.
+func PendingIndexProblem(t *types.TableDescription, name string) string {
+	g := findIndex(t, name)
+	switch {
+	case g == nil:
+		return fmt.Sprintf("has no index %q", name)
+	case g.Projection == nil || g.Projection.ProjectionType != types.ProjectionTypeAll:
+		return fmt.Sprintf("has an index %q that projects %s attributes: index mode needs ALL (handlers get the items as the index holds them)", name, projectionOf(g))
+	}
+	return ""
+}
+
+// projectionOf is g's projection type, as DynamoDB names it.
+func projectionOf(g *types.GlobalSecondaryIndexDescription) string {
+	if g.Projection == nil {
+		return "no"
+	}
+	return string(g.Projection.ProjectionType)
 }
 
 func findIndex(t *types.TableDescription, name string) *types.GlobalSecondaryIndexDescription {

@@ -179,10 +179,10 @@ func (s *Scanner) describe(ctx context.Context) error {
 		t = out.Table
 	}
 	keys := KeyAttributes(t.KeySchema)
-	if s.plan.Mode == ModeIndex && !slices.ContainsFunc(t.GlobalSecondaryIndexes, func(g types.GlobalSecondaryIndexDescription) bool {
-		return aws.ToString(g.IndexName) == s.cfg.IndexName
-	}) {
-		return &ConfigError{Pkg: "scan", Field: "IndexName", Reason: fmt.Sprintf("table %q has no index %q (see CreatePendingIndex)", s.cfg.Table, s.cfg.IndexName)}
+	if s.plan.Mode == ModeIndex {
+		if problem := PendingIndexProblem(t, s.cfg.IndexName); problem != "" {
+			return &ConfigError{Pkg: "scan", Field: "IndexName", Reason: fmt.Sprintf("table %q %s (see CreatePendingIndex)", s.cfg.Table, problem)}
+		}
 	}
 	if s.cfg.PartitionAttr == "" && len(keys) > 0 {
 		s.cfg.PartitionAttr = keys[0]

@@ -66,12 +66,8 @@ func (w *Worker) prepare(ctx context.Context) (*env, error) {
 	}
 	keyAttrs := scan.KeyAttributes(r.source.KeySchema)
 	if c.Mode == scan.ModeIndex {
-		found := false
-		for _, g := range r.source.GlobalSecondaryIndexes {
-			found = found || aws.ToString(g.IndexName) == c.IndexName
-		}
-		if !found {
-			return nil, &ConfigError{Pkg: "dynapart", Field: "IndexName", Reason: fmt.Sprintf("table %q has no index %q (create it with scan.CreatePendingIndex or `dynapart init --index`)", c.Table, c.IndexName)}
+		if problem := scan.PendingIndexProblem(r.source, c.IndexName); problem != "" {
+			return nil, &ConfigError{Pkg: "dynapart", Field: "IndexName", Reason: fmt.Sprintf("table %q %s (create it with scan.CreatePendingIndex or `dynapart init --index`)", c.Table, problem)}
 		}
 	}
 	if r.leaseErr != nil {
