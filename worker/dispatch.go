@@ -108,7 +108,7 @@ func (p *pass) claimAndSend(ctx context.Context, chunk []task) error {
 		p.gate.give(len(chunk))
 		return fmt.Errorf("dynapart: claim batch: %w", err)
 	}
-	var claimed, reopened []task
+	var claimed, changed []task
 	for i, o := range outs {
 		switch {
 		case o.Err != nil:
@@ -116,9 +116,12 @@ func (p *pass) claimAndSend(ctx context.Context, chunk []task) error {
 			p.unprocessable(chunk[i], o.Err)
 		case !o.Claimed:
 			p.gate.give(1)
-			if _, open := p.renewRefused(chunk[i], o.Found); open {
-				chunk[i].fresh, chunk[i].reopened = false, true
-				reopened = append(reopened, chunk[i]) // claimed one by one below
+			if p.mayRenew(chunk[i], o.Found) {
+				// Reopened and claimed alone by a handler (reopenRefused), after the claimed
+				// items are handed over: their claims' clocks run meanwhile.
+				found := o.Found
+				chunk[i].refused = &found
+				changed = append(changed, chunk[i])
 				continue
 			}
 			p.notNow(chunk[i].key, o.Found, 0)
@@ -136,7 +139,7 @@ func (p *pass) claimAndSend(ctx context.Context, chunk []task) error {
 		p.gate.give(len(claimed[n:]))
 		return err
 	}
-	_, err = p.send(ctx, reopened)
+	_, err = p.send(ctx, changed)
 	return err
 }
 

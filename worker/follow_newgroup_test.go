@@ -5,8 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/stretchr/testify/require"
 
+	"github.com/dynapart/dynapart/ddbfault"
 	"github.com/dynapart/dynapart/follow"
 )
 
@@ -70,5 +73,53 @@ func TestFollowNewGroupHandlesChangeNoStreamHolds(t *testing.T) {
 			require.EqualValues(t, 3, st.Scanned, "%+v", st)
 			require.EqualValues(t, 2, st.Skipped, "%+v", st)
 		})
+	}
+}
+
+// TestFollowBatchReopenDoesNotHoldClaims: with batched claims, the items a chunk's claims met
+// finished at another version are reopened by handlers after the chunk's claimed items are handed
+// over, not one after another before: with slow reads of the source table (400 ms each, as under
+// throttling) the claimed items' clocks ran out while five reopens went in turn, and they were
+// given back and claimed again in a second pass after PollInterval.
+func TestFollowBatchReopenDoesNotHoldClaims(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, 5)
+	runs := newReviewRuns()
+	cfg := f.config(LedgerTable)
+	cfg.Group, cfg.Owner, cfg.Workers, cfg.Once, cfg.Versions, cfg.BatchClaims = "g1", "B", 1, true, true, true
+	w, err := New(cfg)
+	require.NoError(t, err)
+	rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	require.NoError(t, w.Run(rctx, runs.handler("once")))
+	cancel()
+	for i := range 5 {
+		setN(t, f, i, 1000+i) // new versions, in no stream
+	}
+	f.seed(t, 5, 3, nil) // new items: no row yet, claimed in the same chunk
+	_, _, err = follow.EnableStream(ctx, f.db, f.table)
+	require.NoError(t, err)
+
+	fc := ddbfault.New(f.db)
+	fc.OnCall(func(ctx context.Context, c ddbfault.Call, send ddbfault.Send) (any, error) {
+		if in, ok := c.In.(*dynamodb.GetItemInput); ok && aws.ToString(in.TableName) == f.table {
+			time.Sleep(400 * time.Millisecond) // a slow (throttled, retried) read of the source table
+		}
+		return send(ctx, c.In)
+	}, ddbfault.OpGetItem)
+	gs := newReviewStreams(t, true, 0)
+	a := startReview(t, f, LedgerTable, "A", gs, func(c *Config) {
+		c.Group, c.BatchClaims, c.Concurrency, c.Segments, c.SubSegments = "g2", true, 16, 1, 1 // one page, one chunk
+		c.Client = workerClient(fc)
+		c.WriteTimeout = 10 * time.Second
+	}, runs.handler("A"))
+	gs.following(t)
+	for i := range 8 {
+		reviewWait(t, 30*time.Second, func() (bool, string) { return reviewDoneAtCurrent(t, f, LedgerTable, itemKey(i)) })
+	}
+	st := a.Stats()
+	require.EqualValues(t, 0, st.Released, "claimed items waited for the chunk's reopens and were given back: %+v", st)
+	require.EqualValues(t, 1, st.Passes, "%+v", st)
+	for i := range 8 {
+		require.Len(t, runs.of(itemKey(i)), map[bool]int{true: 2, false: 1}[i < 5], "item %d", i)
 	}
 }

@@ -363,8 +363,7 @@ func (p *pass) renewChangedRows(ctx context.Context, page *scan.Page) error {
 // earlier group of the same job finished the item. ok when the item is open now (reopened, by this
 // worker or another): its state st is for the caller to claim (or judge) in this pass.
 func (p *pass) renewRefused(t task, found ItemState) (st ItemState, ok bool) {
-	if _, onItem := p.e.ledger.StateOf(nil); onItem || p.rescan || !p.w.cfg.Follow || !found.Status.Finished() ||
-		found.Claim == "" || found.Version == "" || found.Version == p.contentVersion(t.item.Attrs) {
+	if !p.mayRenew(t, found) {
 		return found, false
 	}
 	ctx, cancel := context.WithTimeout(p.fetchCtx, p.w.cfg.WriteTimeout)
@@ -379,6 +378,30 @@ func (p *pass) renewRefused(t task, found ItemState) (st ItemState, ok bool) {
 	}
 	st, _ = p.renewIfChanged(t.key, current, found, p.w.cfg.Clock.Now())
 	return st, st != found && !st.Status.Finished()
+}
+
+// mayRenew reports, without a request, whether renewRefused may reopen t's item found in state
+// found: a table ledger's follower outside a rescan, the item finished (with a claim id and a
+// version) at another version than its scanned content.
+func (p *pass) mayRenew(t task, found ItemState) bool {
+	_, onItem := p.e.ledger.StateOf(nil)
+	return !onItem && !p.rescan && p.w.cfg.Follow && found.Status.Finished() && found.Claim != "" &&
+		found.Version != "" && found.Version != p.contentVersion(t.item.Attrs)
+}
+
+// reopenRefused reopens, in a handler, an item whose claim in a batch a row finished at another
+// version refused (t.refused): true when it is open now, for claimOne to claim; otherwise it is
+// accounted for as the refusal says.
+func (p *pass) reopenRefused(t *task) bool {
+	found := *t.refused
+	t.refused = nil
+	if _, open := p.renewRefused(*t, found); !open {
+		p.notNow(t.key, found, 0)
+		t.item.Ack()
+		return false
+	}
+	t.fresh, t.reopened = false, true
+	return true
 }
 
 // markRan tells a follow candidate's resolver that the handler ran.

@@ -90,6 +90,9 @@ type task struct {
 	// reopened: a claim of the item was refused by a row finished at another version, and the
 	// worker reopened it (renewRefused): claimed once more, not again.
 	reopened bool
+	// refused is the state that refused the item's claim in a batch, when the worker may reopen
+	// it (mayRenew): a handler does (reopenRefused), then claims it alone.
+	refused *ItemState
 }
 
 // minNextDue is the shortest wait before the next pass that runPass reports in once mode.

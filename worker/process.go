@@ -77,6 +77,9 @@ func (p *pass) process(t task) {
 // releases.
 func (p *pass) claimOne(t task, now time.Time) (*Claim, map[string]types.AttributeValue) {
 	c := p.w.cfg
+	if t.refused != nil && !p.reopenRefused(&t) {
+		return nil, nil
+	}
 	if !p.enterUnlessStopped() {
 		return nil, nil // stopped while paused: not acknowledged, the next holder rescans it
 	}
