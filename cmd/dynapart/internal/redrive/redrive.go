@@ -89,8 +89,8 @@ func report(w io.Writer, res worker.RedriveResult, err error, asJSON bool) error
 }
 
 // stopped says where a redrive that stopped at a key whose move failed stopped, the key spelled as
-// --key takes it (as the ledger writes keys when it cannot be); a redrive interrupted before its
-// first move says so; other errors are returned as they are.
+// --key takes it (or, when plain JSON cannot spell it, as ledger.KeyText does); a redrive
+// interrupted before its first move says so; other errors are returned as they are.
 func stopped(ctx context.Context, err error) error {
 	var re *worker.RedriveError
 	if !errors.As(err, &re) {
