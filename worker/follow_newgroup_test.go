@@ -33,25 +33,10 @@ func TestFollowNewGroupHandlesChangeNoStreamHolds(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			ctx := context.Background()
 			f := newFixture(t, 3)
 			runs := newReviewRuns()
-			cfg := f.config(tc.kind)
-			cfg.Group, cfg.Owner, cfg.Workers, cfg.Once, cfg.Versions = "g1", "B", 1, true, true
-			if tc.mod != nil {
-				tc.mod(&cfg)
-			}
-			w, err := New(cfg)
-			require.NoError(t, err)
-			rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-			require.NoError(t, w.Run(rctx, runs.handler("once")))
-			cancel()
+			backfillThenChange(t, f, tc.kind, tc.mod, runs, 1, 0)
 			requireStatus(t, f, tc.kind, itemKey(0), StatusDone)
-			require.Len(t, runs.of(itemKey(0)), 1)
-
-			setN(t, f, 0, 1000) // a new version of item 0, in no stream
-			_, _, err = follow.EnableStream(ctx, f.db, f.table)
-			require.NoError(t, err)
 			gs := newReviewStreams(t, true, 0)
 			a := startReview(t, f, tc.kind, "A", gs, func(c *Config) {
 				c.Group = "g2"
@@ -82,22 +67,9 @@ func TestFollowNewGroupHandlesChangeNoStreamHolds(t *testing.T) {
 // throttling) the claimed items' clocks ran out while five reopens went in turn, and they were
 // given back and claimed again in a second pass after PollInterval.
 func TestFollowBatchReopenDoesNotHoldClaims(t *testing.T) {
-	ctx := context.Background()
 	f := newFixture(t, 5)
 	runs := newReviewRuns()
-	cfg := f.config(LedgerTable)
-	cfg.Group, cfg.Owner, cfg.Workers, cfg.Once, cfg.Versions, cfg.BatchClaims = "g1", "B", 1, true, true, true
-	w, err := New(cfg)
-	require.NoError(t, err)
-	rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	require.NoError(t, w.Run(rctx, runs.handler("once")))
-	cancel()
-	for i := range 5 {
-		setN(t, f, i, 1000+i) // new versions, in no stream
-	}
-	f.seed(t, 5, 3, nil) // new items: no row yet, claimed in the same chunk
-	_, _, err = follow.EnableStream(ctx, f.db, f.table)
-	require.NoError(t, err)
+	backfillThenChange(t, f, LedgerTable, func(c *Config) { c.BatchClaims = true }, runs, 5, 3)
 
 	fc := ddbfault.New(f.db)
 	fc.OnCall(func(ctx context.Context, c ddbfault.Call, send ddbfault.Send) (any, error) {
@@ -122,4 +94,30 @@ func TestFollowBatchReopenDoesNotHoldClaims(t *testing.T) {
 	for i := range 8 {
 		require.Len(t, runs.of(itemKey(i)), map[bool]int{true: 2, false: 1}[i < 5], "item %d", i)
 	}
+}
+
+// backfillThenChange runs a versioned back-fill of f's items (group g1, once, mod applied), then,
+// while no stream is on, gives items 0..changed-1 new versions (n = 1000+i) and seeds added new
+// items after them, and turns the stream on: what a follower group of the same job starts with.
+func backfillThenChange(t *testing.T, f *fixture, kind LedgerKind, mod func(*Config), runs *reviewRuns, changed, added int) {
+	t.Helper()
+	ctx := context.Background()
+	cfg := f.config(kind)
+	cfg.Group, cfg.Owner, cfg.Workers, cfg.Once, cfg.Versions = "g1", "B", 1, true, true
+	if mod != nil {
+		mod(&cfg)
+	}
+	w, err := New(cfg)
+	require.NoError(t, err)
+	rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	require.NoError(t, w.Run(rctx, runs.handler("once")))
+	require.Len(t, runs.of(itemKey(0)), 1)
+	n := runs.total() // the items seeded: each ran once
+	for i := range changed {
+		setN(t, f, i, 1000+i) // a new version, in no stream
+	}
+	f.seed(t, n, added, nil) // new items: no row yet
+	_, _, err = follow.EnableStream(ctx, f.db, f.table)
+	require.NoError(t, err)
 }
