@@ -40,6 +40,36 @@ func TestFollowResumedPassBeganBeforeStream(t *testing.T) {
 	}
 }
 
+// TestFollowResumedPassBeganJustBeforeStream: as above, but the worker without Follow reads its
+// clock ahead of the stream's (by 8s, within its MaxClockSkew of 9s) and the stream is turned on
+// within those 8s after its pass began: by its clock the pass began after the stream. Its pass's
+// start is saved MaxClockSkew early, so the follower that resumes the pass still rescans.
+func TestFollowResumedPassBeganJustBeforeStream(t *testing.T) {
+	f, runs := newFixture(t, 5), newReviewRuns()
+	began := time.Now()
+	b := startStoppedMidPass(t, f, LedgerInline, nil, runs, func(c *Config) {
+		c.Follow, c.Streams, c.Versions, c.PollInterval = false, nil, true, time.Minute
+		c.Clock, c.MaxClockSkew, c.LeaseTTL = aheadSystemClock{8 * time.Second}, 9*time.Second, 20*time.Second
+	})
+	b.stop()
+	setN(t, f, 0, 100) // a new version of a handled item, while no stream is on
+	_, _, err := follow.EnableStream(context.Background(), f.db, f.table)
+	require.NoError(t, err)
+	require.Less(t, time.Since(began), 8*time.Second, "the stream was turned on later than the clock's lead after the pass began: the case is not made")
+	a := startReview(t, f, LedgerInline, "A", newReviewStreams(t, true, 0), nil, runs.handler("A"))
+	waitAllDoneAtCurrent(t, f, LedgerInline, 5, runs)
+	require.GreaterOrEqual(t, a.Stats().Follow.Rescans, int64(1))
+}
+
+// aheadSystemClock is the system clock read ahead by a fixed lead.
+type aheadSystemClock struct{ ahead time.Duration }
+
+func (c aheadSystemClock) Now() time.Time                       { return time.Now().Add(c.ahead) }
+func (aheadSystemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+func (aheadSystemClock) AfterFunc(d time.Duration, f func()) func() bool {
+	return time.AfterFunc(d, f).Stop
+}
+
 // TestFollowStreamCycledWhileDown: a follower is stopped in the middle of its pass, or while
 // following the stream; while the group is down the stream is turned off, an item changes, and the
 // stream is turned on again (a new stream, whose records begin after the change). The restarted

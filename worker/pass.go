@@ -102,7 +102,7 @@ const minNextDue = 100 * time.Millisecond
 // once-worker's pass marks the share's units for thieves (see share.go).
 func (s *slot) runPass(cp slotCheckpoint) (passResult, error) {
 	if cp.counts.since.IsZero() {
-		cp.counts.since = s.w.cfg.Clock.Now().Truncate(time.Millisecond) // the pass's start
+		cp.counts.since = s.passStart()
 	}
 	var sh share = wholeShare{}
 	switch {
@@ -112,6 +112,20 @@ func (s *slot) runPass(cp slotCheckpoint) (passResult, error) {
 		sh = &markedShare{marks: s.w.markerSet(cp.epoch, s.lease.Slot(), cp.pass, cp.run)}
 	}
 	return s.newPass(cp, sh).run()
+}
+
+// passStart is the start of a pass the slot begins, as its checkpoint's since keeps it (by the
+// holder's clock). A worker without Follow saves it MaxClockSkew early: its pass may begin before
+// the table's stream is turned on, and a follower that resumes the pass rescans when it began
+// before the stream (slot.outlivedRetention compares it with the stream's own time), which a
+// clock ahead would hide. A follower begins a pass only while the stream is on: its start is
+// saved as read, so a follower started just after `init --stream` does not rescan the table.
+func (s *slot) passStart() time.Time {
+	now := s.w.cfg.Clock.Now()
+	if !s.w.cfg.Follow {
+		now = now.Add(-s.w.cfg.MaxClockSkew)
+	}
+	return now.Truncate(time.Millisecond)
 }
 
 // newPass is a pass of the slot over sh, starting from cp.
