@@ -40,22 +40,7 @@ func (l *core) completeOnly(ctx context.Context, r ClaimRequest) (Result, error)
 	if err == nil {
 		return Result{Applied: true, Found: ItemState{Status: StatusDone, Claim: r.ID}}, nil
 	}
-	res, err := l.settleUnclaimed(ctx, op, rowKey, vals, err)
-	if err == nil && l.gainedState(r, res) {
-		// The item has gained a state since the scan (a failed attempt's retry, say): the general
-		// condition decides.
-		r.Fresh = false
-		return l.completeOnly(ctx, r)
-	}
-	return res, err
-}
-
-// gainedState reports a fresh complete-only write refused because the item has gained an
-// unfinished state since the caller saw none, which the general condition decides, except in a
-// versioned ledger: there it requires the state the caller saw (seenState), and a state gained
-// since is another one (its writer's id): the caller looks at the item again.
-func (l *core) gainedState(r ClaimRequest, res Result) bool {
-	return !res.Applied && r.Fresh && !l.versioned && !res.Found.Status.Finished() && res.Found.Status != StatusPending
+	return l.settleUnclaimed(ctx, op, rowKey, vals, err)
 }
 
 // settleUnclaimed decides a write without a claim that failed with err: refused by its condition,

@@ -343,7 +343,9 @@ func runLedgerContract(t *testing.T, newLedger newLedgerFunc) {
 		require.False(t, res.Applied, "a live claim is left alone")
 		require.Equal(t, StatusClaimed, res.Found.Status)
 		require.True(t, res.Found.Due().Equal(lcT0.Add(lcTTL)), "due at the claim's expiry")
-		done, err = lcCompleteOnly(ctx, l, lcReq(keys[1], "B", 1, 1, lcT0.Add(lcTTL)))
+		seen := lcReq(keys[1], "B", 1, 1, lcT0.Add(lcTTL))
+		seen.Seen = res.Found.Claim // the state it judged the item by
+		done, err = lcCompleteOnly(ctx, l, seen)
 		require.NoError(t, err)
 		require.True(t, done, "an expired claim does not hold the item")
 		err = l.Complete(ctx, c, lcT0)

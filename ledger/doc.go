@@ -46,8 +46,8 @@
 //	¹ claimed under an older lease token of the caller's slot, in the caller's scope (same lease
 //	  table and group): its holder has lost the slot, so the new holder takes its items over at
 //	  once. A claim whose handler was abandoned (OpAbandon removed its scope) only expires.
-//	² a fresh write refused because the item has gained a state since the scan is made again
-//	  under the general condition (OpClaim; OpCompleteOnly unless the ledger is versioned, see ⁹).
+//	² a fresh claim refused because the item has gained a state since the scan is made again
+//	  under the general condition (OpClaim); a fresh complete-only write is not (see ⁹).
 //	³ the caller's own claim: a claim whose answer was lost is recognised by its id (the row shows
 //	  it), not claimed twice.
 //	⁴ the fence: the item must be claimed under the caller's claim id. Anything else (taken over
@@ -65,13 +65,13 @@
 //	  condition names its claim id (every write that changes a state sets a new one). The item
 //	  becomes a retry due at now less WithMaxClockSkew (due at once on every worker's clock) with
 //	  attempts 0; the version recorded by the finishing write stays.
-//	⁹ with OpCompleteOnlyFresh, in a versioned ledger also only while the item shows the claim id
-//	  of the state the caller saw (ClaimRequest.Seen), or none when it saw none (a claim, a write
-//	  without a claim, OpRenew and OpRedrive each set a new one): a complete-only
-//	  write prepared for a version that was finished and reopened (OpRenew) or redriven since is
-//	  refused, so it neither finishes the new version with the old one's run (nor commits its
-//	  effects again) nor counts its failure against it. A fresh write refused for a state gained
-//	  since is not made again.
+//	⁹ only while the item shows the claim id of the state the caller saw (ClaimRequest.Seen), or
+//	  none when it saw none (a claim, a write without a claim, OpRenew and OpRedrive each set a new
+//	  one); OpCompleteOnlyFresh so too in a versioned ledger. A complete-only write prepared for a
+//	  version that was finished and reopened (OpRenew, by a versioned group of the same job) or
+//	  redriven since is refused, so it neither finishes the new version with the old one's run
+//	  (nor commits its effects again) nor counts its failure against it. A fresh write refused
+//	  for a state gained since is not made again: the caller looks at the item again.
 //
 // # Why each item is done at most once
 //

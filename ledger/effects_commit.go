@@ -87,12 +87,6 @@ func (l *core) completeOnlyWith(ctx context.Context, r ClaimRequest, eff *Effect
 		applied, res.Found, err = l.commitTx(ctx, cm, r.Key)
 		res.Applied = applied
 	}
-	if err == nil && l.gainedState(r, res) {
-		// The item has gained a state since the scan: the general condition decides, in a new
-		// request (its own id, so its own transaction token: the refused one was another request).
-		r.Fresh, r.ID = false, r.ID+"-g"
-		return l.completeOnlyWith(ctx, r, eff)
-	}
 	if res.Applied {
 		res.Found = ItemState{Status: StatusDone, Claim: r.ID}
 	}
@@ -167,11 +161,15 @@ func (l *core) commitTx(ctx context.Context, cm commit, itemKey Key) (applied bo
 			return true, ItemState{}, nil
 		}
 		retry, applied, found, cerr := l.commitAnswer(cm, len(items), err)
+		var unsettled *unsettledRefusal
 		switch {
 		case errors.Is(cerr, errNoImage):
 			return l.settleRefused(ctx, cm)
 		case errors.Is(cerr, errUnmatchedCondition):
-			return l.settleUnmatched(ctx, cm)
+			return l.settleWriteRefused(ctx, cm, &EffectError{Write: refusedPart(cm.plan),
+				Reason: effectReason("ConditionalCheckFailed", "a condition of a write failed"), Err: errUnmatchedCondition})
+		case errors.As(cerr, &unsettled):
+			return l.settleWriteRefused(ctx, cm, unsettled.EffectError)
 		case cerr != nil:
 			return false, found, cerr
 		case !retry:
@@ -247,9 +245,17 @@ func (l *core) commitAnswer(cm commit, n int, err error) (retry, applied bool, f
 	if cm.plan.item == nil || l.source == "" {
 		extra = 0
 	}
+	completionUnknown := false // its reason a conflict or throttling
+	refusal := func(code string, e *EffectError) error {
+		if completionUnknown && code == "ConditionalCheckFailed" {
+			return &unsettledRefusal{e}
+		}
+		return e
+	}
 	for i, r := range tce.CancellationReasons {
 		code := aws.ToString(r.Code)
 		if again, _ := retryableReason(code); again {
+			completionUnknown = completionUnknown || i == 0
 			continue
 		}
 		switch {
@@ -273,9 +279,9 @@ func (l *core) commitAnswer(cm commit, n int, err error) (retry, applied bool, f
 		case i == 0:
 			return false, false, ItemState{}, l.wrapErr("commit", l.row.table, fmt.Errorf("the completion cancelled with %s: %s", code, aws.ToString(r.Message)))
 		case i <= extra:
-			return false, false, ItemState{}, &EffectError{Write: -1, Reason: effectReason(code, "the item no longer exists"), Err: reasonErr(r)}
+			return false, false, ItemState{}, refusal(code, &EffectError{Write: -1, Reason: effectReason(code, "the item no longer exists"), Err: reasonErr(r)})
 		default:
-			return false, false, ItemState{}, &EffectError{Write: i - 1 - extra, Reason: effectReason(code, "its condition failed"), Err: reasonErr(r)}
+			return false, false, ItemState{}, refusal(code, &EffectError{Write: i - 1 - extra, Reason: effectReason(code, "its condition failed"), Err: reasonErr(r)})
 		}
 	}
 	return true, false, ItemState{}, nil // cancelled only for conflicts or throttling: again
@@ -304,12 +310,18 @@ func unmatchedRefusal(p *effectPlan, reasons []types.CancellationReason) error {
 // errUnmatchedCondition: a commit was cancelled for a failed condition, not knowing whose.
 var errUnmatchedCondition = errors.New("cancelled for a failed condition of an action not named")
 
-// settleUnmatched decides a commit cancelled for a failed condition of an action not named, by a
-// consistent read of the row: applied when it shows this commit (an earlier attempt landed); when
-// the completion's own condition holds on it, the failed condition was a write's (an
-// *EffectError: nothing of the commit applied); else the completion's, and found is the state it
-// met.
-func (l *core) settleUnmatched(ctx context.Context, cm commit) (bool, ItemState, error) {
+// unsettledRefusal: a commit was cancelled for a write's failed condition while the completion's
+// own reason was a conflict or throttling, which says nothing of its condition. An earlier
+// attempt of this commit may have landed, its answer lost (the write's condition then fails on
+// the commit's own write): the row tells (settleWriteRefused).
+type unsettledRefusal struct{ *EffectError }
+
+// settleWriteRefused decides a commit cancelled for a failed condition that may not be the
+// completion's (of an action not named, or a write's while the completion's outcome is unknown),
+// by a consistent read of the row: applied when it shows this commit (an earlier attempt landed);
+// when the completion's own condition holds on it, the failed condition was a write's (refusal:
+// nothing of the commit applied); else the completion's, and found is the state it met.
+func (l *core) settleWriteRefused(ctx context.Context, cm commit, refusal *EffectError) (bool, ItemState, error) {
 	rctx, cancel := settleContext(ctx)
 	defer cancel()
 	row, err := l.readRow(rctx, "commit", cm.rowKey)
@@ -319,7 +331,7 @@ func (l *core) settleUnmatched(ctx context.Context, cm commit) (bool, ItemState,
 	case l.applied(cm.op, row, cm.vals):
 		return true, ItemState{}, nil
 	case len(row) > 0 && l.ops[cm.op].cond.holds(l.view(row, cm.vals)):
-		return false, ItemState{}, &EffectError{Write: refusedPart(cm.plan), Reason: effectReason("ConditionalCheckFailed", "a condition of a write failed"), Err: errUnmatchedCondition}
+		return false, ItemState{}, refusal
 	}
 	return false, l.decodeState(row), nil
 }

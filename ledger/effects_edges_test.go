@@ -34,9 +34,10 @@ func TestEffectsPutOfAnotherItemRewritesIt(t *testing.T) {
 }
 
 // a complete-only commit sent as a transaction with Fresh = true that meets an item which has
-// gained a state (a due retry) is sent again under the general condition with the SAME
-// ClientRequestToken and different parameters.
-func TestEffectsFreshRedoIsItsOwnRequest(t *testing.T) {
+// gained a state (a due retry) is refused, nothing of it applied, and not sent again under the
+// general condition (it would land on a state another worker's write made: seenState); a commit
+// that names the retry it saw (Seen) lands.
+func TestEffectsFreshRefusedByGainedState(t *testing.T) {
 	ctx := context.Background()
 	e := newEffectsEnv(t, "inline")
 	k := lcKey(0)
@@ -50,12 +51,20 @@ func TestEffectsFreshRedoIsItsOwnRequest(t *testing.T) {
 	// A worker whose scan saw the item before that write (no state: Fresh) completes it with an effect.
 	r := lcReq(k, "W1", 0, 1, lcT0.Add(time.Second))
 	r.Fresh = true
-	res, err = e.l.CompleteOnlyWith(ctx, r, (&Effects{}).Update(e.other, otherKey("count"), Add("n", 1)))
-	t.Logf("CompleteOnlyWith: applied %v found %q err %v", res.Applied, res.Found.Status, err)
-	sent := e.fc.CallsByOp()
-	t.Logf("calls: %v", sent)
-	require.NoError(t, err, "the fresh write made again under the general condition is a request of its own")
-	require.True(t, res.Applied)
+	eff := func() *Effects { return (&Effects{}).Update(e.other, otherKey("count"), Add("n", 1)) }
+	before := e.fc.CallsByOp()["TransactWriteItems"]
+	res, err = e.l.CompleteOnlyWith(ctx, r, eff())
+	require.NoError(t, err)
+	require.False(t, res.Applied, "a state gained since the scan refuses the fresh write")
+	require.Equal(t, StatusRetry, res.Found.Status)
+	require.Equal(t, before+1, e.fc.CallsByOp()["TransactWriteItems"], "not sent again under the general condition")
+	require.Nil(t, e.get(t, e.other, otherKey("count")), "nothing of the effects applied")
+
+	r2 := lcReq(k, "W1", 0, 1, lcT0.Add(2*time.Second))
+	r2.Seen = res.Found.Claim
+	res, err = e.l.CompleteOnlyWith(ctx, r2, eff())
+	require.NoError(t, err)
+	require.True(t, res.Applied, "the retry it saw is completed")
 }
 
 // a write to the item ITSELF is refused for string keys, but not for binary keys (compare()

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -225,4 +226,39 @@ func (e *effectsEnv) conflictFirst(n int64) {
 		}
 		return send(ctx, call.In)
 	}, ddbfault.OpUpdateItem)
+}
+
+// TestEffectsLandedThenConflictAndFailedWrite (found by an adversarial review of effects): a
+// commit lands but its answer is lost; the repeat under its token is throttled, so the next
+// attempt is a new request, which DynamoDB cancels with a conflict on the completion and a
+// failed condition on the put if absent (its row is the commit's own). The completion's outcome
+// is not in that answer: the row shows the commit landed, and the caller is told so, not that
+// nothing of it applied.
+func TestEffectsLandedThenConflictAndFailedWrite(t *testing.T) {
+	for _, kind := range []string{"inline", "table"} {
+		t.Run(kind, func(t *testing.T) {
+			ctx := context.Background()
+			e := newEffectsEnv(t, kind)
+			c := e.seededClaim(t)
+			var calls atomic.Int64
+			e.fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+				switch calls.Add(1) {
+				case 1:
+					if _, err := send(ctx, call.In); err != nil {
+						return nil, err
+					}
+					return nil, errors.New("connection reset by peer") // landed, its answer lost
+				case 2:
+					return nil, &types.ProvisionedThroughputExceededException{Message: aws.String("throttled")}
+				default:
+					return nil, &types.TransactionCanceledException{Message: aws.String("Transaction cancelled [TransactionConflict, ConditionalCheckFailed]"),
+						CancellationReasons: []types.CancellationReason{{Code: aws.String("TransactionConflict")}, {Code: aws.String("ConditionalCheckFailed")}}}
+				}
+			}, ddbfault.OpTransactWriteItems)
+			row := map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "once"}, "n": &types.AttributeValueMemberN{Value: "1"}}
+			require.NoError(t, e.l.CompleteWith(ctx, c, lcT0, (&Effects{}).PutIfAbsent(e.other, row)), "the commit landed")
+			require.Equal(t, row, e.get(t, e.other, otherKey("once")))
+			require.Equal(t, StatusDone, lcState(t, e.l, lcKey(0)).Status)
+		})
+	}
 }

@@ -149,8 +149,8 @@ func TestFreshClaimsAlone(t *testing.T) {
 }
 
 // TestFreshCompleteOnly: a complete-only write of an item the scan saw with no state completes
-// it; one that has gained a state since (a retry) is completed under the general condition, and
-// a done or failed item is not completed again.
+// it; one that has gained a state since (a retry) is refused, as a done or failed item is: the
+// caller looks at it again, and a write that names the retry it saw (Seen) completes it.
 func TestFreshCompleteOnly(t *testing.T) {
 	ddbtest.ForEachBackend(t, func(t *testing.T, _ ddbtest.Backend) {
 		for name, newLedger := range freshLedgers(t) {
@@ -166,12 +166,19 @@ func TestFreshCompleteOnly(t *testing.T) {
 				c3 := lcMustClaim(t, l, lcReq(keys[3], "X", 1, 1, lcT0), 1)
 				require.NoError(t, l.DeadLetter(ctx, c3, "bad", lcT0))
 
-				for i, want := range []bool{true, true, false, false} {
+				for i, want := range []bool{true, false, false, false} {
 					r := freshReq(keys[i], "A", 0, 1)
 					done, err := lcCompleteOnly(ctx, l, r)
 					require.NoError(t, err, "item %d", i)
 					require.Equal(t, want, done, "item %d", i)
 				}
+				retry := lcState(t, l, keys[1])
+				require.Equal(t, StatusRetry, retry.Status, "a fresh write is not made again under the general condition")
+				r := lcReq(keys[1], "A", 0, 1, lcT0)
+				r.Seen = retry.Claim
+				done, err := lcCompleteOnly(ctx, l, r)
+				require.NoError(t, err)
+				require.True(t, done, "the retry it saw is completed")
 				require.Equal(t, StatusDone, lcState(t, l, keys[0]).Status)
 				require.Equal(t, StatusDone, lcState(t, l, keys[1]).Status)
 				require.Equal(t, StatusDone, lcState(t, l, keys[2]).Status)

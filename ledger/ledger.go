@@ -69,7 +69,8 @@ type ClaimRequest struct {
 	// Fresh says the scan saw the item with no state. The write then requires that it still has
 	// none (OpClaimFresh, OpCompleteOnlyFresh), a shorter condition (DynamoDB Local evaluates the
 	// general one at about three quarters of the rate), and the claim makes attempt 1. An item
-	// that has gained a state since is written again under the general condition.
+	// that has gained a state since is claimed again under the general condition; a complete-only
+	// write is refused (see Seen), and the caller looks at the item again.
 	Fresh bool
 	// ID identifies the claim (or a complete-only write): unique per request. The ledger makes
 	// one when it is empty; a caller that repeats a request whose answer it lost sends the same.
@@ -79,12 +80,13 @@ type ClaimRequest struct {
 	// write that finishes the item. Claims carry it on to their Claim.
 	Version string
 	// Seen is the claim id of the state the caller judged the item by (ItemState.Claim as it read
-	// it, or as its renew left it; "" when it saw none). A versioned ledger's complete-only writes
-	// (CompleteOnly, CompleteOnlyWith, FailOnly) land only on an item that still shows that claim
-	// id (or none, when the caller saw none): a write prepared for a version handled meanwhile by
-	// another worker, and reopened (Renew) or redriven since, does not finish the new version with
-	// the old one's run, nor count its failure against it. The caller must have read the content
-	// it handles no earlier than that state. Claims ignore it.
+	// it, or as its renew left it; "" when it saw none). The complete-only writes
+	// (CompleteOnly, CompleteOnlyWith, FailOnly; the fresh ones only in a versioned ledger) land
+	// only on an item that still shows that claim id (or none, when the caller saw none): a write
+	// prepared for a version handled meanwhile by another worker, and reopened (Renew, by a
+	// versioned group of the same job) or redriven since, does not finish the new version with the
+	// old one's run, nor count its failure against it. The caller must have read the content it
+	// handles no earlier than that state. Claims ignore it.
 	Seen string
 	// WantItem asks a single claim of the inline ledger to return the item as the claim left it
 	// (ClaimOutcome.Item): the content as of the claim, which no later write of another worker's

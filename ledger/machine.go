@@ -99,11 +99,15 @@ var (
 	// stateless: the item has no state at all (the scan saw none): implies claimable and
 	// unfinished, and is cheaper for DynamoDB to evaluate.
 	stateless = missing(aStatus)
-	// seenState (versioned ledgers' complete-only writes): the item's claim id is the one the
-	// caller saw with its state (or its own, when it saw none: only its own earlier landing shows
-	// it), or it has none (an item never written, a state set by hand). Every write that claims an
-	// item, finishes it without a claim, reopens or redrives it sets a new claim id (a claim's own
-	// later writes keep the claim's), so a version finished and reopened since shows another one.
+	// seenState (the complete-only writes; the fresh one in a versioned ledger only): the item's
+	// claim id is the one the caller saw with its state (or its own, when it saw none: only its
+	// own earlier landing shows it), or it has none (an item never written, a state set by hand).
+	// Every write that claims an item, finishes it without a claim, reopens or redrives it sets a
+	// new claim id (a claim's own later writes keep the claim's), so a state gained or a version
+	// finished and reopened since the caller read the item shows another one. Unversioned ledgers
+	// need it too: a versioned group of the same job may reopen an item (OpRenew) that a group
+	// without versions read before, and that group's run must not finish the reopened item with
+	// the content another run finished before (its effects would commit twice).
 	seenState = or(missing(aClaim), eq(aClaim, vPrev))
 )
 
@@ -141,17 +145,17 @@ func machine(s shape) map[Op]transition {
 		OpAbandon:    {cond: fenced, upd: update{remove: []attr{aScope}}},
 
 		OpCompleteOnlyFresh: {cond: guard(stateless), upd: completeOnly.with(ident)},
-		OpCompleteOnly:      {cond: guard(unfinished), upd: completeOnly.with(ident)},
-		OpFailOnly: {cond: guard(notMine(unfinished)), upd: update{
+		OpCompleteOnly:      {cond: guard(and(unfinished, seenState)), upd: completeOnly.with(ident)},
+		OpFailOnly: {cond: guard(and(notMine(unfinished), seenState)), upd: update{
 			set: append([]setTo{set(aStatus, vRetry), set(aRetryAt, vRetryAt)}, who...), remove: []attr{aClaimUntil}, add: countAttempt,
 		}.with(ident)},
-		OpFailOnlyDead: {cond: guard(notMine(unfinished)), upd: update{
+		OpFailOnlyDead: {cond: guard(and(notMine(unfinished), seenState)), upd: update{
 			set: append([]setTo{set(aStatus, vFailed), set(aFailedAt, vNow)}, who...), remove: append([]attr{aClaimUntil, aRetryAt}, s.removeOnDone...), add: countAttempt,
 		}.with(ident)},
 		OpExhausted: {cond: and(eq(aStatus, vRetry), eq(aClaim, vClaim)), upd: dead},
 		// A redrive leaves no state but a new claim id, so that a complete-only write prepared
-		// before the item failed does not land on it (seenState, in a versioned ledger; the redrive
-		// tool cannot know whether the group's ledger is one).
+		// before the item failed does not land on it (seenState: a fresh write only in a versioned
+		// ledger; the redrive tool cannot know whether the group's ledger is one).
 		OpRedrive: {cond: eq(aStatus, vFailed), upd: update{
 			set:    []setTo{{a: aLastError, v: vNone, from: aError}, set(aRedriven, vNow), set(aClaim, vClaim)},
 			remove: []attr{aStatus, aError, aAttempts, aFailedAt, aOwner, aSlot, aToken, aScope, aClaimUntil, aRetryAt},
@@ -174,10 +178,11 @@ var finishing = []Op{OpComplete, OpDeadLetter, OpCompleteOnlyFresh, OpCompleteOn
 // the state sets a new claim id, so the renew lands only on the very state the caller saw, and a
 // version handled meanwhile is not renewed.
 //
-// The complete-only writes, which no claim fences, are conditioned the same way (seenState):
-// a handler run for a version that another worker finished meanwhile, and that was reopened for
-// a newer version since, would otherwise finish the newer version with the older one's run (and
-// commit its effects a second time), or count its failure against it.
+// The complete-only writes, which no claim fences, are conditioned the same way (seenState, which
+// every ledger's general complete-only writes carry; here the fresh one too): a handler run for a
+// version that another worker finished meanwhile, and that was reopened for a newer version since,
+// would otherwise finish the newer version with the older one's run (and commit its effects a
+// second time), or count its failure against it.
 func versions(s shape, t map[Op]transition) {
 	if !s.versioned {
 		return
@@ -187,11 +192,9 @@ func versions(s shape, t map[Op]transition) {
 		tr.upd = tr.upd.with(update{set: []setTo{set(aVersion, vVersion)}})
 		t[op] = tr
 	}
-	for _, op := range []Op{OpCompleteOnlyFresh, OpCompleteOnly, OpFailOnly, OpFailOnlyDead} {
-		tr := t[op]
-		tr.cond = and(tr.cond, seenState)
-		t[op] = tr
-	}
+	tr := t[OpCompleteOnlyFresh]
+	tr.cond = and(tr.cond, seenState)
+	t[OpCompleteOnlyFresh] = tr
 	t[OpRenew] = transition{
 		cond: and(in(aStatus, vDone, vFailed), eq(aClaim, vPrev)),
 		upd: update{

@@ -75,16 +75,14 @@ func (l *core) requestVals(r ClaimRequest) values {
 	if r.Version != "" {
 		vals[vVersion] = attrS(r.Version)
 	}
-	if l.versioned {
-		vals[vPrev] = attrS(seenOrOwn(r)) // the complete-only writes' fence (see versions)
-	}
+	vals[vPrev] = attrS(seenOrOwn(r)) // the complete-only writes' fence (seenState)
 	if l.row.identVals != nil {
 		l.row.identVals(r.Key, vals)
 	}
 	return vals
 }
 
-// seenOrOwn is what a versioned ledger's complete-only writes require the item's claim id to be,
+// seenOrOwn is what the complete-only writes require the item's claim id to be (seenState),
 // when it has a state with one: the id the caller saw, or, when it saw no state, its own (which
 // only its own earlier landing shows: an item that gained a state since is refused).
 func seenOrOwn(r ClaimRequest) string {
