@@ -144,6 +144,7 @@ type core struct {
 	merged       mergedUpdates
 	leaseVals    leaseValueCache
 	stateNames   map[string]bool // the attributes of an item's state (see isLedgerAttr)
+	removedNames map[string]bool // the attributes done and failed remove (WithRemoveOnDone)
 	versioned    bool            // WithVersions: see versions in machine.go
 	reserved     []string        // WithReservedTables: tables effects may not write
 }
@@ -193,6 +194,10 @@ func newCore(db Client, s coreSpec) (*core, error) {
 	l.stateNames = map[string]bool{s.names[aLastError]: true, s.names[aRedriven]: true}
 	for _, a := range stateAttrs {
 		l.stateNames[s.names[a]] = true
+	}
+	l.removedNames = map[string]bool{}
+	for _, a := range s.shape.removeOnDone {
+		l.removedNames[s.names[a]] = true
 	}
 	return l, nil
 }

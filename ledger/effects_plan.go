@@ -120,6 +120,9 @@ func (l *core) checkChanges(write int, table string, cs []Change) error {
 			return refuse("a key attribute of the table's items: an update cannot change a key")
 		case sameTable(table, l.row.table) && l.isLedgerAttr(c.name):
 			return refuse("a ledger attribute")
+		case write < 0 && l.removedNames[c.name]:
+			// The completion removes it (DynamoDB refuses two changes of one attribute in a write).
+			return refuse("an attribute the ledger removes when the item is finished (RemoveOnDone: the pending index's shard attribute)")
 		}
 		if seen != nil {
 			seen[c.name] = true
@@ -218,6 +221,9 @@ func (l *core) checkWrite(i int, itemKey Key, w Write) error {
 			}
 		}
 	case WriteUpdate:
+		if len(w.Changes) == 0 {
+			return refuse("", "an update with no change (set, add or remove)")
+		}
 		return l.checkChanges(i, w.Table, w.Changes)
 	case WriteDelete, WriteCheck:
 	default:

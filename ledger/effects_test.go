@@ -160,6 +160,7 @@ func TestEffectsRefusedBeforeWriting(t *testing.T) {
 					"m": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"k\xc3": &types.AttributeValueMemberNULL{Value: true}}}}), ""},
 				{(&Effects{}).Check(e.other, otherKey("c"), expression.Name("s").Equal(expression.Value("\xff"))), ""},
 				{(&Effects{}).Check(e.other, otherKey("c"), expression.AttributeExists(expression.Name("s\xff"))), ""},
+				{(&Effects{}).Update(e.other, otherKey("c")), ""}, // no change
 			}
 			if kind == "inline" {
 				cases = append(cases, struct {
@@ -272,4 +273,27 @@ func TestEffectsCheck(t *testing.T) {
 	require.True(t, errors.As(err, &ee), "%v", err)
 	require.Equal(t, 0, ee.Write)
 	require.Equal(t, StatusClaimed, lcState(t, e.l, lcKey(0)).Status)
+}
+
+// TestEffectsOnRemovedAttributeRefused: an item change of an attribute the inline ledger removes
+// when the item is finished (WithRemoveOnDone: index mode's shard attribute) is refused before
+// anything is written, naming it; DynamoDB refused the completion as "two document paths overlap"
+// after the handler ran. Another item may still set it.
+func TestEffectsOnRemovedAttributeRefused(t *testing.T) {
+	ctx := context.Background()
+	db, source, names := lcSourceTable(t)
+	fc := ddbfault.New(db)
+	l, err := NewInline(fc, source, names, append(lcOpts(t), WithRemoveOnDone("shard"))...)
+	require.NoError(t, err)
+	lcSeeder(t, db, source)(lcKey(0), lcKey(1))
+	c := lcMustClaim(t, l, lcReq(lcKey(0), "A", 0, 1, lcT0), 1)
+	before := fc.Calls()
+	for _, ch := range []Change{Remove("shard"), Set("shard", 3)} {
+		err := l.CompleteWith(ctx, c, lcT0, (&Effects{}).Item(ch))
+		var ee *EffectError
+		require.ErrorAs(t, err, &ee)
+		require.Equal(t, "shard", ee.Attr, "%v", err)
+	}
+	require.Equal(t, before, fc.Calls(), "nothing sent")
+	require.NoError(t, l.CompleteWith(ctx, c, lcT0, (&Effects{}).Update(source, lcKey(1), Set("shard", 3))))
 }

@@ -62,16 +62,25 @@ func main() {
 			defer exampleutil.DeleteTables(db, j.Table, j.Leases)
 		}
 		if err := CreatePeople(ctx, db, j.Table, *items); err != nil {
-			log.Print(err)
-			return
+			fail(err, keep, db, j)
 		}
 	}
 	if j.Leases == "" {
 		j.Leases = worker.DefaultLeaseTable
 	}
 	if err := run(ctx, db, j, *dryRun); err != nil {
-		log.Print(err)
+		fail(err, keep || *table != "", db, j)
 	}
+}
+
+// fail prints err and exits 1 (a script can tell a failed migration or dry run), deleting the
+// demo's tables first unless kept (os.Exit runs no deferred call).
+func fail(err error, keep bool, db *dynamodb.Client, j Job) {
+	log.Print(err)
+	if !keep {
+		exampleutil.DeleteTables(db, j.Table, j.Leases)
+	}
+	os.Exit(1)
 }
 
 func run(ctx context.Context, db *dynamodb.Client, j Job, dryRun bool) error {

@@ -142,6 +142,9 @@ func (w writeDoc) write(where string) (ledger.Write, error) {
 			return ledger.Write{}, err
 		}
 		cs, err := w.Update.changes(where + ".update.")
+		if err == nil && len(cs) == 0 {
+			err = fmt.Errorf("--exec-effects: %s.update: no change (set, add or remove)", where)
+		}
 		return ledger.Write{Kind: ledger.WriteUpdate, Table: w.Update.Table, Key: key, Changes: cs}, err
 	}
 	key, err := tableKey(w.Delete.Table, w.Delete.Key, where+".delete")

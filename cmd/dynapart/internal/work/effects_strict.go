@@ -79,8 +79,9 @@ func strictEffects(out []byte) error {
 	if err := w.object("", ""); err != nil {
 		return err
 	}
+	end := w.dec.InputOffset()
 	if _, err := w.dec.Token(); !errors.Is(err, io.EOF) {
-		return fmt.Errorf("more than one JSON value: text after the object at %s", w.at(w.dec.InputOffset()))
+		return fmt.Errorf("more than one JSON value: text after the object at %s", w.at(w.next(end)))
 	}
 	return nil
 }

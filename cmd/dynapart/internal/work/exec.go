@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/dynapart/dynapart/cmd/dynapart/internal/cli"
 	"github.com/dynapart/dynapart/worker"
@@ -154,4 +155,11 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (t *tailBuffer) String() string { return string(bytes.TrimSpace(t.b)) }
+// String is the tail as text, from its first whole character (a cut may fall inside one).
+func (t *tailBuffer) String() string {
+	b := t.b
+	for i := 0; i < utf8.UTFMax && len(b) > 0 && !utf8.RuneStart(b[0]); i++ {
+		b = b[1:]
+	}
+	return string(bytes.TrimSpace(b))
+}

@@ -144,7 +144,7 @@ func New(g *cli.Globals) *cobra.Command {
 func (f *workFlags) add(fl *pflag.FlagSet) {
 	f.settingFlags.add(fl)
 	fl.StringVar(&f.exec, "exec", "", "command to run per item (item JSON on stdin, DYNAPART_* in the environment)")
-	fl.DurationVar(&f.execTimeout, "exec-timeout", 0, "kill --exec after this long (0, the default: shortly before its claim expires)")
+	fl.DurationVar(&f.execTimeout, "exec-timeout", 0, "kill --exec after this long, if that comes before its claim's end (it is always killed shortly before its claim expires: --claim-ttl; 0, the default: that alone)")
 	fl.BoolVar(&f.execEffects, "exec-effects", false, "read --exec's stdout as a JSON object of effects committed with the item's completion (see above)")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics (/metrics) and the live status page (/, /api/status) on this address, e.g. :9090")
 	fl.StringVar(&f.progress, "progress", "auto", "progress: auto (bar on a terminal, else a log line every 5s), bar, log, json (a line every 250ms on stdout), none")
