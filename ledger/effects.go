@@ -196,7 +196,7 @@ func (e *EffectError) Error() string {
 	what := "the item's update"
 	switch {
 	case e.Write >= 0:
-		what = fmt.Sprintf("write %d", e.Write)
+		what = fmt.Sprintf("writes[%d]", e.Write) // as the effects list it, and --exec-effects spells it
 	case e.Write == WholeCommit:
 		what = "the commit (DynamoDB does not say which of its writes)"
 	}

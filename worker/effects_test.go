@@ -81,7 +81,7 @@ func TestRefusedEffectsDeadLetter(t *testing.T) {
 			}))
 			require.Len(t, letters, 2)
 			for _, d := range letters {
-				require.Contains(t, d.Error, "write 0")
+				require.Contains(t, d.Error, "writes[0]")
 				got, err := f.db.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(f.table), Key: d.Key, ConsistentRead: aws.Bool(true)})
 				require.NoError(t, err)
 				require.NotContains(t, got.Item, "touched", "nothing of a cancelled commit applied")
