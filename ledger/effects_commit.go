@@ -245,7 +245,9 @@ func (l *core) commitAnswer(cm commit, n int, err error) (retry, applied bool, f
 	if cm.plan.item == nil || l.source == "" {
 		extra = 0
 	}
-	completionUnknown := false // its reason a conflict or throttling
+	// The completion's reason a conflict or throttling: whether its condition held is not known.
+	// None says it held, so no earlier attempt of this commit landed (it would have made it fail).
+	completionUnknown := false
 	refusal := func(code string, e *EffectError) error {
 		if completionUnknown && code == "ConditionalCheckFailed" {
 			return &unsettledRefusal{e}
@@ -254,8 +256,8 @@ func (l *core) commitAnswer(cm commit, n int, err error) (retry, applied bool, f
 	}
 	for i, r := range tce.CancellationReasons {
 		code := aws.ToString(r.Code)
-		if again, _ := retryableReason(code); again {
-			completionUnknown = completionUnknown || i == 0
+		if again, conflict := retryableReason(code); again {
+			completionUnknown = completionUnknown || i == 0 && conflict
 			continue
 		}
 		switch {
@@ -330,7 +332,9 @@ func (l *core) settleWriteRefused(ctx context.Context, cm commit, refusal *Effec
 		return false, ItemState{}, err
 	case l.applied(cm.op, row, cm.vals):
 		return true, ItemState{}, nil
-	case len(row) > 0 && l.ops[cm.op].cond.holds(l.view(row, cm.vals)):
+	case l.ops[cm.op].cond.holds(l.view(row, cm.vals)):
+		// No row at all is the table ledger's pending item (its condition holds there); the
+		// inline ledger's needs the item to exist.
 		return false, ItemState{}, refusal
 	}
 	return false, l.decodeState(row), nil

@@ -262,3 +262,36 @@ func TestEffectsLandedThenConflictAndFailedWrite(t *testing.T) {
 		})
 	}
 }
+
+// TestEffectsRefusedWriteBeforeAnyRow (found by a review of a2b65a3): the table ledger's
+// complete-only commit of an item that has no row yet, whose put if absent meets an existing row,
+// is refused naming the write, whether DynamoDB's answer says the completion's condition held
+// (None) or does not say (a conflict on it): a read then finds no row, the pending item the
+// completion's condition holds on. The item was left pending with no outcome.
+func TestEffectsRefusedWriteBeforeAnyRow(t *testing.T) {
+	for _, conflict := range []bool{false, true} {
+		for _, fresh := range []bool{false, true} {
+			t.Run(fmt.Sprintf("conflict=%v/fresh=%v", conflict, fresh), func(t *testing.T) {
+				ctx := context.Background()
+				e := newEffectsEnv(t, "table")
+				lcSeeder(t, e.raw, e.source)(lcKey(0))
+				taken := map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "taken"}}
+				_, err := e.raw.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(e.other), Item: taken})
+				require.NoError(t, err)
+				if conflict {
+					e.fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+						return nil, &types.TransactionCanceledException{Message: aws.String("Transaction cancelled [TransactionConflict, ConditionalCheckFailed]"),
+							CancellationReasons: []types.CancellationReason{{Code: aws.String("TransactionConflict")}, {Code: aws.String("ConditionalCheckFailed")}}}
+					}, ddbfault.OpTransactWriteItems)
+				}
+				r := lcReq(lcKey(0), "A", 0, 1, lcT0)
+				r.Fresh = fresh
+				_, err = e.l.CompleteOnlyWith(ctx, r, (&Effects{}).PutIfAbsent(e.other, taken))
+				require.ErrorIs(t, err, ErrEffectRefused)
+				var ee *EffectError
+				require.ErrorAs(t, err, &ee)
+				require.Equal(t, 0, ee.Write)
+			})
+		}
+	}
+}

@@ -58,11 +58,15 @@ func TestRunCommitsEffects(t *testing.T) {
 // TestRefusedEffectsDeadLetter: effects that cannot be committed (a put-if-absent of a row that
 // exists) fail the attempt permanently, naming the write, and apply nothing.
 func TestRefusedEffectsDeadLetter(t *testing.T) {
-	for _, completeOnly := range []bool{false, true} {
-		t.Run(fmt.Sprintf("complete-only=%v", completeOnly), func(t *testing.T) {
+	for _, tc := range []struct {
+		kind         LedgerKind
+		completeOnly bool
+	}{{LedgerInline, false}, {LedgerInline, true}, {LedgerTable, false}, {LedgerTable, true}} {
+		kind, completeOnly := tc.kind, tc.completeOnly
+		t.Run(fmt.Sprintf("%s/complete-only=%v", kind, completeOnly), func(t *testing.T) {
 			f := newFixture(t, 3)
 			rows := ddbtest.CreateTable(t, f.db, ddbtest.Key{Name: "pk", Type: "S"})
-			c := fastTimings(f.config(LedgerInline))
+			c := fastTimings(f.config(kind))
 			c.Workers, c.Once, c.Concurrency, c.CompleteOnly = 1, true, 1, completeOnly
 			w, err := New(c)
 			require.NoError(t, err)
@@ -75,7 +79,7 @@ func TestRefusedEffectsDeadLetter(t *testing.T) {
 			require.Equal(t, int64(1), st.Completed, "the first item's put lands")
 			require.Equal(t, int64(2), st.DeadLettered, "the others' put-if-absent fails")
 			var letters []DeadLetter
-			require.NoError(t, f.ledger(t, LedgerInline, "").DeadLetters(context.Background(), func(d DeadLetter) error {
+			require.NoError(t, f.ledger(t, kind, "").DeadLetters(context.Background(), func(d DeadLetter) error {
 				letters = append(letters, d)
 				return nil
 			}))
