@@ -328,7 +328,7 @@ func (p *pass) deadLetter(ctx context.Context, t task, cl Claim, msg string, too
 	switch {
 	case err == nil:
 		p.deadLettered(ctx, cl.Key, cl.Slot, cl.Attempt, took)
-		c.Logger.Warn("dynapart: item dead-lettered", "slot", cl.Slot, "attempt", cl.Attempt, "key", ledger.KeyText(cl.Key), "err", msg)
+		c.Logger.Warn("dynapart: item dead-lettered", "slot", cl.Slot, "attempt", cl.Attempt, "err", msg)
 	case errors.Is(err, ErrClaimLost):
 		p.claimLost(cl, err, took)
 	case ledger.IsValidation(err):
