@@ -7,7 +7,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -44,9 +43,7 @@ func newEffectsEnv(t *testing.T, kind string) *effectsEnv {
 
 func (e *effectsEnv) get(t *testing.T, table string, key Key) map[string]types.AttributeValue {
 	t.Helper()
-	out, err := e.raw.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(table), Key: key, ConsistentRead: aws.Bool(true)})
-	require.NoError(t, err)
-	return out.Item
+	return getItem(t, e.raw, table, key)
 }
 
 func numOf(item map[string]types.AttributeValue, name string) string {
