@@ -78,7 +78,7 @@ func TestRescanRenewOfUnknownOutcome(t *testing.T) {
 				return nil
 			})
 			loseChangeThenTrim(t, f, streams, runs, n, func() { armed.Store(true) })
-			reviewWait(t, 90*time.Second, func() (bool, string) { // a loaded CI machine took longer than 30 s once
+			reviewWait(t, 30*time.Second, func() (bool, string) {
 				fs := w.Stats().Follow
 				return fs != nil && fs.Rescans > 0 && lost.Load(), "a rescan that renews item 0"
 			})

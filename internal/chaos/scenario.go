@@ -68,7 +68,7 @@ type Params struct {
 	Standbys    int           // extra workers. Defaults to 1.
 	Kills       int           // SIGKILLs (kill scenario). Defaults to 3.
 	Concurrency int           // handlers in flight per worker. Defaults to 8.
-	Timeout     time.Duration // the whole run. Defaults to 3m.
+	Timeout     time.Duration // the whole run. Defaults to 8m: alone a run takes about a minute; the rest is for a loaded machine.
 	// FaultRate is the share of requests given each fault (fault scenario). Defaults to 0.02.
 	FaultRate float64
 	// Transient is the share of items whose handler fails its first run (exit 75), Permanent the
@@ -99,7 +99,7 @@ func (p *Params) defaults() {
 		p.Concurrency = 8
 	}
 	if p.Timeout <= 0 {
-		p.Timeout = 3 * time.Minute
+		p.Timeout = 8 * time.Minute
 	}
 	if p.FaultRate <= 0 {
 		p.FaultRate = 0.02
