@@ -163,7 +163,8 @@ func TestRestartTrimmedOnlyForTheRescansLoss(t *testing.T) {
 				streams.expire.Store(true)
 				reviewWait(t, 30*time.Second, func() (bool, string) {
 					fs := w.Stats().Follow
-					return fs != nil && fs.Rescans == 1 && !streams.trim.Load() && w.Stats().Passes == 2, "the first rescan, complete"
+					return fs != nil && fs.Rescans == 1 && !streams.trim.Load() && w.Stats().Passes == 2,
+						fmt.Sprintf("the first rescan, complete (trim pending %t, passes %d, follow %+v)", streams.trim.Load(), w.Stats().Passes, fs)
 				})
 				rescans = 1
 			}
