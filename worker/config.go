@@ -196,8 +196,12 @@ type Config struct {
 	Follow bool
 	// Versions makes every write that finishes an item record the version of the content its
 	// handler had (ledger.WithVersions), so that a stream tail run after or beside this job (Follow,
-	// or awslambda.StreamHandler) does not handle again what it handled. Every worker of a group
-	// must agree (the group records it). Implied by Follow. Defaults to false.
+	// or awslambda.StreamHandler) does not handle again what it handled. A claimed item's handler
+	// then gets the item as of its claim (the inline ledger's single claim returns it; the table
+	// ledger and BatchClaims read it after the claim), not as the scan page had it: a follower
+	// beside this job may have finished that content and reopened the item for a newer one since.
+	// Every worker of a group must agree (the group records it). Implied by Follow. Defaults to
+	// false.
 	Versions bool
 	// Streams is the DynamoDB Streams client Follow reads with (a *dynamodbstreams.Client for
 	// the same region and endpoint as Client). Required with Follow.

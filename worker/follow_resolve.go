@@ -426,14 +426,16 @@ func (t task) content() map[string]types.AttributeValue {
 	return t.item.Attrs
 }
 
-// contentAsClaimed gives a follower's claimed item the content it has now, as of the claim (the
-// inline ledger's claim returns it; else a consistent read after the claim), and the claim the
-// version of that content: a scan page or a record's image may be older than a version another
-// worker tried meanwhile, and the handler must never run on content older than one handled or
-// tried before it. false when the item is accounted for already (gone: the claim is given back;
-// a failed read: given back, tried again later).
+// contentAsClaimed gives a versioned worker's claimed item (Config.Versions: a follower, a stream
+// handler, a back-fill beside them) the content it has now, as of the claim (the inline ledger's
+// claim returns it; else a consistent read after the claim), and the claim the version of that
+// content: a scan page or a record's image may be older than a version another worker handled or
+// tried meanwhile (a follower that finished the item and reopened it for a newer version before
+// this claim), and the handler must never run on content older than one handled or tried before
+// it. false when the item is accounted for already (gone: the claim is given back; a failed read:
+// given back, tried again later).
 func (p *pass) contentAsClaimed(wctx context.Context, t *task, claim *Claim) bool {
-	if !p.w.cfg.Follow {
+	if !p.w.cfg.Versions {
 		return true
 	}
 	if t.current == nil {

@@ -20,8 +20,8 @@ type Item struct {
 	// Key is the item's primary key.
 	Key Key
 	// Attrs are the item's attributes as scanned (the projection, if one was configured); with
-	// Follow, a claimed item's as of its claim (returned by it or read after it), and with
-	// Versions, a complete-only item's of the table ledger as read after its row.
+	// Versions (implied by Follow), a claimed item's as of its claim (returned by it or read after
+	// it), and a complete-only item's of the table ledger as read after its row.
 	Attrs map[string]types.AttributeValue
 	// Attempt is 1 for the first claim of the item, +1 for every later one.
 	Attempt int

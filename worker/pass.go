@@ -76,7 +76,7 @@ type task struct {
 	// follow: a candidate of the stream (follow.go), resolved by followOne; item.Attrs is the
 	// record's new image.
 	follow bool
-	// current is the item as of its claim when the worker follows the stream (contentAsClaimed):
+	// current is the item as of its claim when the worker records versions (contentAsClaimed):
 	// what its handler gets instead of item.Attrs.
 	current map[string]types.AttributeValue
 	// finished, when set, is told that the item needs nothing more (see followOne): it moved to

@@ -89,7 +89,7 @@ func (p *pass) claimOne(t task, now time.Time) (*Claim, map[string]types.Attribu
 	req := p.claimRequest(t.key, now, now.Add(c.ClaimTTL))
 	req.Fresh = t.fresh
 	req.Version = p.versionOf(t.item.Attrs, nil)
-	req.WantItem = c.Follow
+	req.WantItem = c.Versions // contentAsClaimed
 	outs, err := p.e.ledger.Claim(wctx, []ClaimRequest{req})
 	p.w.pause.leave()
 	if err != nil && ledger.IsValidation(err) {

@@ -146,7 +146,7 @@ var settings = []Setting{
 	{Field: "Follow", Flag: "follow",
 		Help: "continuous, segment or filter mode: after the share's first full pass, follow the table's stream (dynapart init --stream) instead of scanning again; every new version of an item is handled once (implies --versions)"},
 	{Field: "Versions", Flag: "versions", GroupField: "meta.versions", AddedLater: true,
-		Help: "record each finished item's content version, so that a stream tail (--follow, or a Lambda stream handler) does not handle again what this job handled"},
+		Help: "record each finished item's content version, so that a stream tail (--follow, or a Lambda stream handler) does not handle again what this job handled; a claimed item's handler gets its content as of the claim (the table ledger and --batch-claims read it once more)"},
 	{Field: "Streams"},
 	{Field: "StreamPoll", Flag: "stream-poll", Default: time.Second,
 		Help: "with --follow: how often a shard with nothing new is read again (the time from a write to its handler is about this)"},

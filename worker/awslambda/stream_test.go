@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dynapart/dynapart/internal/ddbtest"
+	"github.com/dynapart/dynapart/ledger"
 	"github.com/dynapart/dynapart/lock"
 	"github.com/dynapart/dynapart/worker"
 )
@@ -134,4 +135,41 @@ func TestStreamHandler(t *testing.T) {
 	require.Equal(t, []events.DynamoDBBatchItemFailure{{ItemIdentifier: recs[1].Change.SequenceNumber}}, resp.BatchItemFailures)
 	require.Equal(t, []string{"2", "20"}, f.runs("item-2"))
 	require.Empty(t, f.invoke(t, recs[2]).BatchItemFailures, "a dead-lettered version is not handled again")
+}
+
+// TestStreamHandlerStaleImageGetsContentAsClaimed: a record's image older than a version another
+// group of the job handled since (a back-fill beside the stream tail handled n=2, the item then
+// changed to n=3 and was reopened for it) must not be handled: the handler gets the item as of
+// its claim (n=3). It got the record's n=1, handled after n=2 and recorded as the version done.
+func TestStreamHandlerStaleImageGetsContentAsClaimed(t *testing.T) {
+	ctx := context.Background()
+	f := newStreamFixture(t)
+	img := f.put(t, "item-0", 1)
+	key := worker.Key{"id": &types.AttributeValueMemberS{Value: "item-0"}}
+	setN := func(n int) {
+		_, err := f.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(f.table), Key: key,
+			UpdateExpression:          aws.String("SET n = :n"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":n": &types.AttributeValueMemberN{Value: strconv.Itoa(n)}}})
+		require.NoError(t, err)
+	}
+	other, err := ledger.NewInline(f.db, f.table, []string{"id"}, ledger.WithVersions(), ledger.WithMaxClockSkew(5*time.Second))
+	require.NoError(t, err)
+	setN(2)
+	out, err := f.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(f.table), Key: key, ConsistentRead: aws.Bool(true)})
+	require.NoError(t, err)
+	now := time.Now()
+	outs, err := other.Claim(ctx, []ledger.ClaimRequest{{Key: key, Owner: "backfill", Now: now, Until: now.Add(time.Minute),
+		Version: other.ContentVersion(out.Item)}})
+	require.NoError(t, err)
+	require.True(t, outs[0].Claimed)
+	require.NoError(t, other.Complete(ctx, outs[0].Claim, time.Now()))
+	setN(3)
+	st, err := other.State(ctx, key)
+	require.NoError(t, err)
+	reopened, err := other.Renew(ctx, key, st.Claim, time.Now())
+	require.NoError(t, err)
+	require.NotEmpty(t, reopened)
+
+	require.Empty(t, f.invoke(t, f.record("item-0", nil, img, false)).BatchItemFailures)
+	require.Equal(t, []string{"3"}, f.runs("item-0"), "handled as of the claim, never n=1 after n=2")
 }
