@@ -103,7 +103,7 @@ type Config struct {
 	// second without one (Stats.WriteThrottles, Stats.WriteRateAllowed). Defaults to 0 (unlimited).
 	WriteRate float64
 	// MaxWCU and MaxRCU record a capacity budget on the group (lock.SetBudget, when the worker
-	// first holds a slot): the write units (ledger writes) and read units (scans) the group's workers
+	// first holds a slot): the write units (ledger writes) and read units (Stats.RCU) the group's workers
 	// may consume in all. While the group has a budget each slot holder adds its consumption to
 	// the group's every BudgetInterval (one write), and the holder that finds the budget reached
 	// pauses the group (lock.PauseForBudget): no new claims, handlers in flight finish, slots kept,

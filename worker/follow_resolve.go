@@ -229,7 +229,7 @@ func (p *pass) readItem(ctx context.Context, key Key) (map[string]types.Attribut
 		return nil, err
 	}
 	if cc := out.ConsumedCapacity; cc != nil {
-		p.w.addFollowRCU(aws.ToFloat64(cc.CapacityUnits))
+		p.w.addItemRCU(aws.ToFloat64(cc.CapacityUnits))
 	}
 	if len(out.Item) == 0 {
 		return nil, nil
@@ -443,6 +443,8 @@ func (p *pass) contentAsClaimed(wctx context.Context, t *task, claim *Claim) boo
 		if err != nil || item == nil {
 			p.interrupted(wctx, *t, *claim, 0)
 			if err != nil {
+				p.w.cfg.Logger.Warn("dynapart: reading a claimed item failed; its claim is given back and the item tried again",
+					"slot", claim.Slot, "err", err)
 				p.again(p.w.cfg.Clock.Now().Add(p.w.cfg.RetryBackoff))
 			}
 			t.item.Ack()

@@ -55,9 +55,11 @@ func (w *Worker) followStats() *FollowStats {
 	return out
 }
 
-// addFollowRCU adds the read units of a read of a candidate's item.
-func (w *Worker) addFollowRCU(u float64) {
+// addItemRCU adds the read units of a consistent read of an item (readItem) to Stats.RCU, and
+// to FollowStats.RCU (which a worker that follows shows).
+func (w *Worker) addItemRCU(u float64) {
 	w.mu.Lock()
+	w.itemRCU += u
 	w.followRCU += u
 	w.mu.Unlock()
 }

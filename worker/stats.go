@@ -59,7 +59,10 @@ type Stats struct {
 	// Follow is what following the table's stream did (Config.Follow); nil without it.
 	Follow *FollowStats `json:"follow,omitempty"`
 
-	RCU float64 `json:"rcu"` // read capacity consumed by the scans, as DynamoDB reported it
+	// RCU is the read capacity consumed by the scans and by the worker's consistent reads of items
+	// (a versioned worker's after a claim or a table ledger row, a follower's of the items its
+	// records name: FollowStats.RCU), as DynamoDB reported it.
+	RCU float64 `json:"rcu"`
 	// WCU is the write capacity consumed by the ledger's writes, by DynamoDB's billing rules: every
 	// write at least 1 WCU (also when its condition fails), an item of a transaction 2, more for an
 	// item over 1 KB as DynamoDB reports it (asked of 1 write in 16 unless WriteRate is set).
@@ -76,7 +79,7 @@ type Stats struct {
 func (w *Worker) Stats() Stats {
 	s := &w.stats
 	w.mu.Lock()
-	out := Stats{Slot: w.slot, Token: w.token, State: w.state, RCU: w.rcuDone, Paused: w.pause.settled()}
+	out := Stats{Slot: w.slot, Token: w.token, State: w.state, RCU: w.rcuDone + w.itemRCU, Paused: w.pause.settled()}
 	if w.scanner != nil {
 		out.RCU += w.scanner.Stats().RCU
 	}

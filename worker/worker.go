@@ -29,7 +29,8 @@ type Worker struct {
 	scanner   *scan.Scanner
 	rcuDone   float64
 	reader    *follow.Reader // the stream's reader while the worker follows it (follow.go)
-	followRCU float64        // read units of the items the stream's records named
+	followRCU float64        // read units of the items the stream's records named (FollowStats.RCU)
+	itemRCU   float64        // read units of every consistent read of an item (readItem), in Stats.RCU
 	ledger    Ledger
 	scope     string            // ClaimRequest.Scope of every claim, see claimScope
 	gate      *ledger.WriteGate // the ledger's writes pass through it (Config.WriteRate)

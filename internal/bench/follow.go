@@ -107,7 +107,7 @@ type FollowRun struct {
 // every DynamoDB request it sent, and of its stream requests.
 type FollowCounts struct {
 	Span      time.Duration
-	ScanRCU   float64 // Stats.RCU: its scans
+	ScanRCU   float64 // Stats.RCU less Stats.Follow.RCU: its scans
 	FollowRCU float64 // Stats.Follow.RCU: its reads of changed items
 	WCU       float64 // Stats.WCU: the ledger's writes
 	Passes    int64
@@ -293,6 +293,7 @@ func (s snapshot) counts(end snapshot) FollowCounts {
 			DescribeStream: end.stream.DescribeStream - s.stream.DescribeStream}}
 	if end.stats.Follow != nil && s.stats.Follow != nil {
 		c.FollowRCU = end.stats.Follow.RCU - s.stats.Follow.RCU
+		c.ScanRCU -= c.FollowRCU // Stats.RCU counts the reads of items too
 		c.Records = end.stats.Follow.Records - s.stats.Follow.Records
 	}
 	return c

@@ -47,7 +47,7 @@ func newMetrics(w func() worker.Stats) *metrics {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return f(w()) })
 	}
 	m.reg.MustRegister(m.items, m.latency, m.leases, m.takeover,
-		counter("dynapart_consumed_read_capacity_units_total", "Read capacity units consumed by this worker's scans.", func(s worker.Stats) float64 { return s.RCU }),
+		counter("dynapart_consumed_read_capacity_units_total", "Read capacity units consumed by this worker's scans and its consistent reads of items (a follower's, a --versions worker's after a claim or a table ledger row).", func(s worker.Stats) float64 { return s.RCU }),
 		counter("dynapart_consumed_write_capacity_units_total", "Write capacity units consumed by this worker's ledger writes, by DynamoDB's billing rules (at least 1 per write, 2 per item of a transaction; larger items as DynamoDB reports them, asked of every write with --write-rate, otherwise of 1 in 16).", func(s worker.Stats) float64 { return s.WCU }),
 		counter("dynapart_write_throttles_total", "Ledger write attempts DynamoDB throttled (ProvisionedThroughputExceeded, ThrottlingException, RequestLimitExceeded; SDK retries included).", func(s worker.Stats) float64 { return float64(s.WriteThrottles) }),
 		gauge("dynapart_write_rate_allowed", "WCU per second --write-rate allows now (lower for a while after throttling); 0 when unlimited.", func(s worker.Stats) float64 { return s.WriteRateAllowed }),
