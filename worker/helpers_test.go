@@ -21,6 +21,7 @@ import (
 	"github.com/dynapart/dynapart/ddbfault"
 	"github.com/dynapart/dynapart/internal/clock"
 	"github.com/dynapart/dynapart/internal/ddbtest"
+	"github.com/dynapart/dynapart/ledger"
 	"github.com/dynapart/dynapart/lock"
 	"github.com/dynapart/dynapart/scan"
 )
@@ -81,7 +82,7 @@ func (f *fixture) config(kind LedgerKind) Config {
 	}
 }
 
-func (f *fixture) ledger(t testing.TB, kind LedgerKind, job string) Ledger {
+func (f *fixture) ledger(t testing.TB, kind LedgerKind, job string, opts ...ledger.Option) Ledger {
 	t.Helper()
 	if job == "" {
 		job = "default"
@@ -89,9 +90,11 @@ func (f *fixture) ledger(t testing.TB, kind LedgerKind, job string) Ledger {
 	var l Ledger
 	var err error
 	if kind == LedgerTable {
-		l, err = NewTableLedger(f.db, f.ledgerTable, job, f.table, []string{"id"})
+		l, err = ledger.NewTable(f.db, f.ledgerTable, job, f.table, []string{"id"}, append([]ledger.Option{ledger.WithCompleteOnlyAudit()}, opts...)...)
 	} else {
-		l, err = NewInlineLedger(f.db, f.table, []string{"id"}, InlineOptions{})
+		// As NewInlineLedger with no InlineOptions, and opts.
+		l, err = ledger.NewInline(f.db, f.table, []string{"id"}, append([]ledger.Option{ledger.WithPrefix(""), ledger.WithRemoveOnDone(),
+			ledger.WithCompleteOnlyAudit()}, opts...)...)
 	}
 	require.NoError(t, err)
 	return l

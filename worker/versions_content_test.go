@@ -33,7 +33,9 @@ func TestVersionedGroupBesideFollowerGetsContentAsClaimed(t *testing.T) {
 				f := newFixture(t, 0)
 				f.seed(t, 0, 1, func(_ int, it map[string]types.AttributeValue) { it["n"] = &types.AttributeValueMemberN{Value: "1"} })
 				id := itemKey(0)
-				other := versionedLedger(t, f, kind)
+				// The follower's ledger: its renew leaves the retry due at once on every clock within
+				// 5s (before the back-fill's claim read its clock, too).
+				other := f.ledger(t, kind, "", ledger.WithVersions(), ledger.WithMaxClockSkew(5*time.Second))
 				read := func() (map[string]types.AttributeValue, error) {
 					out, err := f.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(f.table), Key: skey(id), ConsistentRead: aws.Bool(true)})
 					if err != nil {
@@ -74,8 +76,7 @@ func TestVersionedGroupBesideFollowerGetsContentAsClaimed(t *testing.T) {
 				fc := ddbfault.New(f.db)
 				var once sync.Once
 				fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
-					in, ok := call.In.(*dynamodb.UpdateItemInput)
-					if !ok || in.ExpressionAttributeValues[":until"] != nil && aws.ToString(in.TableName) != f.leaseTable {
+					if f.isClaimWrite(call) {
 						once.Do(func() { followerErr = follower() }) // a claim: an UpdateItem with a claim expiry, or a statement batch of fresh claims
 					}
 					return send(ctx, call.In)
@@ -106,22 +107,4 @@ func TestVersionedGroupBesideFollowerGetsContentAsClaimed(t *testing.T) {
 			})
 		}
 	}
-}
-
-// versionedLedger is a versioned ledger of kind on f's tables, as a group of the job "default"
-// that follows the stream writes them.
-func versionedLedger(t *testing.T, f *fixture, kind LedgerKind) Ledger {
-	t.Helper()
-	var l Ledger
-	var err error
-	// Its renew leaves the retry due at once on every clock within 5s (before the back-fill's
-	// claim read its clock, too).
-	skew := ledger.WithMaxClockSkew(5 * time.Second)
-	if kind == LedgerTable {
-		l, err = ledger.NewTable(f.db, f.ledgerTable, "default", f.table, []string{"id"}, ledger.WithVersions(), skew)
-	} else {
-		l, err = ledger.NewInline(f.db, f.table, []string{"id"}, ledger.WithVersions(), skew)
-	}
-	require.NoError(t, err)
-	return l
 }
