@@ -539,11 +539,12 @@ func TestFollowModesCompleteOnlyTable(t *testing.T) {
 // Until the worker follows the stream only passBudget faults fire: a pass that meets a failed
 // write is dirty, and a slot follows the stream only after a clean pass; the table ledger's pass
 // writes a claim for every item, done or not (its state is not on the scanned item), so a fault
-// every 7th write would keep it rescanning for ever. From then on, every every-th write.
+// every 7th write would keep it rescanning for ever. From then on, every followEvery-th write.
 type ledgerFaults struct {
-	fc    *ddbfault.Client
-	table string
-	every int64
+	fc          *ddbfault.Client
+	table       string
+	every       int64 // a fault every every-th ledger write during the pass
+	followEvery int64 // and every followEvery-th once the worker follows the stream
 
 	mu         sync.Mutex
 	next       int                // the next kind, an index of faultKinds
@@ -552,6 +553,7 @@ type ledgerFaults struct {
 	passBudget int                // faults left before it does
 	named      map[int64][]string // item ids each ledger write named, by call number
 	hits       []ledgerFault
+	followed   int // writes naming items sent while the worker followed the stream
 }
 
 // ledgerFault is a fault that fired, and whether its worker followed the stream then.
@@ -563,11 +565,14 @@ type ledgerFault struct {
 var faultKinds = []ddbfault.Kind{ddbfault.LostAnswer, ddbfault.Throttle, ddbfault.LostAnswerRetried, ddbfault.ServerError,
 	ddbfault.LostAnswerRetriedNoOld, ddbfault.ErrorBeforeSend, ddbfault.DelayedAnswer}
 
-func newLedgerFaults(db ddbfault.Next, table string, every int64, passBudget int) *ledgerFaults {
-	lf := &ledgerFaults{fc: ddbfault.New(db), table: table, every: every, passBudget: passBudget, named: map[int64][]string{}}
+func newLedgerFaults(db ddbfault.Next, table string, every, followEvery int64, passBudget int) *ledgerFaults {
+	lf := &ledgerFaults{fc: ddbfault.New(db), table: table, every: every, followEvery: followEvery, passBudget: passBudget, named: map[int64][]string{}}
 	lf.fc.OnCall(func(ctx context.Context, c ddbfault.Call, send ddbfault.Send) (any, error) {
 		lf.mu.Lock()
 		lf.named[c.N] = itemIDsOf(c.In)
+		if lf.following && len(lf.named[c.N]) > 0 {
+			lf.followed++
+		}
 		lf.mu.Unlock()
 		return send(ctx, c.In)
 	}, ddbfault.WriteOps...)
@@ -596,10 +601,14 @@ func (lf *ledgerFaults) armLocked() {
 	k := faultKinds[lf.next%len(faultKinds)]
 	lf.next++
 	lf.armed = true
-	lf.fc.Inject(ddbfault.Fault{Kind: k, At: lf.every, Ops: ddbfault.WriteOps, Table: lf.table})
+	at := lf.every
+	if lf.following {
+		at = lf.followEvery
+	}
+	lf.fc.Inject(ddbfault.Fault{Kind: k, At: at, Ops: ddbfault.WriteOps, Table: lf.table})
 }
 
-// startFollowing says the worker reads the stream: every every-th write fails from now on.
+// startFollowing says the worker reads the stream: every followEvery-th write fails from now on.
 func (lf *ledgerFaults) startFollowing() {
 	lf.mu.Lock()
 	defer lf.mu.Unlock()
@@ -618,22 +627,32 @@ func (lf *ledgerFaults) faulted(into map[string]bool) {
 	}
 }
 
-// count is the faults that fired: those whose write landed (lost answers) and those that never
-// left, and how many of them fired while the worker followed the stream.
-func (lf *ledgerFaults) count() (applied, failed, following int) {
+// faultCount is the faults that fired: those whose write landed (lost answers) and those that
+// never left, how many of them fired while the worker followed the stream, and the writes naming
+// items it sent then.
+type faultCount struct {
+	applied, failed, following, followedWrites int
+}
+
+func (c faultCount) add(o faultCount) faultCount {
+	return faultCount{c.applied + o.applied, c.failed + o.failed, c.following + o.following, c.followedWrites + o.followedWrites}
+}
+
+func (lf *ledgerFaults) count() faultCount {
 	lf.mu.Lock()
 	defer lf.mu.Unlock()
+	c := faultCount{followedWrites: lf.followed}
 	for _, h := range lf.hits {
 		if h.Fault.Kind.Applied() {
-			applied++
+			c.applied++
 		} else {
-			failed++
+			c.failed++
 		}
 		if h.following {
-			following++
+			c.following++
 		}
 	}
-	return applied, failed, following
+	return c
 }
 
 // followSignal is a worker's streams client that tells on its first call that the worker follows
@@ -714,7 +733,7 @@ func itemIDsOf(in any) []string {
 
 // TestFollowModesLostAnswers: the scenario while the ledger writes of each worker (claims, renews,
 // completions, batched or not, on the source table or the ledger table) fail, a few during the
-// back-fill and every 7th once the worker follows the stream: a lost answer (landed), or a
+// back-fill and every 4th once the worker follows the stream: a lost answer (landed), or a
 // failure that never landed, the kinds in turn. A value is handled again only for an item a
 // faulted write named (a claim whose completion failed expires and is handled again:
 // at-least-once runs); the ledger still moves each version to done once, in order.
@@ -747,7 +766,7 @@ func TestFollowModesLostAnswers(t *testing.T) {
 					if v.kind == LedgerTable {
 						table = f.ledgerTable
 					}
-					lf := newLedgerFaults(f.db, table, 7, 4)
+					lf := newLedgerFaults(f.db, table, 7, 4, 4)
 					mu.Lock()
 					faults[name] = lf
 					mu.Unlock()
@@ -764,15 +783,12 @@ func TestFollowModesLostAnswers(t *testing.T) {
 					return out
 				},
 			})
-			var applied, failed, following int
-			for _, name := range []string{"A", "B"} {
-				a, fl, in := of(name).count()
-				applied, failed, following = applied+a, failed+fl, following+in
-			}
-			t.Logf("faults: %d lost answers, %d never landed, %d of them while following", applied, failed, following)
-			require.GreaterOrEqual(t, applied, 4, "lost answers")
-			require.GreaterOrEqual(t, failed, 4, "failures that never landed")
-			require.GreaterOrEqual(t, following, 4, "faults while following the stream")
+			c := of("A").count().add(of("B").count())
+			t.Logf("faults: %d lost answers, %d never landed, %d of them while following (of %d ledger writes then)",
+				c.applied, c.failed, c.following, c.followedWrites)
+			require.GreaterOrEqual(t, c.applied, 4, "lost answers")
+			require.GreaterOrEqual(t, c.failed, 4, "failures that never landed")
+			require.GreaterOrEqual(t, c.following, 4, "faults while following the stream")
 		})
 	}
 }
