@@ -150,7 +150,7 @@ func (p *pass) completeOnly(t task) {
 	switch {
 	case errors.Is(err, ledger.ErrEffectRefused):
 		c.Logger.Warn("dynapart: the handler's effects were refused (complete-only); the item is dead-lettered", "slot", slot, "err", err)
-		p.completeOnlyFailed(wctx, t, Permanent(err), took)
+		p.completeOnlyFailed(wctx, t, err, took) // stored as claim mode stores it
 	case ledger.IsValidation(err):
 		p.unprocessable(t, err) // e.g. too large for the inline ledger's attributes: no retry can help
 		return

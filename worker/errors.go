@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dynapart/dynapart/configerr"
+	"github.com/dynapart/dynapart/ledger"
 )
 
 // ErrStopped is the cause given to a handler's context when the worker shuts down and the drain
@@ -65,10 +66,11 @@ func errString(err error) string {
 	return err.Error()
 }
 
-// classify tells what a handler's error asks for.
+// classify tells what a handler's error asks for. Effects the ledger refused (ErrEffectRefused:
+// nothing was written) fail for good as a Permanent error does.
 func classify(err error) (permanent bool, retryAfter time.Duration) {
 	var p *PermanentError
-	if errors.As(err, &p) {
+	if errors.As(err, &p) || errors.Is(err, ledger.ErrEffectRefused) {
 		return true, 0
 	}
 	var r *RetryAfterError
