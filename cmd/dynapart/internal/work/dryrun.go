@@ -37,6 +37,7 @@ type slotDryRun struct {
 	Samples []string // keys of pending items, as JSON
 	RCU     float64  // read capacity the share's scan consumed, as DynamoDB reported it
 	WCU     float64  // estimated write capacity of processing the pending items
+	ReadRCU float64  // estimated read capacity of the run's reads besides its scan (itemRCU)
 }
 
 // dryRun holds what a dry run needs.
@@ -100,6 +101,7 @@ func (d *dryRun) slot(ctx context.Context, slot int) (slotDryRun, error) {
 // count classifies one item of the share.
 func (d *dryRun) count(ctx context.Context, res *slotDryRun, attrs map[string]types.AttributeValue) error {
 	res.Read++
+	res.ReadRCU += d.rowRCU()
 	key := worker.Key{}
 	for _, k := range d.keyAttrs {
 		key[k] = attrs[k]
@@ -124,6 +126,7 @@ func (d *dryRun) count(ctx context.Context, res *slotDryRun, attrs map[string]ty
 	}
 	res.Pending++
 	res.WCU += d.itemWCU(attrs)
+	res.ReadRCU += d.itemRCU(attrs)
 	if len(res.Samples) < dryRunSamples {
 		k, err := cli.PlainJSON(key)
 		if err != nil {
@@ -152,6 +155,30 @@ func (d *dryRun) itemWCU(attrs map[string]types.AttributeValue) float64 {
 		return perWrite
 	}
 	return 2 * perWrite
+}
+
+// rowRCU is the read capacity a run spends on each item of the share besides its scan: with the
+// table ledger in complete-only mode, a consistent read of the item's ledger row (1 RCU: a row is
+// small), done or not, before its handler would run.
+func (d *dryRun) rowRCU() float64 {
+	if d.ledger != nil && d.f.cfg.CompleteOnly {
+		return 1
+	}
+	return 0
+}
+
+// itemRCU is the read capacity a run spends on a pending item besides its scan: a worker that
+// records versions (--versions, --follow) gives the handler the item's content as of its claim,
+// read again (consistent: 1 RCU per 4 KB started) unless the claim's own write returns it (the
+// inline ledger's single claims; its complete-only writes are fenced on the state scanned).
+func (d *dryRun) itemRCU(attrs map[string]types.AttributeValue) float64 {
+	cfg := d.f.cfg
+	versioned := cfg.Versions || cfg.Follow
+	reads := d.ledger != nil || cfg.BatchClaims && !cfg.CompleteOnly
+	if !versioned || !reads {
+		return 0
+	}
+	return math.Max(1, math.Ceil(float64(itemSize(attrs))/4096))
 }
 
 // itemSize approximates DynamoDB's item size: attribute names plus values.
@@ -219,18 +246,35 @@ func (d *dryRun) print(out io.Writer, slots []slotDryRun) error {
 		total.Failed += s.Failed
 		total.RCU += s.RCU
 		total.WCU += s.WCU
+		total.ReadRCU += s.ReadRCU
 	}
 	fmt.Fprintf(tw, "all\t%d\t%d\t%d\t%d\t%.1f\t%.0f\t\n", total.Pending, total.Read, total.Done, total.Failed, total.RCU, total.WCU)
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "estimated cost of the job: %.0f WCU and %.1f RCU in all (the scans as DynamoDB reported them, "+
-		"the ledger's writes at DynamoDB's rates if every item succeeds at its first attempt)\n", total.WCU, total.RCU)
+		"the ledger's writes at DynamoDB's rates if every item succeeds at its first attempt", total.WCU, total.RCU+total.ReadRCU)
+	if total.ReadRCU > 0 {
+		fmt.Fprintf(out, ", and %.0f RCU of %s", total.ReadRCU, d.readsText())
+	}
+	fmt.Fprintln(out, ")")
 	if d.f.cfg.ReadRate > 0 {
 		fmt.Fprintf(out, "at --read-rate %.0f a slot reads its share in about %s\n", d.f.cfg.ReadRate,
 			time.Duration(maxRCU(slots)/d.f.cfg.ReadRate*float64(time.Second)).Round(time.Second))
 	}
 	return nil
+}
+
+// readsText says what a run reads besides its scan (what ReadRCU counts).
+func (d *dryRun) readsText() string {
+	var parts []string
+	if d.rowRCU() > 0 {
+		parts = append(parts, "ledger rows read before the handlers")
+	}
+	if d.f.cfg.Versions || d.f.cfg.Follow {
+		parts = append(parts, "items read again after their claims (--versions)")
+	}
+	return strings.Join(parts, " and ")
 }
 
 func maxRCU(slots []slotDryRun) float64 {

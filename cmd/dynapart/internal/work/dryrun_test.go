@@ -121,3 +121,49 @@ func scanAll(t *testing.T, db *dynamodb.Client, table string) []string {
 	sort.Strings(out)
 	return out
 }
+
+// TestWorkDryRunCountsItemReads: the estimate counts what a run reads besides its scan: with
+// --versions, each pending item read again after its claim unless the inline ledger's single
+// claim returns it, and with the table ledger in complete-only mode each item's row (1 RCU each
+// for items and rows this small). The scan's RCU column is unchanged.
+func TestWorkDryRunCountsItemReads(t *testing.T) {
+	for _, v := range []struct {
+		name  string
+		args  []string
+		reads int // RCU of reads besides the scan, for 40 pending items
+	}{
+		{"inline", []string{"--ledger", "inline", "--versions"}, 0},
+		{"inline-complete-only", []string{"--ledger", "inline", "--versions", "--complete-only"}, 0},
+		{"inline-batch", []string{"--ledger", "inline", "--versions", "--batch-claims"}, 40},
+		{"table", []string{"--ledger", "table", "--versions"}, 40},
+		{"table-unversioned-complete-only", []string{"--ledger", "table", "--complete-only"}, 40},
+		{"table-complete-only", []string{"--ledger", "table", "--versions", "--complete-only"}, 80},
+	} {
+		t.Run(v.name, func(t *testing.T) {
+			t.Parallel()
+			c := clitest.New(t)
+			db := ddbtest.Client(t)
+			table, leases, ledgerTable := ddbtest.TableName(t, ""), ddbtest.TableName(t, "lease"), ddbtest.TableName(t, "ledger")
+			for _, n := range []string{table, leases, ledgerTable} {
+				ddbtest.DeleteOnCleanup(t, db, n)
+			}
+			c.MustRun("init", "--table", table, "--key", "id:S", "--lease-table", leases, "--ledger-table", ledgerTable)
+			c.MustRun("seed", "--table", table, "--items", "40")
+			args := append([]string{"work", "--table", table, "--lease-table", leases, "--ledger-table", ledgerTable,
+				"--workers", "2", "--dry-run"}, v.args...)
+			out := c.MustRun(args...)
+			total := regexp.MustCompile(`estimated cost of the job: (\d+) WCU and ([\d.]+) RCU in all`).FindStringSubmatch(out)
+			require.NotNil(t, total, out)
+			scanned := regexp.MustCompile(`(?m)^all\s+\d+\s+\d+\s+\d+\s+\d+\s+([\d.]+)\s`).FindStringSubmatch(out)
+			require.NotNil(t, scanned, out)
+			all, _ := strconv.ParseFloat(total[2], 64)
+			scanRCU, _ := strconv.ParseFloat(scanned[1], 64)
+			require.InDelta(t, float64(v.reads), all-scanRCU, 0.05, out)
+			if v.reads > 0 {
+				require.Contains(t, out, fmt.Sprintf("and %d RCU of ", v.reads), out)
+			} else {
+				require.NotContains(t, out, "read again", out)
+			}
+		})
+	}
+}
