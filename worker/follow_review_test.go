@@ -155,6 +155,25 @@ type reviewWorker struct {
 	once   sync.Once
 }
 
+// checkpointed waits until the worker's reader has saved a checkpoint on a shard: an expired
+// iterator armed before it restarts the shard from its oldest record (no checkpoint to be
+// trimmed), and a test arming the trim then waits for a trim that never comes.
+func (w *reviewWorker) checkpointed(t *testing.T) {
+	t.Helper()
+	reviewWait(t, 30*time.Second, func() (bool, string) {
+		fs := w.Stats().Follow
+		if fs == nil {
+			return false, "the worker follows the stream"
+		}
+		for _, sh := range fs.Shards {
+			if sh.Position != "" {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("a checkpoint saved on a shard (follow %+v)", fs)
+	})
+}
+
 // startReview runs a one-slot worker on f (Follow unless mod says otherwise) until the test ends.
 func startReview(t *testing.T, f *fixture, kind LedgerKind, name string, streams follow.StreamsClient, mod func(*Config), h Handler) *reviewWorker {
 	t.Helper()
@@ -885,7 +904,7 @@ func TestFollowReviewTableRescanStateNewerThanPage(t *testing.T) {
 		ok, why := reviewDoneAtCurrent(t, f, LedgerTable, id)
 		return ok && a.resolved() >= 1, why
 	})
-	time.Sleep(200 * time.Millisecond) // the checkpoint is saved
+	a.checkpointed(t) // past n=0's record
 	// The stream loses records: the reader's iterator expires and its checkpoint is trimmed.
 	armed.Store(true)
 	gs.trim.Store(true)
