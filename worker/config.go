@@ -125,9 +125,10 @@ type Config struct {
 	// item, and completes handled items the same way (up to max(Concurrency, 25) wait for their
 	// completion: a crash runs those again). The request is a PartiQL statement batch
 	// (BatchExecuteStatement): each claim and completion a single conditional write at 1 WCU per
-	// item, settled on its own answer. Fresh items are claimed this way (an UPDATE of the inline
-	// ledger's item, an INSERT of the table ledger's row, which its first claim creates); items
-	// with a state (a retry, an expired claim) are claimed one UpdateItem each. Defaults to false.
+	// item, settled on its own answer. Fresh items (the scan saw no state on them) are claimed
+	// this way, an UPDATE of the inline ledger's item; items with a state (a retry, an expired
+	// claim) are claimed one UpdateItem each, and so is every item with the table ledger, whose
+	// state the scan does not see (its completions are batched). Defaults to false.
 	BatchClaims bool
 	// TransactionBatches writes BatchClaims' batches as TransactWriteItems (2 WCU per item) instead
 	// of statement batches, for a DynamoDB without PartiQL conditions (moto). A worker falls back on

@@ -110,26 +110,37 @@ func (w *Worker) newLedger(r *startReads, keyAttrs []string) (Ledger, error) {
 		if err := ledger.CheckTableSchema(c.LedgerTable, r.ledger); err != nil {
 			return nil, &ConfigError{Pkg: "dynapart", Field: "LedgerTable", Reason: err.Error(), Err: err}
 		}
-		return ledger.NewTable(c.Client, c.LedgerTable, c.Job, c.Table, keyAttrs, w.ledgerOptions()...)
 	}
-	opts := append(w.ledgerOptions(), ledger.WithPrefix(c.AttrPrefix))
+	return ledgerOf(c, keyAttrs, ledger.WithWriteGate(w.gate))
+}
+
+// ledgerOf is the ledger of a worker with Config c (defaults applied) over keyAttrs: the ledger
+// table's (c.Ledger is LedgerTable) or the inline ledger, with every setting of c that shapes its
+// writes, and opts.
+func ledgerOf(c Config, keyAttrs []string, opts ...ledger.Option) (Ledger, error) {
+	opts = append(opts, ledgerOptions(c)...)
+	if c.Ledger == LedgerTable {
+		return ledger.NewTable(c.Client, c.LedgerTable, c.Job, c.Table, keyAttrs, opts...)
+	}
+	opts = append(opts, ledger.WithPrefix(c.AttrPrefix))
 	if c.Mode == scan.ModeIndex {
 		opts = append(opts, ledger.WithRemoveOnDone(c.ShardAttr))
 	}
 	return ledger.NewInline(c.Client, c.Table, keyAttrs, opts...)
 }
 
-// ledgerOptions are the ledger settings of every worker ledger: the write gate, the clock skew
-// claims are padded with, and the complete-only audit.
-func (w *Worker) ledgerOptions() []ledger.Option {
-	opts := []ledger.Option{ledger.WithWriteGate(w.gate), ledger.WithMaxClockSkew(w.cfg.MaxClockSkew), ledger.WithReservedTables(w.cfg.LeaseTable)}
-	if w.cfg.CompleteOnlyAudit {
+// ledgerOptions are the ledger settings of every worker ledger besides its write gate: the clock
+// skew claims are padded with, the reserved lease table, the complete-only audit, transactions
+// instead of statement batches, and versions.
+func ledgerOptions(c Config) []ledger.Option {
+	opts := []ledger.Option{ledger.WithMaxClockSkew(c.MaxClockSkew), ledger.WithReservedTables(c.LeaseTable)}
+	if c.CompleteOnlyAudit {
 		opts = append(opts, ledger.WithCompleteOnlyAudit())
 	}
-	if w.cfg.TransactionBatches {
+	if c.TransactionBatches {
 		opts = append(opts, ledger.WithoutStatementBatches())
 	}
-	if w.cfg.Versions {
+	if c.Versions {
 		opts = append(opts, ledger.WithVersions())
 	}
 	return opts

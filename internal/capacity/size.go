@@ -26,7 +26,11 @@ func valueSize(v types.AttributeValue) int {
 	case *types.AttributeValueMemberBS:
 		return sumOf(v.Value, func(b []byte) int { return len(b) })
 	case *types.AttributeValueMemberM:
-		return 3 + ItemSize(v.Value)
+		n := 3
+		for k, e := range v.Value {
+			n += 1 + len(k) + valueSize(e)
+		}
+		return n
 	case *types.AttributeValueMemberL:
 		n := 3
 		for _, e := range v.Value {

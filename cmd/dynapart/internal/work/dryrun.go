@@ -13,6 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/dynapart/dynapart/cmd/dynapart/internal/cli"
+	"github.com/dynapart/dynapart/internal/capacity"
+	"github.com/dynapart/dynapart/ledger"
 	"github.com/dynapart/dynapart/scan"
 	"github.com/dynapart/dynapart/worker"
 )
@@ -47,6 +49,8 @@ type dryRun struct {
 	plan     scan.Plan
 	keyAttrs []string
 	ledger   worker.Ledger // nil for the inline ledger: its state is on the scanned items
+	// footprints sizes the ledger's writes of a pending item as a run's worker would write them.
+	footprints *worker.Footprints
 }
 
 func runDryRun(ctx context.Context, g *cli.Globals, f *workFlags, plan scan.Plan, out io.Writer) error {
@@ -60,6 +64,11 @@ func runDryRun(ctx context.Context, g *cli.Globals, f *workFlags, plan scan.Plan
 		if d.ledger, err = lf.Open(ctx, g); err != nil {
 			return err
 		}
+	}
+	cfg := f.cfg
+	cfg.Client = db
+	if d.footprints, err = worker.NewFootprints(cfg, d.keyAttrs); err != nil {
+		return err
 	}
 	var slots []slotDryRun
 	for slot := range plan.Slots {
@@ -119,14 +128,21 @@ func (d *dryRun) count(ctx context.Context, res *slotDryRun, attrs map[string]ty
 	switch status {
 	case worker.StatusDone:
 		res.Done++
+		res.WCU += d.finishedWCU()
 		return nil
 	case worker.StatusFailed:
 		res.Failed++
+		res.WCU += d.finishedWCU()
 		return nil
 	}
+	fp, err := d.footprints.Of(attrs)
+	if err != nil {
+		return err
+	}
+	scanned := capacity.ItemSize(attrs)
 	res.Pending++
-	res.WCU += d.itemWCU(attrs)
-	res.ReadRCU += d.itemRCU(attrs)
+	res.WCU += d.itemWCU(fp, scanned)
+	res.ReadRCU += d.itemRCU(fp, scanned)
 	if len(res.Samples) < dryRunSamples {
 		k, err := cli.PlainJSON(key)
 		if err != nil {
@@ -137,24 +153,58 @@ func (d *dryRun) count(ctx context.Context, res *slotDryRun, attrs map[string]ty
 	return nil
 }
 
-// itemWCU estimates the write capacity a run spends on one item that succeeds at its first
-// attempt, by DynamoDB's billing rules: a claim and a completion (one write with --complete-only).
-// A write costs 1 WCU per KB of the item written: the item itself for the inline ledger, a small
-// ledger row for the table ledger. Batched claims and completions (--batch-claims) are single
-// writes in statement batches and cost the same; as transactions (--transaction-batches) each
-// costs twice.
-func (d *dryRun) itemWCU(attrs map[string]types.AttributeValue) float64 {
-	perWrite := 1.0
-	if d.ledger == nil {
-		perWrite = math.Max(1, math.Ceil(float64(itemSize(attrs))/1024))
-	}
+// writeUnits is what DynamoDB bills a write of an item of size bytes: 1 WCU per KB started.
+func writeUnits(size int) float64 { return math.Max(1, math.Ceil(float64(size)/1024)) }
+
+// txFactor is what a write costs against a single one: 2 when claims and completions go in
+// transactions (--transaction-batches), whose each write DynamoDB bills twice (an upper bound: a
+// batch of one item is sent as a single write).
+func (d *dryRun) txFactor() float64 {
 	if d.f.cfg.BatchClaims && d.f.cfg.TransactionBatches {
-		perWrite *= 2
+		return 2
 	}
-	if d.f.cfg.CompleteOnly {
-		return perWrite
+	return 1
+}
+
+// itemWCU estimates the write capacity a run spends on one pending item that succeeds at its first
+// attempt, by DynamoDB's billing rules: a claim and a completion (one write with --complete-only),
+// each billed by the larger of the state row before and after it (fp: the item itself with the
+// inline ledger's state, a small row of the ledger table), and in index mode the pending index's
+// writes and the table ledger's write taking the item out of it. Batched claims and completions
+// (--batch-claims) are single writes in statement batches and cost the same.
+func (d *dryRun) itemWCU(fp ledger.Footprint, scanned int) float64 {
+	wcu := writeUnits(max(fp.Before, fp.CompleteOnly))
+	if !d.f.cfg.CompleteOnly {
+		wcu = writeUnits(max(fp.Before, fp.Claimed)) + writeUnits(max(fp.Claimed, fp.Done))
 	}
-	return 2 * perWrite
+	return wcu*d.txFactor() + d.indexWCU(fp, scanned)
+}
+
+// indexWCU is what --mode index adds for a pending item: the pending index (every attribute
+// projected) is written whenever an item in it is (an entry updated, or deleted when the item
+// leaves the index: 1 WCU per KB of the entry); with the table ledger the worker removes the
+// item's shard attribute itself after the completion (a write of the item, and the entry's
+// deletion), the inline ledger's completion removes it in the same write.
+func (d *dryRun) indexWCU(fp ledger.Footprint, scanned int) float64 {
+	switch {
+	case d.f.cfg.Mode != scan.ModeIndex:
+		return 0
+	case d.ledger != nil:
+		return 2 * writeUnits(scanned)
+	case d.f.cfg.CompleteOnly:
+		return writeUnits(fp.Before)
+	}
+	return writeUnits(max(fp.Before, fp.Claimed)) + writeUnits(fp.Claimed)
+}
+
+// finishedWCU is the write capacity a run spends on an item already done or failed: with the table
+// ledger in claim mode, whose state is not on the scanned item, its claim is sent and refused by
+// its condition, which DynamoDB bills (1 WCU: a row is small). Complete-only reads the row first.
+func (d *dryRun) finishedWCU() float64 {
+	if d.ledger == nil || d.f.cfg.CompleteOnly {
+		return 0
+	}
+	return d.txFactor()
 }
 
 // rowRCU is the read capacity a run spends on each item of the share besides its scan: with the
@@ -169,67 +219,27 @@ func (d *dryRun) rowRCU() float64 {
 
 // itemRCU is the read capacity a run spends on a pending item besides its scan: a worker that
 // records versions (--versions, --follow) gives the handler the item's content as of its claim,
-// read again (consistent: 1 RCU per 4 KB started) unless the claim's own write returns it (the
-// inline ledger's single claims; its complete-only writes are fenced on the state scanned).
-func (d *dryRun) itemRCU(attrs map[string]types.AttributeValue) float64 {
+// read again (consistent: 1 RCU per 4 KB started of the item with the state its claim wrote)
+// unless the claim's own write returns it (the inline ledger's single claims; its complete-only
+// writes are fenced on the state scanned). With the table ledger, claims made in a transaction
+// (--transaction-batches) are read back for their attempt numbers (1 RCU a row; an upper bound:
+// a batch of one item is a single write, which returns them).
+func (d *dryRun) itemRCU(fp ledger.Footprint, scanned int) float64 {
 	cfg := d.f.cfg
+	rcu := 0.0
+	if d.ledger != nil && d.txFactor() == 2 {
+		rcu++
+	}
 	versioned := cfg.Versions || cfg.Follow
 	reads := d.ledger != nil || cfg.BatchClaims && !cfg.CompleteOnly
 	if !versioned || !reads {
-		return 0
+		return rcu
 	}
-	return math.Max(1, math.Ceil(float64(itemSize(attrs))/4096))
-}
-
-// itemSize approximates DynamoDB's item size: attribute names plus values.
-func itemSize(attrs map[string]types.AttributeValue) int {
-	n := 0
-	for k, v := range attrs {
-		n += len(k) + valueSize(v)
+	size := scanned
+	if d.ledger == nil {
+		size = max(scanned, fp.Claimed)
 	}
-	return n
-}
-
-func valueSize(v types.AttributeValue) int {
-	switch x := v.(type) {
-	case *types.AttributeValueMemberS:
-		return len(x.Value)
-	case *types.AttributeValueMemberN:
-		return len(x.Value)/2 + 1
-	case *types.AttributeValueMemberB:
-		return len(x.Value)
-	case *types.AttributeValueMemberM:
-		n := 3
-		for k, e := range x.Value {
-			n += len(k) + valueSize(e) + 1
-		}
-		return n
-	case *types.AttributeValueMemberL:
-		n := 3
-		for _, e := range x.Value {
-			n += valueSize(e) + 1
-		}
-		return n
-	case *types.AttributeValueMemberSS:
-		return sumLen(x.Value)
-	case *types.AttributeValueMemberNS:
-		return sumLen(x.Value)
-	case *types.AttributeValueMemberBS:
-		n := 0
-		for _, b := range x.Value {
-			n += len(b)
-		}
-		return n
-	}
-	return 1 // BOOL, NULL
-}
-
-func sumLen(ss []string) int {
-	n := 0
-	for _, s := range ss {
-		n += len(s)
-	}
-	return n
+	return rcu + math.Max(1, math.Ceil(float64(size)/4096))
 }
 
 func (d *dryRun) print(out io.Writer, slots []slotDryRun) error {
@@ -253,7 +263,10 @@ func (d *dryRun) print(out io.Writer, slots []slotDryRun) error {
 		return err
 	}
 	fmt.Fprintf(out, "estimated cost of the job: %.0f WCU and %.1f RCU in all (the scans as DynamoDB reported them, "+
-		"the ledger's writes at DynamoDB's rates if every item succeeds at its first attempt", total.WCU, total.RCU+total.ReadRCU)
+		"the %s at DynamoDB's rates if every item succeeds at its first attempt", total.WCU, total.RCU+total.ReadRCU, d.writesText())
+	if d.txFactor() == 2 {
+		fmt.Fprint(out, ", at most: a transaction of one item is a single write")
+	}
 	if total.ReadRCU > 0 {
 		fmt.Fprintf(out, ", and %.0f RCU of %s", total.ReadRCU, d.readsText())
 	}
@@ -271,10 +284,24 @@ func (d *dryRun) readsText() string {
 	if d.rowRCU() > 0 {
 		parts = append(parts, "ledger rows read before the handlers")
 	}
+	if d.ledger != nil && d.txFactor() == 2 {
+		parts = append(parts, "ledger rows read back after transacted claims")
+	}
 	if d.f.cfg.Versions || d.f.cfg.Follow {
 		parts = append(parts, "items read again after their claims (--versions)")
 	}
 	return strings.Join(parts, " and ")
+}
+
+// writesText says what the WCU figure counts.
+func (d *dryRun) writesText() string {
+	switch {
+	case d.f.cfg.Mode == scan.ModeIndex && d.ledger != nil:
+		return "ledger's writes, the pending index's and the writes taking finished items out of it"
+	case d.f.cfg.Mode == scan.ModeIndex:
+		return "ledger's writes and the pending index's"
+	}
+	return "ledger's writes"
 }
 
 func maxRCU(slots []slotDryRun) float64 {

@@ -79,7 +79,11 @@ func TestWorkDryRun(t *testing.T) {
 			all := rows[3]
 			require.Equal(t, []string{"95", "120", "20", "5"}, all[2:6], "to process, read, done, failed: %s", out)
 			wcu, _ := strconv.Atoi(all[7])
-			require.Equal(t, 190, wcu, "a claim and a completion per pending item, 1 WCU each")
+			wantWCU := 190 // a claim and a completion per pending item, 1 WCU each
+			if ledger == "table" {
+				wantWCU += 25 // and a refused claim of each done or failed item, whose state the scan does not see
+			}
+			require.Equal(t, wantWCU, wcu, out)
 			require.Regexp(t, `\{"id":"item-\d{8}"\}`, out, "sample keys")
 
 			for name, b := range before {

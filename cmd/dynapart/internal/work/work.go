@@ -109,9 +109,13 @@ completion. A stream that lost records after a checkpoint (older than its 24-hou
 makes the worker scan the whole table again for items whose content changed (logged).
 --dry-run reads each slot's share exactly as a run would (same plan, mode and partition function)
 and prints, per slot, how many items a run would process (those not done or failed per the
-ledger), a few sample keys, the RCU the reads consumed and the WCU processing would cost (its
-total adds the reads a run makes besides its scans: items read again after their claims with
---versions, ledger rows with --ledger table --complete-only); it takes no lease and writes nothing.
+ledger), a few sample keys, the RCU the reads consumed and the WCU processing would cost if every
+item succeeds at its first attempt (each write billed by the size of what it writes, the inline
+ledger's state included; with --ledger table a refused claim of each done or failed item; in
+--mode index the pending index's writes; upper bounds with --transaction-batches). Its total adds
+the reads a run makes besides its scans: items read again after their claims with --versions,
+ledger rows with --ledger table --complete-only or --transaction-batches. It takes no lease and
+writes nothing.
 
 SIGTERM or SIGINT stop gracefully: no new claims, handlers in flight get --drain-timeout, the
 claims left are released, the checkpoint saved and the slot released so a standby takes over at
