@@ -209,6 +209,7 @@ func (l *core) readRows(ctx context.Context, rowKeys []Key, idxs []int) (map[str
 			out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{
 				TableName: aws.String(l.row.table), Key: rowKeys[i], ConsistentRead: aws.Bool(true),
 				ProjectionExpression: aws.String(projExpr), ExpressionAttributeNames: names,
+				ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
 			})
 			mu.Lock()
 			defer mu.Unlock()
@@ -218,6 +219,7 @@ func (l *core) readRows(ctx context.Context, rowKeys []Key, idxs []int) (map[str
 				}
 				return
 			}
+			l.reads.add(1, out.ConsumedCapacity)
 			rows[l.rowID(rowKeys[i])] = out.Item
 		})
 	}
@@ -242,10 +244,11 @@ func (l *core) batchGetRows(ctx context.Context, bg batchGetter, rowKeys []Key, 
 				return nil, err
 			}
 		}
-		out, err := bg.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
+		out, err := bg.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal})
 		if err != nil {
 			return nil, l.wrapErr("read claims back", l.row.table, err)
 		}
+		l.reads.add(len(req[l.row.table].Keys)-len(out.UnprocessedKeys[l.row.table].Keys), batchCapacity(out.ConsumedCapacity)...)
 		for _, it := range out.Responses[l.row.table] {
 			rows[l.rowID(it)] = it
 		}

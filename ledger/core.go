@@ -134,6 +134,7 @@ type core struct {
 	meter     capacityMeter // single writes
 	txMeter   capacityMeter // transactions
 	stmtMeter capacityMeter // PartiQL statement batches
+	reads     readMeter     // reads of state rows
 	// noStatements: batched claims and completions go in transactions (WithoutStatementBatches,
 	// a client without BatchExecuteStatement, or a backend that failed a statement batch as a
 	// whole).

@@ -20,10 +20,12 @@ func (l *core) state(ctx context.Context, key Key) (ItemState, error) {
 	out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(l.row.table), Key: rowKey, ConsistentRead: aws.Bool(true),
 		ProjectionExpression: aws.String(projExpr), ExpressionAttributeNames: names,
+		ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
 	})
 	if err != nil {
 		return ItemState{}, l.wrapErr("read state", l.row.table, err)
 	}
+	l.reads.add(1, out.ConsumedCapacity)
 	return l.decodeState(out.Item), nil
 }
 

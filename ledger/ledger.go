@@ -272,6 +272,9 @@ type Ledger interface {
 	DeadLetters(ctx context.Context, fn func(DeadLetter) error) error
 	// ConsumedWCU is the write capacity the ledger's writes consumed.
 	ConsumedWCU() float64
+	// ConsumedRCU is the read capacity the ledger's reads of state rows consumed, as DynamoDB
+	// reported it (at least 1 RCU per row read).
+	ConsumedRCU() float64
 	// ConditionFailures counts the ledger's writes whose condition failed.
 	ConditionFailures() int64
 	// ContentVersion is the version of an item's content (every attribute but the ledger's).

@@ -91,6 +91,9 @@ func (l ops) Allows(op Op, st ItemState, req ClaimRequest) bool {
 // 16 (see capacityMeter).
 func (l ops) ConsumedWCU() float64 { return l.core.consumedWCU() }
 
+// ConsumedRCU implements Ledger.
+func (l ops) ConsumedRCU() float64 { return l.core.reads.total() }
+
 // ConditionFailures implements Ledger: the ledger's writes whose condition failed (items taken
 // or finished by someone else, stale claims).
 func (l ops) ConditionFailures() int64 { return l.core.condFailures.Load() }

@@ -20,10 +20,12 @@ import (
 
 // readRow reads the state row rowKey by a consistent read.
 func (l *core) readRow(ctx context.Context, op string, rowKey Key) (map[string]types.AttributeValue, error) {
-	out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(l.row.table), Key: rowKey, ConsistentRead: aws.Bool(true)})
+	out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(l.row.table), Key: rowKey, ConsistentRead: aws.Bool(true),
+		ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal})
 	if err != nil {
 		return nil, l.wrapErr(op+" (read back)", l.row.table, err)
 	}
+	l.reads.add(1, out.ConsumedCapacity)
 	return out.Item, nil
 }
 

@@ -59,9 +59,11 @@ type Stats struct {
 	// Follow is what following the table's stream did (Config.Follow); nil without it.
 	Follow *FollowStats `json:"follow,omitempty"`
 
-	// RCU is the read capacity consumed by the scans and by the worker's consistent reads of items
-	// (a versioned worker's after a claim or a table ledger row, a follower's of the items its
-	// records name: FollowStats.RCU), as DynamoDB reported it.
+	// RCU is the read capacity consumed by the scans, by the worker's consistent reads of items
+	// (a versioned worker's after a claim, a follower's of the items its records name:
+	// FollowStats.RCU) and by the ledger's reads of state rows (Ledger.ConsumedRCU: the table
+	// ledger's rows before complete-only handlers, after transacted claims, before a follower
+	// handles a change), as DynamoDB reported it.
 	RCU float64 `json:"rcu"`
 	// WCU is the write capacity consumed by the ledger's writes, by DynamoDB's billing rules: every
 	// write at least 1 WCU (also when its condition fails), an item of a transaction 2, more for an
@@ -85,6 +87,7 @@ func (w *Worker) Stats() Stats {
 	}
 	if w.ledger != nil {
 		out.WCU = w.ledger.ConsumedWCU()
+		out.RCU += w.ledger.ConsumedRCU()
 	}
 	w.mu.Unlock()
 	out.WriteThrottles, out.WriteRateAllowed = w.gate.Throttled(), w.gate.Allowed()
