@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"context"
 	"maps"
 	"math/big"
 
@@ -22,11 +23,12 @@ type Footprint struct {
 }
 
 // Footprint applies req's claim, the claim's completion and, instead of both, req's complete-only
-// write to the state row of item (the item itself for the inline ledger, its row for the table
-// ledger), as the ledger's transitions write them, and returns the row's sizes. req needs the
-// values a worker sends (Owner, Slot, Token, Scope, Now, Until); an empty ID is made up, and a
-// versioned ledger records item's content version.
-func (l ops) Footprint(item map[string]types.AttributeValue, req ClaimRequest) (Footprint, error) {
+// write to the state row of item, as the ledger's transitions write them, and returns the row's
+// sizes. The row is the item itself for the inline ledger; for the table ledger it is row, the
+// item's row as stored (StateRow; nil when it has none). req needs the values a worker sends
+// (Owner, Slot, Token, Scope, Now, Until); an empty ID is made up, and a versioned ledger records
+// item's content version.
+func (l ops) Footprint(item, row map[string]types.AttributeValue, req ClaimRequest) (Footprint, error) {
 	c := l.core
 	req.Key = pick(item, c.keyAttrs)
 	if req.ID == "" {
@@ -36,22 +38,42 @@ func (l ops) Footprint(item map[string]types.AttributeValue, req ClaimRequest) (
 		req.Version = l.ContentVersion(item)
 	}
 	before := item
-	if c.prefix == "" {
-		rk, err := c.row.key(req.Key)
-		if err != nil {
-			return Footprint{}, err
+	if c.source != "" { // the table ledger: its row, or the key a first write creates it with
+		before = row
+		if row == nil {
+			rk, err := c.row.key(req.Key)
+			if err != nil {
+				return Footprint{}, err
+			}
+			before = rk
 		}
-		before = rk
 	}
 	vals := c.requestVals(req)
 	claimed := c.ops[OpClaim].upd.apply(before, c.names, vals)
 	done := c.ops[OpComplete].upd.apply(claimed, c.names, fenceVals(Claim{ID: req.ID, Version: req.Version}).with(vNow, vals[vNow]))
 	completeOnly := c.ops[OpCompleteOnly].upd.apply(before, c.names, vals)
-	if c.prefix == "" {
-		before = nil // no row yet
+	if c.source != "" && row == nil {
+		before = nil
 	}
 	return Footprint{Before: capacity.ItemSize(before), Claimed: capacity.ItemSize(claimed),
 		Done: capacity.ItemSize(done), CompleteOnly: capacity.ItemSize(completeOnly)}, nil
+}
+
+// StateRow reads the state row of the item key whole (consistent): the item's state and the row
+// as stored, nil when it has none (for Footprint, which sizes writes by the whole row).
+func (l *Table) StateRow(ctx context.Context, key Key) (ItemState, map[string]types.AttributeValue, error) {
+	rowKey, err := l.core.row.key(key)
+	if err != nil {
+		return ItemState{}, nil, err
+	}
+	row, err := l.core.readRow(ctx, "read state", rowKey)
+	if err != nil {
+		return ItemState{}, nil, err
+	}
+	if len(row) == 0 {
+		row = nil
+	}
+	return l.core.decodeState(row), row, nil
 }
 
 // apply returns a copy of item with u applied as DynamoDB applies it: SET (if_not_exists keeps

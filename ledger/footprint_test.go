@@ -36,7 +36,7 @@ func TestFootprintIsWhatTheWritesLeave(t *testing.T) {
 			db, source, names := lcSourceTable(t)
 			var l interface {
 				Ledger
-				Footprint(map[string]types.AttributeValue, ClaimRequest) (Footprint, error)
+				Footprint(item, row map[string]types.AttributeValue, req ClaimRequest) (Footprint, error)
 				ContentVersion(map[string]types.AttributeValue) string
 			}
 			var err error
@@ -58,15 +58,18 @@ func TestFootprintIsWhatTheWritesLeave(t *testing.T) {
 				_, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(source), Item: item(i)})
 				require.NoError(t, err)
 			}
+			// One clock reading for every write: a number's size depends on its digits (a time
+			// ending in 0 is a byte shorter).
+			now := time.UnixMilli(1_795_907_093_412)
 			req := func(i int) ClaimRequest {
 				r := ClaimRequest{Key: lcKey(i), Owner: "ip-10-0-0-1-4242-0badf00d", Slot: 12, Token: 34567, Scope: "AbCdEfGhIjK",
-					Now: time.Now(), Until: time.Now().Add(time.Minute), Fresh: true}
+					Now: now, Until: now.Add(time.Minute), Fresh: true}
 				if c.opts != nil {
 					r.Version = l.ContentVersion(item(i))
 				}
 				return r
 			}
-			fp, err := l.Footprint(item(0), req(0))
+			fp, err := l.Footprint(item(0), nil, req(0))
 			require.NoError(t, err)
 			size := func(i int) int {
 				rk := lcKey(i)
@@ -83,13 +86,47 @@ func TestFootprintIsWhatTheWritesLeave(t *testing.T) {
 			require.NoError(t, err)
 			require.True(t, outs[0].Claimed)
 			require.Equal(t, size(0), fp.Claimed, "after the claim")
-			require.NoError(t, l.Complete(ctx, outs[0].Claim, time.Now()))
+			require.NoError(t, l.Complete(ctx, outs[0].Claim, now))
 			require.Equal(t, size(0), fp.Done, "after the completion")
 			res, err := l.CompleteOnly(ctx, req(1))
 			require.NoError(t, err)
 			require.True(t, res.Applied)
 			require.Equal(t, size(1), fp.CompleteOnly, "after a complete-only write")
 			t.Logf("%s: %+v", c.name, fmt.Sprint(fp))
+
+			// An item with a state already (a retry with a long error): sized from its row as stored.
+			_, err = db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(source), Item: item(2)})
+			require.NoError(t, err)
+			first, err := l.Claim(ctx, []ClaimRequest{req(2)})
+			require.NoError(t, err)
+			require.NoError(t, l.Retry(ctx, first[0].Claim, strings.Repeat("e", 1000), now.Add(-time.Minute)))
+			var row map[string]types.AttributeValue
+			if c.table {
+				st, r, err := l.(*Table).StateRow(ctx, lcKey(2))
+				require.NoError(t, err)
+				require.Equal(t, StatusRetry, st.Status)
+				row = r
+			} else {
+				out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(source), Key: lcKey(2), ConsistentRead: aws.Bool(true)})
+				require.NoError(t, err)
+				row = out.Item
+			}
+			scanned := item(2)
+			if !c.table {
+				scanned = row
+			}
+			fp, err = l.Footprint(scanned, row, req(2))
+			require.NoError(t, err)
+			require.Equal(t, size(2), fp.Before, "a retry, before its claim")
+			again := req(2)
+			again.Fresh = false
+			outs, err = l.Claim(ctx, []ClaimRequest{again})
+			require.NoError(t, err)
+			require.True(t, outs[0].Claimed)
+			require.Equal(t, size(2), fp.Claimed, "a retry, after its claim")
+			require.NoError(t, l.Complete(ctx, outs[0].Claim, now))
+			require.Equal(t, size(2), fp.Done, "a retry, after its completion")
+			t.Logf("%s, a retry: %+v", c.name, fmt.Sprint(fp))
 		})
 	}
 }

@@ -128,7 +128,8 @@ type Config struct {
 	// item, settled on its own answer. Fresh items (the scan saw no state on them) are claimed
 	// this way, an UPDATE of the inline ledger's item; items with a state (a retry, an expired
 	// claim) are claimed one UpdateItem each, and so is every item with the table ledger, whose
-	// state the scan does not see (its completions are batched). Defaults to false.
+	// state the scan does not see (its completions are batched; with TransactionBatches its
+	// claims go in transactions, read back for their attempt numbers). Defaults to false.
 	BatchClaims bool
 	// TransactionBatches writes BatchClaims' batches as TransactWriteItems (2 WCU per item) instead
 	// of statement batches, for a DynamoDB without PartiQL conditions (moto). A worker falls back on

@@ -1,21 +1,21 @@
 package worker
 
 import (
-	"fmt"
+	"context"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/dynapart/dynapart/ledger"
 )
 
-// Footprints sizes the state rows a worker's ledger writes for each pending item (see
-// ledger.Footprint), with the ledger and claim values a worker with the same Config would use:
-// work --dry-run bills the ledger's writes by these sizes, as DynamoDB does.
+// Footprints reads the state of pending items and sizes the state rows a worker's ledger writes
+// for them (see ledger.Footprint), with the ledger and claim values a worker with the same Config
+// would use: work --dry-run bills the ledger's writes by these sizes, as DynamoDB does.
 type Footprints struct {
-	l interface {
-		Footprint(map[string]types.AttributeValue, ledger.ClaimRequest) (ledger.Footprint, error)
-	}
-	req ClaimRequest
+	inline   *ledger.Inline // one of inline and table is set
+	table    *ledger.Table  // states are read from its rows
+	keyAttrs []string
+	req      ClaimRequest
 }
 
 // NewFootprints returns the Footprints of a worker with cfg (as given to New: defaults are filled
@@ -27,20 +27,26 @@ func NewFootprints(cfg Config, keyAttrs []string) (*Footprints, error) {
 	if err != nil {
 		return nil, err
 	}
-	fl, ok := l.(interface {
-		Footprint(map[string]types.AttributeValue, ledger.ClaimRequest) (ledger.Footprint, error)
-	})
-	if !ok {
-		return nil, fmt.Errorf("dynapart: the %s ledger does not size its writes", d.Ledger)
-	}
+	inline, _ := l.(*ledger.Inline)
+	table, _ := l.(*ledger.Table)
 	now := d.Clock.Now()
-	return &Footprints{l: fl, req: ClaimRequest{
+	return &Footprints{inline: inline, table: table, keyAttrs: keyAttrs, req: ClaimRequest{
 		Owner: d.Owner, Slot: max(0, d.Workers-1), Token: 1, Scope: claimScope(d), Now: now, Until: now.Add(d.ClaimTTL),
 	}}, nil
 }
 
-// Of is item's footprint: its state row's sizes before and after each write that finishes it at
-// its first attempt.
-func (f *Footprints) Of(item map[string]types.AttributeValue) (ledger.Footprint, error) {
-	return f.l.Footprint(item, f.req)
+// Of is item's state (the table ledger's: one consistent read of its row) and its footprint: its
+// state row's sizes before and after each write that finishes it at its first attempt.
+func (f *Footprints) Of(ctx context.Context, item map[string]types.AttributeValue) (ItemState, ledger.Footprint, error) {
+	if f.inline != nil {
+		st, _ := f.inline.StateOf(item)
+		fp, err := f.inline.Footprint(item, nil, f.req)
+		return st, fp, err
+	}
+	st, row, err := f.table.StateRow(ctx, keyOf(item, f.keyAttrs))
+	if err != nil {
+		return st, ledger.Footprint{}, err
+	}
+	fp, err := f.table.Footprint(item, row, f.req)
+	return st, fp, err
 }

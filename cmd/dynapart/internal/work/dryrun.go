@@ -110,40 +110,30 @@ func (d *dryRun) slot(ctx context.Context, slot int) (slotDryRun, error) {
 // count classifies one item of the share.
 func (d *dryRun) count(ctx context.Context, res *slotDryRun, attrs map[string]types.AttributeValue) error {
 	res.Read++
-	res.ReadRCU += d.rowRCU()
-	key := worker.Key{}
-	for _, k := range d.keyAttrs {
-		key[k] = attrs[k]
+	st, fp, err := d.footprints.Of(ctx, attrs)
+	if err != nil {
+		return err
 	}
-	status := worker.StatusPending
-	if d.ledger != nil {
-		st, err := d.ledger.State(ctx, key)
-		if err != nil {
-			return err
-		}
-		status = st.Status
-	} else if s, ok := attrs[d.f.cfg.AttrPrefix+"status"].(*types.AttributeValueMemberS); ok {
-		status = worker.Status(s.Value)
-	}
-	switch status {
+	res.ReadRCU += d.rowRCU(fp)
+	switch st.Status {
 	case worker.StatusDone:
 		res.Done++
-		res.WCU += d.finishedWCU()
+		res.WCU += d.finishedWCU(fp)
 		return nil
 	case worker.StatusFailed:
 		res.Failed++
-		res.WCU += d.finishedWCU()
+		res.WCU += d.finishedWCU(fp)
 		return nil
-	}
-	fp, err := d.footprints.Of(attrs)
-	if err != nil {
-		return err
 	}
 	scanned := capacity.ItemSize(attrs)
 	res.Pending++
 	res.WCU += d.itemWCU(fp, scanned)
 	res.ReadRCU += d.itemRCU(fp, scanned)
 	if len(res.Samples) < dryRunSamples {
+		key := worker.Key{}
+		for _, k := range d.keyAttrs {
+			key[k] = attrs[k]
+		}
 		k, err := cli.PlainJSON(key)
 		if err != nil {
 			return err
@@ -157,8 +147,9 @@ func (d *dryRun) count(ctx context.Context, res *slotDryRun, attrs map[string]ty
 func writeUnits(size int) float64 { return math.Max(1, math.Ceil(float64(size)/1024)) }
 
 // txFactor is what a write costs against a single one: 2 when claims and completions go in
-// transactions (--transaction-batches), whose each write DynamoDB bills twice (an upper bound: a
-// batch of one item is sent as a single write).
+// transactions (--transaction-batches), whose each write DynamoDB bills twice (approximate: a
+// batch of one item is sent as a single write, and a transaction one refused claim cancels is
+// billed whole and sent again without it).
 func (d *dryRun) txFactor() float64 {
 	if d.f.cfg.BatchClaims && d.f.cfg.TransactionBatches {
 		return 2
@@ -199,36 +190,41 @@ func (d *dryRun) indexWCU(fp ledger.Footprint, scanned int) float64 {
 
 // finishedWCU is the write capacity a run spends on an item already done or failed: with the table
 // ledger in claim mode, whose state is not on the scanned item, its claim is sent and refused by
-// its condition, which DynamoDB bills (1 WCU: a row is small). Complete-only reads the row first.
-func (d *dryRun) finishedWCU() float64 {
+// its condition, which DynamoDB bills by the row's size (fp.Before). Complete-only reads the row
+// first.
+func (d *dryRun) finishedWCU(fp ledger.Footprint) float64 {
 	if d.ledger == nil || d.f.cfg.CompleteOnly {
 		return 0
 	}
-	return d.txFactor()
+	return writeUnits(fp.Before) * d.txFactor()
 }
 
 // rowRCU is the read capacity a run spends on each item of the share besides its scan: with the
-// table ledger in complete-only mode, a consistent read of the item's ledger row (1 RCU: a row is
-// small), done or not, before its handler would run.
-func (d *dryRun) rowRCU() float64 {
+// table ledger in complete-only mode, a consistent read of the item's ledger row, done or not,
+// before its handler would run (1 RCU per 4 KB started of the row; a missing row costs 1).
+func (d *dryRun) rowRCU(fp ledger.Footprint) float64 {
 	if d.ledger != nil && d.f.cfg.CompleteOnly {
-		return 1
+		return readUnits(fp.Before)
 	}
 	return 0
 }
+
+// readUnits is what DynamoDB bills a consistent read of an item of size bytes: 1 RCU per 4 KB
+// started.
+func readUnits(size int) float64 { return math.Max(1, math.Ceil(float64(size)/4096)) }
 
 // itemRCU is the read capacity a run spends on a pending item besides its scan: a worker that
 // records versions (--versions, --follow) gives the handler the item's content as of its claim,
 // read again (consistent: 1 RCU per 4 KB started of the item with the state its claim wrote)
 // unless the claim's own write returns it (the inline ledger's single claims; its complete-only
 // writes are fenced on the state scanned). With the table ledger, claims made in a transaction
-// (--transaction-batches) are read back for their attempt numbers (1 RCU a row; an upper bound:
-// a batch of one item is a single write, which returns them).
+// (--transaction-batches) are read back for their attempt numbers (1 RCU per 4 KB of the claimed
+// row; approximate: a batch of one item is a single write, which returns them).
 func (d *dryRun) itemRCU(fp ledger.Footprint, scanned int) float64 {
 	cfg := d.f.cfg
 	rcu := 0.0
 	if d.ledger != nil && d.txFactor() == 2 {
-		rcu++
+		rcu += readUnits(fp.Claimed)
 	}
 	versioned := cfg.Versions || cfg.Follow
 	reads := d.ledger != nil || cfg.BatchClaims && !cfg.CompleteOnly
@@ -239,7 +235,7 @@ func (d *dryRun) itemRCU(fp ledger.Footprint, scanned int) float64 {
 	if d.ledger == nil {
 		size = max(scanned, fp.Claimed)
 	}
-	return rcu + math.Max(1, math.Ceil(float64(size)/4096))
+	return rcu + readUnits(size)
 }
 
 func (d *dryRun) print(out io.Writer, slots []slotDryRun) error {
@@ -263,9 +259,10 @@ func (d *dryRun) print(out io.Writer, slots []slotDryRun) error {
 		return err
 	}
 	fmt.Fprintf(out, "estimated cost of the job: %.0f WCU and %.1f RCU in all (the scans as DynamoDB reported them, "+
-		"the %s at DynamoDB's rates if every item succeeds at its first attempt", total.WCU, total.RCU+total.ReadRCU, d.writesText())
+		"the %s at DynamoDB's rates if every item succeeds at its first attempt, effects not counted", total.WCU, total.RCU+total.ReadRCU, d.writesText())
 	if d.txFactor() == 2 {
-		fmt.Fprint(out, ", at most: a transaction of one item is a single write")
+		fmt.Fprint(out, ", approximate with --transaction-batches: a batch of one item is a single write, "+
+			"and a transaction one refused claim cancels is billed and sent again without it")
 	}
 	if total.ReadRCU > 0 {
 		fmt.Fprintf(out, ", and %.0f RCU of %s", total.ReadRCU, d.readsText())
@@ -281,7 +278,7 @@ func (d *dryRun) print(out io.Writer, slots []slotDryRun) error {
 // readsText says what a run reads besides its scan (what ReadRCU counts).
 func (d *dryRun) readsText() string {
 	var parts []string
-	if d.rowRCU() > 0 {
+	if d.ledger != nil && d.f.cfg.CompleteOnly {
 		parts = append(parts, "ledger rows read before the handlers")
 	}
 	if d.ledger != nil && d.txFactor() == 2 {

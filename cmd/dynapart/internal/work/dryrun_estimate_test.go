@@ -397,16 +397,8 @@ func estimateAndRun(t *testing.T, c costCase) (est, got costFigures, calls map[s
 		}
 	}
 
-	out := cli.MustRun(append([]string{"work", "--table", table, "--lease-table", leases, "--ledger-table", ledgerTable,
-		"--workers", "1", "--dry-run"}, c.args()...)...)
-	total := regexp.MustCompile(`estimated cost of the job: (\d+) WCU and ([\d.]+) RCU in all`).FindStringSubmatch(out)
-	require.NotNil(t, total, out)
-	scanned := regexp.MustCompile(`(?m)^all\s+\d+\s+\d+\s+\d+\s+\d+\s+([\d.]+)\s`).FindStringSubmatch(out)
-	require.NotNil(t, scanned, out)
-	est.wcu, _ = strconv.ParseFloat(total[1], 64)
-	all, _ := strconv.ParseFloat(total[2], 64)
-	scanRCU, _ := strconv.ParseFloat(scanned[1], 64)
-	est.rcu, est.scan = all-scanRCU, scanRCU
+	est, _ = dryRunFigures(t, cli.MustRun(append([]string{"work", "--table", table, "--lease-table", leases, "--ledger-table", ledgerTable,
+		"--workers", "1", "--dry-run"}, c.args()...)...))
 
 	m := newBillMeter(db, map[string][]string{table: {"id"}, ledgerTable: {"pk"}})
 	if c.index {
@@ -428,6 +420,22 @@ func estimateAndRun(t *testing.T, c costCase) (est, got costFigures, calls map[s
 	st := w.Stats()
 	require.Equal(t, int64(costItems-c.finished), st.Completed, "every pending item completed")
 	return est, costFigures{wcu: m.wcu, rcu: m.rcu, gsi: m.gsiWCU}, m.calls, st
+}
+
+// dryRunFigures reads a dry run's estimate from its output: its WCU, the RCU its total adds to the
+// scans, and the scans' RCU.
+func dryRunFigures(t *testing.T, out string) (costFigures, string) {
+	t.Helper()
+	total := regexp.MustCompile(`estimated cost of the job: (\d+) WCU and ([\d.]+) RCU in all`).FindStringSubmatch(out)
+	require.NotNil(t, total, out)
+	scanned := regexp.MustCompile(`(?m)^all\s+\d+\s+\d+\s+\d+\s+\d+\s+([\d.]+)\s`).FindStringSubmatch(out)
+	require.NotNil(t, scanned, out)
+	var est costFigures
+	est.wcu, _ = strconv.ParseFloat(total[1], 64)
+	all, _ := strconv.ParseFloat(total[2], 64)
+	est.scan, _ = strconv.ParseFloat(scanned[1], 64)
+	est.rcu = all - est.scan
+	return est, out
 }
 
 // TestWorkDryRunEstimateMatchesRun compares work --dry-run's estimate (its WCU, and the RCU its

@@ -111,8 +111,9 @@ makes the worker scan the whole table again for items whose content changed (log
 and prints, per slot, how many items a run would process (those not done or failed per the
 ledger), a few sample keys, the RCU the reads consumed and the WCU processing would cost if every
 item succeeds at its first attempt (each write billed by the size of what it writes, the inline
-ledger's state included; with --ledger table a refused claim of each done or failed item; in
---mode index the pending index's writes; upper bounds with --transaction-batches). Its total adds
+ledger's state included, or the ledger table's row as stored; with --ledger table a refused claim
+of each done or failed item; in --mode index the pending index's writes; approximate with
+--transaction-batches; retries and effects not counted). Its total adds
 the reads a run makes besides its scans: items read again after their claims with --versions,
 ledger rows with --ledger table --complete-only or --transaction-batches. It takes no lease and
 writes nothing.
