@@ -91,6 +91,7 @@ type behindStreams struct {
 	*rollStreams
 	behind, failPeeks, failRead atomic.Bool
 	emptyPeeks                  int
+	reads                       atomic.Int64 // the reader's reads that reached the stream (peeks not counted)
 }
 
 // peekSkip marks the iterators of the empty pages a read of one record is answered with.
@@ -117,6 +118,9 @@ func (s *behindStreams) GetRecords(ctx context.Context, in *dynamodbstreams.GetR
 		return &dynamodbstreams.GetRecordsOutput{NextShardIterator: in.ShardIterator}, nil
 	case s.failRead.CompareAndSwap(true, false):
 		return nil, &smithy.GenericAPIError{Code: "AccessDeniedException", Message: "test: one failed read"}
+	}
+	if in.Limit == nil {
+		s.reads.Add(1)
 	}
 	return s.rollStreams.GetRecords(ctx, in, opts...)
 }
@@ -145,7 +149,11 @@ func TestReaderRestartKeepsHowFarItRead(t *testing.T) {
 			streams.failPeeks.Store(failPeeks)
 			streams.failRead.Store(true)
 			reviewWait(t, 10*time.Second, func() (bool, string) { return !streams.failRead.Load(), "A's read failed" })
-			time.Sleep(2 * time.Second) // the failed pass's pause, then the reader again, and its checks
+			reads := streams.reads.Load()
+			reviewWait(t, 10*time.Second, func() (bool, string) { // the failed pass's pause (1s +-20%), then the reader again
+				return streams.reads.Load() > reads, "A's reader reads again"
+			})
+			time.Sleep(time.Second) // its checks: a look every ~80ms under the 4s retention
 			streams.failPeeks.Store(false)
 			require.Zero(t, a.Stats().Follow.Rescans, "a group that read everything rescanned after its reader started again")
 		})
@@ -283,6 +291,13 @@ func TestFollowerFailuresFarApart(t *testing.T) {
 	for i := range 2 {
 		streams.failRead.Store(true)
 		reviewWait(t, 10*time.Second, func() (bool, string) { return !streams.failRead.Load(), fmt.Sprintf("failure %d", i+1) })
+		// Timed from the reader's restart, not from the failure: the failed pass's backoff (1s
+		// +-20%) and the old reader's shutdown come first, and the slot judges its outage from the
+		// restart (followStream's began): from the failure, 5s left as little as 0.8s of margin.
+		reads := streams.reads.Load()
+		reviewWait(t, 10*time.Second, func() (bool, string) {
+			return streams.reads.Load() > reads, fmt.Sprintf("the reader reads again after failure %d", i+1)
+		})
 		time.Sleep(5 * time.Second) // followed fine for longer than OutageTimeout
 	}
 	select {

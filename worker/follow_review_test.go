@@ -174,6 +174,20 @@ func (w *reviewWorker) checkpointed(t *testing.T) {
 	})
 }
 
+// drained seeds item marker (nothing the test checks) and waits until the worker has handled it
+// from the stream with no batch waiting (Lag 0): every record written before it, in the same shard,
+// is read and resolved. A check that nothing more was handled is then made after the records it is
+// about, not after a sleep that a slow reader outlasts (and the check then holds vacuously).
+func (w *reviewWorker) drained(t *testing.T, f *fixture, runs *reviewRuns, marker int) {
+	t.Helper()
+	f.seed(t, marker, 1, nil)
+	reviewWait(t, 30*time.Second, func() (bool, string) {
+		fs := w.Stats().Follow
+		return len(runs.of(itemKey(marker))) > 0 && fs != nil && fs.Lag == 0,
+			fmt.Sprintf("the marker %s handled from the stream, no batch waiting: follow %+v", itemKey(marker), fs)
+	})
+}
+
 // startReview runs a one-slot worker on f (Follow unless mod says otherwise) until the test ends.
 func startReview(t *testing.T, f *fixture, kind LedgerKind, name string, streams follow.StreamsClient, mod func(*Config), h Handler) *reviewWorker {
 	t.Helper()
@@ -447,7 +461,7 @@ func TestFollowReviewVersionsWorkerThenFollow(t *testing.T) {
 				return nil
 			})
 			gs.following(t)
-			time.Sleep(300 * time.Millisecond)
+			a.drained(t, f, runs, n) // the inserts' records and B's writes' are resolved
 			a.stop()
 			for i := range n {
 				require.Len(t, runs.of(itemKey(i)), 1, "%s: handled again by the follow worker: %v", itemKey(i), runs.of(itemKey(i)))
@@ -484,7 +498,7 @@ func TestFollowReviewEffectOutputHandledAgain(t *testing.T) {
 				ok, why := reviewDoneAtCurrent(t, f, kind, itemKey(0))
 				return ok || len(runs.of(itemKey(0))) > 1, fmt.Sprintf("%s; runs %v; follow %+v", why, runs.of(itemKey(0)), w.Stats().Follow)
 			})
-			time.Sleep(time.Second) // the completion's record is read and resolved meanwhile
+			w.drained(t, f, runs, 1) // the completion's record is read and resolved
 			w.stop()
 			require.Len(t, runs.of(itemKey(0)), 1, "the item's own effect made a new version: %v (follow stats %+v)", runs.of(itemKey(0)), w.Stats().Follow)
 		})
@@ -599,7 +613,18 @@ func TestFollowReviewCompleteOnlyPassAndStreamBothRun(t *testing.T) {
 			})
 			reviewWait(t, 30*time.Second, func() (bool, string) { return runs.total() > 0, "B's pass runs a handler" })
 			close(gs.open)
-			time.Sleep(1500 * time.Millisecond) // A's reader reads the inserts (B's claims last 3s)
+			// A's reader reads the inserts (B's claims last 3s); without claims it runs the handler of
+			// an item B's handler holds.
+			reviewWait(t, 15*time.Second, func() (bool, string) {
+				fs := a.Stats().Follow
+				ranA := false
+				for i := range n {
+					for _, r := range runs.of(itemKey(i)) {
+						ranA = ranA || r.by == "A"
+					}
+				}
+				return fs != nil && fs.Records >= n && (mode == "claim" || ranA), fmt.Sprintf("A's reader read the inserts (ran a handler: %t): follow %+v", ranA, fs)
+			})
 			close(release)
 			reviewWait(t, 60*time.Second, func() (bool, string) {
 				for i := range n {
@@ -802,7 +827,7 @@ func TestFollowReviewIndexModeVersionsTail(t *testing.T) {
 				return nil
 			})
 			gs.following(t)
-			time.Sleep(300 * time.Millisecond)
+			a.drained(t, f, runs, n) // the back-fill's records (inserts, the index attribute's removal) are resolved
 			a.stop()
 			for i := range n {
 				require.Len(t, runs.of(itemKey(i)), 1, "%s handled again by the tail: %v; done at a version that is not the stored content's: %v",
@@ -864,8 +889,11 @@ func TestFollowReviewEffectTinyAddLoops(t *testing.T) {
 	f.seed(t, 0, 1, func(_ int, it map[string]types.AttributeValue) {
 		it["x"] = &types.AttributeValueMemberN{Value: "1E-45"}
 	})
-	reviewWait(t, 30*time.Second, func() (bool, string) { return len(runs.of(itemKey(0))) > 0, "the item is handled" })
-	time.Sleep(2 * time.Second)
+	reviewWait(t, 30*time.Second, func() (bool, string) {
+		_, st, _ := reviewVersionedState(t, f, LedgerTable, itemKey(0))
+		return st.Status == StatusDone, fmt.Sprintf("the item is handled and its completion written: %+v", st)
+	})
+	w.drained(t, f, runs, 1) // the completion's record is read and resolved
 	w.stop()
 	require.Equal(t, 1, len(runs.of(itemKey(0))), "the item's own effect made a new version, again and again (follow %+v)", w.Stats().Follow)
 }

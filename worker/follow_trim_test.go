@@ -374,6 +374,8 @@ func TestRescanTakenOverIsARescan(t *testing.T) {
 		})
 	streams.following(t)
 	reviewWait(t, 30*time.Second, func() (bool, string) { return a.Stats().Completed == 3, "A follows" })
+	a.checkpointed(t) // the trim needs a checkpoint to meet: an expiry taken by the reader's first read
+	// (no checkpoint yet) restarts the shard from its oldest record, and the trim never fires
 	streams.drop.Store("all")
 	setN(t, f, 0, 1000) // its record is lost
 	streams.trim.Store(true)
