@@ -16,7 +16,7 @@ import (
 // ledger's state adds 50-200 bytes to the item, which moves an item near a KB boundary into the
 // next write unit.
 type Footprint struct {
-	Before       int // the row as given: the item as scanned (inline), no row (table)
+	Before       int // the row as given: the item as scanned (inline), the row as stored (table; 0: none)
 	Claimed      int // after its claim
 	Done         int // after the claim's completion
 	CompleteOnly int // after a complete-only write instead (no claim before it)

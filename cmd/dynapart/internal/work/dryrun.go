@@ -160,7 +160,7 @@ func (d *dryRun) txFactor() float64 {
 // itemWCU estimates the write capacity a run spends on one pending item that succeeds at its first
 // attempt, by DynamoDB's billing rules: a claim and a completion (one write with --complete-only),
 // each billed by the larger of the state row before and after it (fp: the item itself with the
-// inline ledger's state, a small row of the ledger table), and in index mode the pending index's
+// inline ledger's state, or the item's row of the ledger table as stored), and in index mode the pending index's
 // writes and the table ledger's write taking the item out of it. Batched claims and completions
 // (--batch-claims) are single writes in statement batches and cost the same.
 func (d *dryRun) itemWCU(fp ledger.Footprint, scanned int) float64 {
