@@ -1,6 +1,7 @@
 package capacity
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -45,20 +46,34 @@ func valueSize(v types.AttributeValue) int {
 	return 1 // BOOL, NULL
 }
 
-// NumberSize is what DynamoDB counts for a number: 1 byte per two significant digits (leading
-// and trailing zeros are not significant), plus 1.
+// NumberSize is what DynamoDB counts for a number: its significant digits in pairs aligned on the
+// decimal point (110 is 01|10: 2 pairs; 1.5 is 01.50: 2), plus 1 byte, plus 1 when negative, at
+// most 21.
 func NumberSize(s string) int {
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimLeft(s, "+-")
+	exp := 0
 	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		exp, _ = strconv.Atoi(s[i+1:])
 		s = s[:i]
 	}
-	digits := strings.Map(func(r rune) rune {
-		if r >= '0' && r <= '9' {
-			return r
-		}
-		return -1
-	}, s)
-	digits = strings.Trim(digits, "0")
-	return (len(digits)+1)/2 + 1
+	intPart, frac, _ := strings.Cut(s, ".")
+	digits, point := intPart+frac, len(intPart)+exp
+	trimmed := strings.TrimLeft(digits, "0")
+	point -= len(digits) - len(trimmed)
+	digits = strings.TrimRight(trimmed, "0")
+	if digits == "" {
+		return 1 // zero
+	}
+	n := len(digits)
+	if point%2 != 0 { // a digit alone in the pair left of the point's pairs
+		n++
+	}
+	size := (n+1)/2 + 1
+	if neg {
+		size++
+	}
+	return min(size, 21)
 }
 
 // sumOf adds size(x) over xs.

@@ -15,7 +15,10 @@ func TestItemSizeByDynamoDBRules(t *testing.T) {
 	for _, c := range []struct {
 		n    string
 		want int
-	}{{"7", 2}, {"0", 1}, {"12", 2}, {"123", 3}, {"1795907093412", 8}, {"1795907093400", 7}, {"-0.00120", 2}, {"1.5E+3", 2}, {"100000", 2}} {
+	}{{"7", 2}, {"0", 1}, {"12", 2}, {"123", 3}, {"1795907093412", 8}, {"1795907093400", 7}, {"1795907093410", 8}, {"-0.00120", 3}, {"1.5E+3", 2}, {"100000", 2},
+		// measured on DynamoDB Local (a review of a6c875b): digits pair on the decimal point, a sign adds 1
+		{"110", 3}, {"1.5", 3}, {"0.012", 3}, {"-5", 3}, {"1234567890120", 8}, {"100", 2}, {"1000", 2},
+		{"12.5", 3}, {"19.99", 3}, {"0.5", 2}} {
 		require.Equal(t, c.want, NumberSize(c.n), c.n)
 	}
 	item := map[string]types.AttributeValue{
