@@ -380,14 +380,7 @@ func estimateAndRun(t *testing.T, c costCase) (est, got costFigures, calls map[s
 		require.NoError(t, err)
 	}
 	if c.finished > 0 {
-		var l worker.Ledger
-		var err error
-		if c.ledger == "table" {
-			l, err = worker.NewTableLedger(db, ledgerTable, "default", table, []string{"id"})
-		} else {
-			l, err = worker.NewInlineLedger(db, table, []string{"id"}, worker.InlineOptions{})
-		}
-		require.NoError(t, err)
+		l := jobLedger(t, db, c.ledger, table, ledgerTable)
 		now := time.Now()
 		for i := range c.finished {
 			req := worker.ClaimRequest{Key: seedKey(i), Owner: "setup", Slot: 0, Token: 1, Now: now, Until: now.Add(time.Minute)}
@@ -420,6 +413,20 @@ func estimateAndRun(t *testing.T, c costCase) (est, got costFigures, calls map[s
 	st := w.Stats()
 	require.Equal(t, int64(costItems-c.finished), st.Completed, "every pending item completed")
 	return est, costFigures{wcu: m.wcu, rcu: m.rcu, gsi: m.gsiWCU}, m.calls, st
+}
+
+// jobLedger is the default job's ledger of kind ("inline" or "table") over table, keyed by "id".
+func jobLedger(t *testing.T, db *dynamodb.Client, kind, table, ledgerTable string) worker.Ledger {
+	t.Helper()
+	var l worker.Ledger
+	var err error
+	if kind == "table" {
+		l, err = worker.NewTableLedger(db, ledgerTable, "default", table, []string{"id"})
+	} else {
+		l, err = worker.NewInlineLedger(db, table, []string{"id"}, worker.InlineOptions{})
+	}
+	require.NoError(t, err)
+	return l
 }
 
 // dryRunFigures reads a dry run's estimate from its output: its WCU, the RCU its total adds to the

@@ -49,14 +49,7 @@ func reviewEstimateAndRun(t *testing.T, c reviewCase) (est, got costFigures, cal
 		ddbtest.DeleteOnCleanup(t, db, n)
 	}
 	cl.MustRun("init", "--table", table, "--key", "id:S", "--lease-table", leases, "--ledger-table", ledgerTable)
-	var l worker.Ledger
-	var err error
-	if c.ledger == "table" {
-		l, err = worker.NewTableLedger(db, ledgerTable, "default", table, []string{"id"})
-	} else {
-		l, err = worker.NewInlineLedger(db, table, []string{"id"}, worker.InlineOptions{})
-	}
-	require.NoError(t, err)
+	l := jobLedger(t, db, c.ledger, table, ledgerTable)
 	n := c.items
 	if n == 0 {
 		n = reviewItems
