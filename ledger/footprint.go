@@ -66,7 +66,7 @@ func (l *Table) StateRow(ctx context.Context, key Key) (ItemState, map[string]ty
 	if err != nil {
 		return ItemState{}, nil, err
 	}
-	row, err := l.core.readRow(ctx, "read state", rowKey)
+	row, err := l.core.getRow(ctx, "read state", rowKey)
 	if err != nil {
 		return ItemState{}, nil, err
 	}

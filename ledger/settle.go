@@ -18,12 +18,17 @@ import (
 // A claim whose row cannot be read is undone (OpRelease on its id), so that a claim the caller
 // never learned of does not use up an attempt.
 
-// readRow reads the state row rowKey by a consistent read.
+// readRow reads back the state row rowKey for op (to settle it), by a consistent read.
 func (l *core) readRow(ctx context.Context, op string, rowKey Key) (map[string]types.AttributeValue, error) {
+	return l.getRow(ctx, op+" (read back)", rowKey)
+}
+
+// getRow reads the state row rowKey by a consistent read; an error names what and the table.
+func (l *core) getRow(ctx context.Context, what string, rowKey Key) (map[string]types.AttributeValue, error) {
 	out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(l.row.table), Key: rowKey, ConsistentRead: aws.Bool(true),
 		ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal})
 	if err != nil {
-		return nil, l.wrapErr(op+" (read back)", l.row.table, err)
+		return nil, l.wrapErr(what, l.row.table, err)
 	}
 	l.reads.add(1, out.ConsumedCapacity)
 	return out.Item, nil

@@ -80,9 +80,7 @@ func (w *Worker) prepare(ctx context.Context) (*env, error) {
 	if lockErr != nil {
 		return nil, lockErr
 	}
-	w.mu.Lock()
-	w.ledger = l
-	w.mu.Unlock()
+	w.useLedger(l)
 	e := &env{keyAttrs: keyAttrs, source: r.source, describedAt: c.Clock.Now(), locks: locks, ledger: l}
 	if c.Follow {
 		if e.streamARN, err = followedStream(c.Table, r.source); err != nil {
@@ -97,6 +95,18 @@ func (w *Worker) prepare(ctx context.Context) (*env, error) {
 		return nil, err
 	}
 	return e, nil
+}
+
+// useLedger makes l the worker's ledger for this Run, keeping what an earlier Run's ledger
+// consumed in Stats (and so in the budget's reports, which send differences of Stats).
+func (w *Worker) useLedger(l Ledger) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ledger != nil {
+		w.ledgerWCU += w.ledger.ConsumedWCU()
+		w.ledgerRCU += w.ledger.ConsumedRCU()
+	}
+	w.ledger = l
 }
 
 // newLedger is the worker's ledger over the source table's key attributes: the ledger table

@@ -19,10 +19,13 @@ type Footprints struct {
 }
 
 // NewFootprints returns the Footprints of a worker with cfg (as given to New: defaults are filled
-// in; cfg.Client must be set) over a source table whose key attributes are keyAttrs. It reads and
-// writes nothing.
+// in, and an invalid field gives a *ConfigError naming it, as New does) over a source table whose
+// key attributes are keyAttrs. It reads and writes nothing.
 func NewFootprints(cfg Config, keyAttrs []string) (*Footprints, error) {
 	d := cfg.withDefaults()
+	if err := d.validate(); err != nil {
+		return nil, err
+	}
 	l, err := ledgerOf(d, keyAttrs)
 	if err != nil {
 		return nil, err

@@ -85,8 +85,9 @@ func (w *Worker) Stats() Stats {
 	if w.scanner != nil {
 		out.RCU += w.scanner.Stats().RCU
 	}
+	out.WCU, out.RCU = w.ledgerWCU, out.RCU+w.ledgerRCU
 	if w.ledger != nil {
-		out.WCU = w.ledger.ConsumedWCU()
+		out.WCU += w.ledger.ConsumedWCU()
 		out.RCU += w.ledger.ConsumedRCU()
 	}
 	w.mu.Unlock()

@@ -58,3 +58,38 @@ func TestTableLedgerSummaryIgnoresRowsOfDeletedItems(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, Summary{Total: 5, Done: 3, Pending: 2, Orphaned: 2}, s)
 }
+
+// Stats.WCU and Stats.RCU count every Run of a Worker: a Run's ledger replaces the last one's,
+// and what the last one wrote and read stays counted (the budget reports differences of Stats,
+// so a drop would leave the next Run's first units unreported).
+func TestStatsKeepEarlierRunsLedgerUnits(t *testing.T) {
+	f := newFixture(t, 8)
+	c := fastTimings(f.config(LedgerTable))
+	c.Workers, c.Once, c.CompleteOnly = 1, true, true
+	w, err := New(c)
+	require.NoError(t, err)
+	var ledgerRCU float64 // the ledger's row reads: what Stats.RCU holds beyond the scans'
+	for run := range 2 {  // the first Run is stopped after 3 items, the second finishes the job
+		ctx, cancel := context.WithCancel(context.Background())
+		handled := 0
+		before := w.Stats()
+		err := w.Run(ctx, func(context.Context, Item) error {
+			if handled++; run == 0 && handled == 3 {
+				cancel()
+			}
+			return nil
+		})
+		cancel()
+		if run == 1 {
+			require.NoError(t, err)
+		}
+		st := w.Stats()
+		done := st.Completed - before.Completed
+		require.Positive(t, done, "run %d completed items", run)
+		require.GreaterOrEqual(t, st.WCU-before.WCU, float64(done), "run %d: a completion is at least 1 WCU (stats %+v, before %+v)", run, st, before)
+		require.Positive(t, w.ledger.ConsumedRCU(), "run %d read state rows before its handlers", run)
+		ledgerRCU += w.ledger.ConsumedRCU()
+		require.GreaterOrEqual(t, st.RCU, ledgerRCU, "run %d: Stats.RCU holds every run's row reads", run)
+	}
+	require.Equal(t, int64(8), w.Stats().Completed)
+}

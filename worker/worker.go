@@ -32,6 +32,8 @@ type Worker struct {
 	followRCU float64        // read units of the items the stream's records named (FollowStats.RCU)
 	itemRCU   float64        // read units of every consistent read of an item (readItem), in Stats.RCU
 	ledger    Ledger
+	ledgerWCU float64 // WCU and RCU of the ledgers of earlier Runs (replaced in prepare), in Stats
+	ledgerRCU float64
 	scope     string            // ClaimRequest.Scope of every claim, see claimScope
 	gate      *ledger.WriteGate // the ledger's writes pass through it (Config.WriteRate)
 }

@@ -10,7 +10,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -307,16 +306,41 @@ func ddbValueSize(v types.AttributeValue) int {
 	return 1
 }
 
-// numberSize: 1 byte per two significant digits, plus 1.
+// numberSize is DynamoDB's size of a number as measured on DynamoDB Local, written apart from
+// capacity.NumberSize: the digits in pairs aligned on the decimal point, 1 byte per pair from the
+// first pair that is not 00 to the last, plus 1, plus 1 for a minus sign; 21 at most.
 func numberSize(s string) int {
-	digits := strings.TrimLeft(strings.Map(func(r rune) rune {
-		if r >= '0' && r <= '9' {
-			return r
-		}
-		return -1
-	}, s), "0")
-	digits = strings.TrimRight(digits, "0")
-	return (utf8.RuneCountInString(digits)+1)/2 + 1
+	neg := strings.HasPrefix(s, "-")
+	if strings.ContainsAny(s, "eE") {
+		f, _ := strconv.ParseFloat(s, 64)
+		s = strconv.FormatFloat(f, 'f', -1, 64)
+	}
+	intPart, frac, _ := strings.Cut(strings.TrimLeft(s, "+-"), ".")
+	if len(intPart)%2 != 0 {
+		intPart = "0" + intPart
+	}
+	if len(frac)%2 != 0 {
+		frac += "0"
+	}
+	digits := intPart + frac
+	var pairs []string
+	for i := 0; i < len(digits); i += 2 {
+		pairs = append(pairs, digits[i:i+2])
+	}
+	for len(pairs) > 0 && pairs[0] == "00" {
+		pairs = pairs[1:]
+	}
+	for len(pairs) > 0 && pairs[len(pairs)-1] == "00" {
+		pairs = pairs[:len(pairs)-1]
+	}
+	if len(pairs) == 0 {
+		return 1
+	}
+	size := len(pairs) + 1
+	if neg {
+		size++
+	}
+	return min(size, 21)
 }
 
 // costCase is one job whose dry-run estimate is compared with what a run consumes.
@@ -504,5 +528,15 @@ func TestWorkDryRunEstimateMatchesRun(t *testing.T) {
 			// scan read what the dry run's did): the ledger's row reads were left out of it.
 			require.InDelta(t, est.scan+got.rcu, st.RCU, 0.01, "Stats.RCU: the scans and every read besides them")
 		})
+	}
+}
+
+// The oracle's number sizes are the ones measured on DynamoDB Local (as capacity's
+// TestItemSizeByDynamoDBRules holds them): digits pair on the decimal point, a sign costs a byte.
+func TestBillMeterNumberSize(t *testing.T) {
+	for s, want := range map[string]int{"7": 2, "0": 1, "12": 2, "123": 3, "1795907093412": 8,
+		"1795907093400": 7, "1795907093410": 8, "-0.00120": 3, "1.5E+3": 2, "100000": 2, "110": 3, "1.5": 3, "0.012": 3,
+		"-5": 3, "1234567890120": 8, "100": 2, "1000": 2, "12.5": 3, "19.99": 3, "0.5": 2} {
+		require.Equal(t, want, numberSize(s), s)
 	}
 }
