@@ -20,7 +20,8 @@ import (
 // scaled by what the asking writes cost against their floors: exact for writes of equal size, an
 // estimate otherwise. A report below the floor (DynamoDB Local reports 2 WCU for a whole
 // transaction, and nothing for a PartiQL batch) counts as the floor. A ledger keeps one meter per
-// kind of write (single writes, transactions, statement batches), whose sizes differ.
+// kind of write (single writes of state rows, single writes of the table ledger's source items,
+// transactions, statement batches), whose sizes differ.
 type capacityMeter struct {
 	mu            sync.Mutex
 	writes, asked int64
@@ -90,7 +91,7 @@ func sumWCU(cs []types.ConsumedCapacity) float64 {
 }
 
 func (l *core) consumedWCU() float64 {
-	return l.meter.total() + l.txMeter.total() + l.stmtMeter.total()
+	return l.meter.total() + l.srcMeter.total() + l.txMeter.total() + l.stmtMeter.total()
 }
 
 // billed is what DynamoDB bills a single write or a transaction of floor WCU that ended with err:

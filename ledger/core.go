@@ -131,7 +131,8 @@ type core struct {
 	prefix   string        // the inline ledger's attribute prefix ("" for the table ledger)
 	source   string        // the table ledger's source table ("" for the inline ledger: row.table)
 
-	meter     capacityMeter // single writes
+	meter     capacityMeter // single writes of state rows
+	srcMeter  capacityMeter // single writes to another table: the table ledger's source items (LeaveIndex)
 	txMeter   capacityMeter // transactions
 	stmtMeter capacityMeter // PartiQL statement batches
 	reads     readMeter     // reads of state rows

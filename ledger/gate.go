@@ -124,13 +124,17 @@ func (l *core) updateItem(ctx context.Context, in *dynamodb.UpdateItemInput) (*d
 		return nil, err
 	}
 	var seen atomic.Int64
-	in.ReturnConsumedCapacity = l.meter.ask(l.gate.holdsRate())
+	m := &l.meter
+	if aws.ToString(in.TableName) != l.row.table { // items of another size than the rows
+		m = &l.srcMeter
+	}
+	in.ReturnConsumedCapacity = m.ask(l.gate.holdsRate())
 	out, err := l.db.UpdateItem(ctx, in, l.gate.option(&seen)...)
 	var c []types.ConsumedCapacity
 	if err == nil && out.ConsumedCapacity != nil {
 		c = []types.ConsumedCapacity{*out.ConsumedCapacity}
 	}
-	l.meter.settle(billed(1, err), c)
+	m.settle(billed(1, err), c)
 	l.gate.after(taken, max(sumWCU(c), 1), c != nil, throttledAttempts(seen.Load(), err))
 	return out, err
 }

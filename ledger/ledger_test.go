@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"errors"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -497,6 +498,30 @@ func TestLedgerCapacityAndConditionFailures(t *testing.T) {
 		require.Positive(t, batchWCU)
 		t.Logf("%T: WCU per claim %.1f, per complete %.1f, per batched claim %.2f", l, claimWCU, completeWCU, batchWCU/25)
 	}
+}
+
+// The table ledger's writes to source items (LeaveIndex: 3 KB items, 3 WCU each) are metered
+// apart from its small rows (1 WCU): one meter sampling both scaled the rows' writes by the
+// source items' cost, or the other way round (here 90 WCU counted where 100 were billed).
+func TestTableLedgerMetersSourceWritesApart(t *testing.T) {
+	ctx := context.Background()
+	db, source, names := lcSourceTable(t)
+	l, err := NewTable(db, lcLedgerTable(t, db), "job", source, names)
+	require.NoError(t, err)
+	keys := lcKeys(0, 20)
+	for _, k := range keys {
+		item := map[string]types.AttributeValue{"shard": &types.AttributeValueMemberN{Value: "1"},
+			"payload": &types.AttributeValueMemberS{Value: strings.Repeat("p", 2900)}}
+		maps.Copy(item, k)
+		_, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(source), Item: item})
+		require.NoError(t, err)
+	}
+	for _, k := range keys { // claim, complete, leave the index: writes 1, 17, 33 and 49 ask
+		c := lcMustClaim(t, l, lcReq(k, "A", 0, 1, lcT0), 1)
+		require.NoError(t, l.Complete(ctx, c, lcT0))
+		require.NoError(t, l.LeaveIndex(ctx, k, "shard"))
+	}
+	require.Equal(t, float64(20+20+3*20), l.ConsumedWCU(), "claims and completions of small rows, and 3 KB source items")
 }
 
 // lcFaultClient passes calls on to DynamoDB, counts writes per table, and injects faults. It has

@@ -67,7 +67,8 @@ type Stats struct {
 	RCU float64 `json:"rcu"`
 	// WCU is the write capacity consumed by the ledger's writes, by DynamoDB's billing rules: every
 	// write at least 1 WCU (also when its condition fails), an item of a transaction 2, more for an
-	// item over 1 KB as DynamoDB reports it (asked of 1 write in 16 unless WriteRate is set).
+	// item over 1 KB as DynamoDB reports it (asked of 1 write in 16 of each kind unless WriteRate is
+	// set, the others estimated at the same cost: see ledger's capacityMeter).
 	WCU float64 `json:"wcu"`
 	// WriteThrottles counts the ledger's write attempts DynamoDB throttled (those the SDK retried
 	// included, and transactions cancelled for throttling).
