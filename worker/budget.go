@@ -77,12 +77,12 @@ func (w *Worker) unreport(dw, dr float64) {
 }
 
 // reportUsage adds the worker's consumption since its last report to the group's, when the group
-// has a budget (st: the meta item as just read) and a report is due; the holder that finds the
-// budget reached pauses the group, and stops claiming at once.
-func (s *slot) reportUsage(ctx context.Context, st lock.GroupState) {
+// has a budget (st: the meta item as just read) and a report is due (BudgetInterval has passed, or
+// force); the holder that finds the budget reached pauses the group, and stops claiming at once.
+func (s *slot) reportUsage(ctx context.Context, st lock.GroupState, force bool) {
 	w := s.w
 	budget := st.Budget
-	if dw, dr, ok := w.usageDue(st.Budget.Set(), false); ok {
+	if dw, dr, ok := w.usageDue(st.Budget.Set(), force); ok {
 		got, err := s.e.locks.AddUsage(ctx, w.cfg.Group, dw, dr)
 		if err != nil {
 			w.unreport(dw, dr)

@@ -45,7 +45,9 @@ var errNotVersioned = configErr("Versions", "HandleRecords needs the ledger to r
 // every changed item until its current version is recorded as finished, and releases the slot. It
 // returns the indexes of the changes whose items are not resolved (the last change of each such
 // item), for the caller to have them delivered again; an error when nothing could be resolved.
-// Config.Versions is required; the jobs that process the same table (a back-fill) must record
+// While the group is paused (an operator's pause, or its budget reached) it handles nothing and
+// returns every index; at the end of each call it adds what it consumed to the group's budget,
+// and pauses the group when the budget is reached. Config.Versions is required; the jobs that process the same table (a back-fill) must record
 // versions too.
 func (w *Worker) HandleRecords(ctx context.Context, h Handler, changes []Change) ([]int, error) {
 	all := func() []int {
@@ -69,7 +71,45 @@ func (w *Worker) HandleRecords(ctx context.Context, h Handler, changes []Change)
 		return all(), err
 	}
 	defer s.release()
+	if s.groupPaused() {
+		return all(), nil
+	}
+	defer s.reportRecordsUsage()
 	return s.resolveChanges(changes), nil
+}
+
+// groupPaused reads the group's meta item for HandleRecords, which keeps no watch on it: a paused
+// group (by an operator, or at its budget) handles nothing, and the caller has every change
+// delivered again until it is resumed. A failed read is logged and does not pause.
+func (s *slot) groupPaused() bool {
+	w := s.w
+	ctx, cancel := context.WithTimeout(s.lease.Context(), w.cfg.LeaseWriteTimeout)
+	defer cancel()
+	st, err := s.e.locks.GroupState(ctx, w.cfg.Group)
+	if err != nil {
+		st.Paused = false
+		w.cfg.Logger.Warn("dynapart: read the group's meta item", "slot", s.lease.Slot(), "err", err)
+	}
+	w.pause.set(st.Paused, w.cfg.Clock.Now()) // as this call found it, not as a reached budget left it
+	if st.Paused {
+		w.cfg.Logger.Info("dynapart: the group is paused: changes left to be delivered again", "group", w.cfg.Group)
+	}
+	return st.Paused
+}
+
+// reportRecordsUsage adds what HandleRecords consumed to the group's budget, when it has one, at
+// the end of every call (a Lambda function may be frozen after it), and pauses the group when the
+// budget is reached, as a slot holder of Run does.
+func (s *slot) reportRecordsUsage() {
+	w := s.w
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), w.cfg.LeaseWriteTimeout)
+	defer cancel()
+	st, err := s.e.locks.GroupState(ctx, w.cfg.Group)
+	if err != nil {
+		w.cfg.Logger.Warn("dynapart: read the group's meta item", "slot", s.lease.Slot(), "err", err)
+		return
+	}
+	s.reportUsage(ctx, st, true)
 }
 
 // slotForRecords prepares the run and takes a slot of the group for HandleRecords.

@@ -207,7 +207,7 @@ func (s *slot) readGroup() (resized bool) {
 		return false
 	}
 	resized = s.applyGroup(read, st)
-	s.reportUsage(ctx, st)
+	s.reportUsage(ctx, st, false)
 	return resized
 }
 

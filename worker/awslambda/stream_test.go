@@ -173,3 +173,45 @@ func TestStreamHandlerStaleImageGetsContentAsClaimed(t *testing.T) {
 	require.Empty(t, f.invoke(t, f.record("item-0", nil, img, false)).BatchItemFailures)
 	require.Equal(t, []string{"3"}, f.runs("item-0"), "handled as of the claim, never n=1 after n=2")
 }
+
+// TestStreamHandlerKeepsTheGroupsBudgetAndPause: the stream handler adds what each call consumed
+// to the group's budget (a Lambda function may be frozen after any call), pauses the group when
+// the budget is reached, and handles nothing while the group is paused: every record is a batch
+// item failure, delivered again and handled once the group is resumed.
+func TestStreamHandlerKeepsTheGroupsBudgetAndPause(t *testing.T) {
+	f := newStreamFixture(t)
+	ctx := context.Background()
+	group := f.table + "/stream"
+	batch := func(ids ...string) []events.DynamoDBEventRecord {
+		var recs []events.DynamoDBEventRecord
+		for i, id := range ids {
+			recs = append(recs, f.record(id, nil, f.put(t, id, i), false))
+		}
+		return recs
+	}
+	require.Empty(t, f.invoke(t, batch("a0")...).BatchItemFailures) // the group exists
+	locks, err := lock.New(f.db, f.leases)
+	require.NoError(t, err)
+	_, err = locks.SetBudget(ctx, group, lock.Limits{WCU: 3})
+	require.NoError(t, err)
+
+	require.Empty(t, f.invoke(t, batch("b0", "b1", "b2")...).BatchItemFailures)
+	st, err := locks.GroupState(ctx, group)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, st.Budget.UsedWCU, 6.0, "a claim and a completion per item handled: %+v", st.Budget)
+	require.True(t, st.Paused, "the budget is reached: %+v", st.Budget)
+	require.Equal(t, lock.PausedByBudget, st.PausedReason)
+
+	paused := batch("c0", "c1")
+	require.Len(t, f.invoke(t, paused...).BatchItemFailures, 2, "a paused group handles nothing")
+	require.Empty(t, f.runs("c0"))
+	require.Empty(t, f.runs("c1"))
+
+	_, err = locks.SetBudget(ctx, group, lock.Limits{WCU: 1000})
+	require.NoError(t, err)
+	_, err = locks.ResumeGroup(ctx, group)
+	require.NoError(t, err)
+	require.Empty(t, f.invoke(t, paused...).BatchItemFailures, "delivered again after the resume")
+	require.Equal(t, []string{"0"}, f.runs("c0"))
+	require.Equal(t, []string{"1"}, f.runs("c1"))
+}

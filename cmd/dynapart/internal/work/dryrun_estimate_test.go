@@ -311,11 +311,7 @@ func ddbValueSize(v types.AttributeValue) int {
 // first pair that is not 00 to the last, plus 1, plus 1 for a minus sign; 21 at most.
 func numberSize(s string) int {
 	neg := strings.HasPrefix(s, "-")
-	if strings.ContainsAny(s, "eE") {
-		f, _ := strconv.ParseFloat(s, 64)
-		s = strconv.FormatFloat(f, 'f', -1, 64)
-	}
-	intPart, frac, _ := strings.Cut(strings.TrimLeft(s, "+-"), ".")
+	intPart, frac := plainDecimal(strings.TrimLeft(s, "+-"))
 	if len(intPart)%2 != 0 {
 		intPart = "0" + intPart
 	}
@@ -341,6 +337,25 @@ func numberSize(s string) int {
 		size++
 	}
 	return min(size, 21)
+}
+
+// plainDecimal writes an unsigned number without its exponent (1.5E+3: "1500", ""), moving the
+// point in the text, so no digit is lost.
+func plainDecimal(s string) (intPart, frac string) {
+	exp := 0
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		exp, _ = strconv.Atoi(s[i+1:])
+		s = s[:i]
+	}
+	intPart, frac, _ = strings.Cut(s, ".")
+	digits, point := intPart+frac, len(intPart)+exp
+	switch {
+	case point <= 0:
+		return "0", strings.Repeat("0", -point) + digits
+	case point >= len(digits):
+		return digits + strings.Repeat("0", point-len(digits)), ""
+	}
+	return digits[:point], digits[point:]
 }
 
 // costCase is one job whose dry-run estimate is compared with what a run consumes.
@@ -536,7 +551,8 @@ func TestWorkDryRunEstimateMatchesRun(t *testing.T) {
 func TestBillMeterNumberSize(t *testing.T) {
 	for s, want := range map[string]int{"7": 2, "0": 1, "12": 2, "123": 3, "1795907093412": 8,
 		"1795907093400": 7, "1795907093410": 8, "-0.00120": 3, "1.5E+3": 2, "100000": 2, "110": 3, "1.5": 3, "0.012": 3,
-		"-5": 3, "1234567890120": 8, "100": 2, "1000": 2, "12.5": 3, "19.99": 3, "0.5": 2} {
+		"-5": 3, "1234567890120": 8, "100": 2, "1000": 2, "12.5": 3, "19.99": 3, "0.5": 2,
+		"1.2345678901234567890123456789012345678E+5": 20, "1.5E-3": 2} {
 		require.Equal(t, want, numberSize(s), s)
 	}
 }
