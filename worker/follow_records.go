@@ -45,10 +45,11 @@ var errNotVersioned = configErr("Versions", "HandleRecords needs the ledger to r
 // every changed item until its current version is recorded as finished, and releases the slot. It
 // returns the indexes of the changes whose items are not resolved (the last change of each such
 // item), for the caller to have them delivered again; an error when nothing could be resolved.
-// While the group is paused (an operator's pause, or its budget reached) it handles nothing and
-// returns every index; at the end of each call it adds what it consumed to the group's budget,
-// and pauses the group when the budget is reached. Config.Versions is required; the jobs that process the same table (a back-fill) must record
-// versions too.
+// It records Config.MaxWCU and MaxRCU on a group that has no budget yet. While the group is paused (an
+// operator's pause, or its budget reached), as read at the start of the call, it handles nothing
+// and returns every index; at the end of each call, after the slot's release, it adds what it
+// consumed to the group's budget, and pauses the group when the budget is reached. Config.Versions is required; the jobs that
+// process the same table (a back-fill) must record versions too.
 func (w *Worker) HandleRecords(ctx context.Context, h Handler, changes []Change) ([]int, error) {
 	all := func() []int {
 		out := make([]int, len(changes))
@@ -70,31 +71,44 @@ func (w *Worker) HandleRecords(ctx context.Context, h Handler, changes []Change)
 	if err != nil {
 		return all(), err
 	}
+	defer s.reportRecordsUsage() // after the release: the report needs no slot
 	defer s.release()
-	if s.groupPaused() {
-		return all(), nil
+	if paused, err := s.groupPaused(ctx); paused || err != nil {
+		return all(), err
 	}
-	defer s.reportRecordsUsage()
 	return s.resolveChanges(changes), nil
 }
 
 // groupPaused reads the group's meta item for HandleRecords, which keeps no watch on it: a paused
 // group (by an operator, or at its budget) handles nothing, and the caller has every change
-// delivered again until it is resumed. A failed read is logged and does not pause.
-func (s *slot) groupPaused() bool {
+// delivered again until it is resumed. A group at its budget but not paused (resumed without a
+// raise) is paused here. Config.MaxWCU and MaxRCU are recorded when the group has no budget (an
+// invocation's config does not lower or raise one: resume --max-wcu does). A failed read is
+// logged and does not pause.
+func (s *slot) groupPaused(ctx context.Context) (bool, error) {
 	w := s.w
-	ctx, cancel := context.WithTimeout(s.lease.Context(), w.cfg.LeaseWriteTimeout)
+	rctx, cancel := context.WithTimeout(s.lease.Context(), w.cfg.LeaseWriteTimeout)
 	defer cancel()
-	st, err := s.e.locks.GroupState(ctx, w.cfg.Group)
+	st, err := s.e.locks.GroupState(rctx, w.cfg.Group)
 	if err != nil {
 		st.Paused = false
 		w.cfg.Logger.Warn("dynapart: read the group's meta item", "slot", s.lease.Slot(), "err", err)
+	} else if !st.Budget.Set() {
+		if err := w.recordBudget(ctx, s.e); err != nil {
+			return false, err
+		}
+	}
+	if !st.Paused && st.Budget.Reached() { // resumed without a raise, or an earlier pause failed
+		if _, err := s.e.locks.PauseForBudget(rctx, w.cfg.Group); err != nil {
+			w.cfg.Logger.Warn("dynapart: pause the group at its budget", "slot", s.lease.Slot(), "err", err)
+		}
+		st.Paused = true
 	}
 	w.pause.set(st.Paused, w.cfg.Clock.Now()) // as this call found it, not as a reached budget left it
 	if st.Paused {
 		w.cfg.Logger.Info("dynapart: the group is paused: changes left to be delivered again", "group", w.cfg.Group)
 	}
-	return st.Paused
+	return st.Paused, nil
 }
 
 // reportRecordsUsage adds what HandleRecords consumed to the group's budget, when it has one, at

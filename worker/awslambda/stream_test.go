@@ -32,6 +32,7 @@ type streamFixture struct {
 	handled map[string][]string // id -> the values of n handled, in order
 	fail    map[string]error    // id -> the handler's error for it
 	seq     int
+	maxWCU  float64 // Config.MaxWCU of every invocation
 }
 
 func newStreamFixture(t *testing.T) *streamFixture {
@@ -81,7 +82,7 @@ func (f *streamFixture) invoke(t *testing.T, recs ...events.DynamoDBEventRecord)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
 	defer cancel()
 	cfg := worker.Config{Client: f.db, Table: f.table, LeaseTable: f.leases, Group: f.table + "/stream", Workers: 2,
-		RetryBackoff: time.Minute, MaxRetryBackoff: time.Hour, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		RetryBackoff: time.Minute, MaxRetryBackoff: time.Hour, MaxWCU: f.maxWCU, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	resp, err := StreamHandler(cfg, f.handler)(ctx, events.DynamoDBEvent{Records: recs})
 	require.NoError(t, err)
 	return resp
@@ -174,10 +175,11 @@ func TestStreamHandlerStaleImageGetsContentAsClaimed(t *testing.T) {
 	require.Equal(t, []string{"3"}, f.runs("item-0"), "handled as of the claim, never n=1 after n=2")
 }
 
-// TestStreamHandlerKeepsTheGroupsBudgetAndPause: the stream handler adds what each call consumed
-// to the group's budget (a Lambda function may be frozen after any call), pauses the group when
-// the budget is reached, and handles nothing while the group is paused: every record is a batch
-// item failure, delivered again and handled once the group is resumed.
+// TestStreamHandlerKeepsTheGroupsBudgetAndPause: the stream handler records Config.MaxWCU on the
+// group, adds what each call consumed to the group's budget (a Lambda function may be frozen after
+// any call), pauses the group when the budget is reached, and handles nothing while the group is
+// paused or at its budget (resumed without a raise): every record is a batch item failure,
+// delivered again and handled once the budget is raised and the group resumed.
 func TestStreamHandlerKeepsTheGroupsBudgetAndPause(t *testing.T) {
 	f := newStreamFixture(t)
 	ctx := context.Background()
@@ -192,18 +194,23 @@ func TestStreamHandlerKeepsTheGroupsBudgetAndPause(t *testing.T) {
 	require.Empty(t, f.invoke(t, batch("a0")...).BatchItemFailures) // the group exists
 	locks, err := lock.New(f.db, f.leases)
 	require.NoError(t, err)
-	_, err = locks.SetBudget(ctx, group, lock.Limits{WCU: 3})
-	require.NoError(t, err)
-
+	f.maxWCU = 3 // recorded by the next call, as Run records it
 	require.Empty(t, f.invoke(t, batch("b0", "b1", "b2")...).BatchItemFailures)
 	st, err := locks.GroupState(ctx, group)
 	require.NoError(t, err)
+	require.Equal(t, 3.0, st.Budget.MaxWCU, "Config.MaxWCU recorded")
 	require.GreaterOrEqual(t, st.Budget.UsedWCU, 6.0, "a claim and a completion per item handled: %+v", st.Budget)
 	require.True(t, st.Paused, "the budget is reached: %+v", st.Budget)
 	require.Equal(t, lock.PausedByBudget, st.PausedReason)
 
 	paused := batch("c0", "c1")
 	require.Len(t, f.invoke(t, paused...).BatchItemFailures, 2, "a paused group handles nothing")
+	_, err = locks.ResumeGroup(ctx, group) // no raise: still at the budget
+	require.NoError(t, err)
+	require.Len(t, f.invoke(t, paused...).BatchItemFailures, 2, "a group at its budget handles nothing")
+	st, err = locks.GroupState(ctx, group)
+	require.NoError(t, err)
+	require.True(t, st.Paused, "paused again at its budget: %+v", st.Budget)
 	require.Empty(t, f.runs("c0"))
 	require.Empty(t, f.runs("c1"))
 
@@ -211,7 +218,7 @@ func TestStreamHandlerKeepsTheGroupsBudgetAndPause(t *testing.T) {
 	require.NoError(t, err)
 	_, err = locks.ResumeGroup(ctx, group)
 	require.NoError(t, err)
-	require.Empty(t, f.invoke(t, paused...).BatchItemFailures, "delivered again after the resume")
+	require.Empty(t, f.invoke(t, paused...).BatchItemFailures, "delivered again after the raise and resume (the config's MaxWCU 3 does not lower it)")
 	require.Equal(t, []string{"0"}, f.runs("c0"))
 	require.Equal(t, []string{"1"}, f.runs("c1"))
 }
