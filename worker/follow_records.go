@@ -45,11 +45,12 @@ var errNotVersioned = configErr("Versions", "HandleRecords needs the ledger to r
 // every changed item until its current version is recorded as finished, and releases the slot. It
 // returns the indexes of the changes whose items are not resolved (the last change of each such
 // item), for the caller to have them delivered again; an error when nothing could be resolved.
-// It records Config.MaxWCU and MaxRCU on a group that has no budget yet. While the group is paused (an
-// operator's pause, or its budget reached), as read at the start of the call, it handles nothing
-// and returns every index; at the end of each call, after the slot's release, it adds what it
-// consumed to the group's budget, and pauses the group when the budget is reached. Config.Versions is required; the jobs that
-// process the same table (a back-fill) must record versions too.
+// It records Config.MaxWCU and MaxRCU on a group that has no budget yet. While the group is
+// paused (an operator's pause, or its budget reached), as read at the start of the call, it
+// handles nothing and returns every index; at the end of each call, after the slot's release, it
+// adds what it consumed to the group's budget, and pauses the group when the budget is reached.
+// Config.Versions is required; the jobs that process the same table (a back-fill) must record
+// versions too.
 func (w *Worker) HandleRecords(ctx context.Context, h Handler, changes []Change) ([]int, error) {
 	all := func() []int {
 		out := make([]int, len(changes))
