@@ -40,14 +40,7 @@ func TestWorkDryRun(t *testing.T) {
 			c.MustRun("init", "--table", table, "--key", "id:S", "--lease-table", leases, "--ledger-table", ledgerTable)
 			c.MustRun("seed", "--table", table, "--items", "120")
 			// Items 0..19 done, 20..24 failed.
-			var l worker.Ledger
-			var err error
-			if ledger == "table" {
-				l, err = worker.NewTableLedger(db, ledgerTable, "default", table, []string{"id"})
-			} else {
-				l, err = worker.NewInlineLedger(db, table, []string{"id"}, worker.InlineOptions{})
-			}
-			require.NoError(t, err)
+			l := jobLedger(t, db, ledger, table, ledgerTable)
 			now := time.Now()
 			for i := range 25 {
 				req := worker.ClaimRequest{Key: seedKey(i), Owner: "setup", Slot: 0, Token: 1, Now: now, Until: now.Add(time.Minute)}
