@@ -119,7 +119,10 @@ type Config struct {
 	// scan package's automatic size when ReadRate is set).
 	PageSize int32
 
-	// Concurrency is the number of handlers in flight, at most 100,000. Defaults to 16.
+	// Concurrency is the number of handlers in flight, at most 100,000. Defaults to 16. Each
+	// handler's writes need a connection: the SDK's default HTTP client keeps 10 idle per host
+	// and dials again for the rest, so give Client's HTTP client a pool of at least Concurrency
+	// (MaxIdleConnsPerHost; the CLI's keeps 1024).
 	Concurrency int
 	// BatchClaims claims up to 25 items of a page in one request instead of one UpdateItem per
 	// item, and completes handled items the same way (up to max(Concurrency, 25) wait for their

@@ -18,10 +18,12 @@ package main
 import (
 	"context"
 	"log"
+	"net/http"
 	"os"
 	"strconv"
 
 	"github.com/aws/aws-lambda-go/lambda"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
@@ -59,7 +61,12 @@ func configFromEnv(db worker.DynamoDBClient) (worker.Config, error) {
 func streamMode() bool { return os.Getenv("DYNAPART_MODE") == "stream" }
 
 func main() {
-	awsCfg, err := config.LoadDefaultConfig(context.Background())
+	// The SDK's HTTP client keeps 10 idle connections per host, fewer than the worker's default 16
+	// handlers in flight (README's library section).
+	hc := awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
+		tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 256, 256
+	})
+	awsCfg, err := config.LoadDefaultConfig(context.Background(), config.WithHTTPClient(hc))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -29,7 +29,7 @@ import (
 type Stdio struct {
 	Out, Err  io.Writer
 	LookupEnv func(string) (string, bool)
-	HTTP      aws.HTTPClient // nil: the AWS SDK's
+	HTTP      aws.HTTPClient // nil: the AWS SDK's, with a larger idle pool (httpClient)
 }
 
 // OSStdio is the process's own stdio and environment.
@@ -86,6 +86,9 @@ func (g *Globals) StreamsClient(ctx context.Context) (*dynamodbstreams.Client, e
 // awsConfig is the SDK configuration of the SDK chain, --region and --endpoint.
 func (g *Globals) awsConfig(ctx context.Context) (aws.Config, error) {
 	var opts []func(*config.LoadOptions) error
+	if g.IO.HTTP == nil {
+		opts = append(opts, config.WithHTTPClient(httpClient()))
+	}
 	if g.Region != "" {
 		opts = append(opts, config.WithRegion(g.Region))
 	}
