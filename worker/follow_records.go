@@ -47,8 +47,10 @@ var errNotVersioned = configErr("Versions", "HandleRecords needs the ledger to r
 // item), for the caller to have them delivered again; an error when nothing could be resolved.
 // It records Config.MaxWCU and MaxRCU on a group that has no budget yet. While the group is
 // paused (an operator's pause, or its budget reached), as read at the start of the call, it
-// handles nothing and returns every index; at the end of each call, after the slot's release, it
-// adds what it consumed to the group's budget, and pauses the group when the budget is reached.
+// handles nothing and returns every index. When the group has a budget (as read at the start),
+// it adds what the call consumed to it at the end of the call, after the slot's release, and
+// pauses the group when the budget is reached; a call on a group without one reads its meta item
+// once.
 // Config.Versions is required; the jobs that process the same table (a back-fill) must record
 // versions too.
 func (w *Worker) HandleRecords(ctx context.Context, h Handler, changes []Change) ([]int, error) {
@@ -72,9 +74,15 @@ func (w *Worker) HandleRecords(ctx context.Context, h Handler, changes []Change)
 	if err != nil {
 		return all(), err
 	}
-	defer s.reportRecordsUsage() // after the release: the report needs no slot
+	budgeted := true // a call that cannot tell reports its usage
+	defer func() {
+		if budgeted { // after the release: the report needs no slot
+			s.reportRecordsUsage()
+		}
+	}()
 	defer s.release()
-	if paused, err := s.groupPaused(ctx); paused || err != nil {
+	paused, budgeted, err := s.groupPaused(ctx)
+	if paused || err != nil {
 		return all(), err
 	}
 	return s.resolveChanges(changes), nil
@@ -85,18 +93,20 @@ func (w *Worker) HandleRecords(ctx context.Context, h Handler, changes []Change)
 // delivered again until it is resumed. A group at its budget but not paused (resumed without a
 // raise) is paused here. Config.MaxWCU and MaxRCU are recorded when the group has no budget (an
 // invocation's config does not lower or raise one: resume --max-wcu does). A failed read is
-// logged and does not pause.
-func (s *slot) groupPaused(ctx context.Context) (bool, error) {
+// logged and does not pause. budgeted is false when the group has no budget after the read: the
+// call then has no usage to report (a budget set during the call counts from the next one).
+func (s *slot) groupPaused(ctx context.Context) (paused, budgeted bool, err error) {
 	w := s.w
 	rctx, cancel := context.WithTimeout(s.lease.Context(), w.cfg.LeaseWriteTimeout)
 	defer cancel()
 	st, err := s.e.locks.GroupState(rctx, w.cfg.Group)
+	budgeted = err != nil || st.Budget.Set() || w.cfg.MaxWCU > 0 || w.cfg.MaxRCU > 0
 	if err != nil {
 		st.Paused = false
 		w.cfg.Logger.Warn("dynapart: read the group's meta item", "slot", s.lease.Slot(), "err", err)
 	} else if !st.Budget.Set() {
 		if err := w.recordBudget(ctx, s.e); err != nil {
-			return false, err
+			return false, true, err
 		}
 	}
 	if !st.Paused && st.Budget.Reached() { // resumed without a raise, or an earlier pause failed
@@ -109,11 +119,11 @@ func (s *slot) groupPaused(ctx context.Context) (bool, error) {
 	if st.Paused {
 		w.cfg.Logger.Info("dynapart: the group is paused: changes left to be delivered again", "group", w.cfg.Group)
 	}
-	return st.Paused, nil
+	return st.Paused, budgeted, nil
 }
 
-// reportRecordsUsage adds what HandleRecords consumed to the group's budget, when it has one, at
-// the end of every call (a Lambda function may be frozen after it), and pauses the group when the
+// reportRecordsUsage adds what HandleRecords consumed to the group's budget at the end of a call
+// on a budgeted group (a Lambda function may be frozen after it), and pauses the group when the
 // budget is reached, as a slot holder of Run does.
 func (s *slot) reportRecordsUsage() {
 	w := s.w

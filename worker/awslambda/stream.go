@@ -20,7 +20,8 @@ import (
 // the records whose items it could not resolve before the invocation's deadline minus
 // DeadlineMargin (a live claim elsewhere, a retry not yet due, a failed handler) as batch item
 // failures, so Lambda delivers them again; while the group is paused (`dynapart pause`, or its
-// budget reached, to which each invocation adds what it consumed) every record is one.
+// budget reached, to which each invocation on a budgeted group adds what it consumed) every
+// record is one.
 // cfg.Versions is forced on; the back-fill of the same table (Handler) must set Versions too, so
 // that the stream does not handle again what it handled. cfg.Once is forced off and
 // DeadlineMargin defaults as in Handler.

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,7 +33,21 @@ type streamFixture struct {
 	handled map[string][]string // id -> the values of n handled, in order
 	fail    map[string]error    // id -> the handler's error for it
 	seq     int
-	maxWCU  float64 // Config.MaxWCU of every invocation
+	maxWCU  float64      // Config.MaxWCU of every invocation
+	reads   atomic.Int64 // GetItem calls on the lease table
+}
+
+// leaseReads counts the GetItem calls on the lease table.
+type leaseReads struct {
+	*dynamodb.Client
+	f *streamFixture
+}
+
+func (c leaseReads) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	if aws.ToString(in.TableName) == c.f.leases {
+		c.f.reads.Add(1)
+	}
+	return c.Client.GetItem(ctx, in, o...)
 }
 
 func newStreamFixture(t *testing.T) *streamFixture {
@@ -81,7 +96,7 @@ func (f *streamFixture) record(id string, old, new map[string]events.DynamoDBAtt
 func (f *streamFixture) invoke(t *testing.T, recs ...events.DynamoDBEventRecord) events.DynamoDBEventResponse {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
 	defer cancel()
-	cfg := worker.Config{Client: f.db, Table: f.table, LeaseTable: f.leases, Group: f.table + "/stream", Workers: 2,
+	cfg := worker.Config{Client: leaseReads{f.db, f}, Table: f.table, LeaseTable: f.leases, Group: f.table + "/stream", Workers: 2,
 		RetryBackoff: time.Minute, MaxRetryBackoff: time.Hour, MaxWCU: f.maxWCU, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	resp, err := StreamHandler(cfg, f.handler)(ctx, events.DynamoDBEvent{Records: recs})
 	require.NoError(t, err)
@@ -221,4 +236,25 @@ func TestStreamHandlerKeepsTheGroupsBudgetAndPause(t *testing.T) {
 	require.Empty(t, f.invoke(t, paused...).BatchItemFailures, "delivered again after the raise and resume (the config's MaxWCU 3 does not lower it)")
 	require.Equal(t, []string{"0"}, f.runs("c0"))
 	require.Equal(t, []string{"1"}, f.runs("c1"))
+}
+
+// A call on a group without a budget reads the group's meta item once (for its pause), not a
+// second time at its end for a usage report that no budget wants; with a budget it reports.
+func TestStreamHandlerReportsUsageOnlyWithABudget(t *testing.T) {
+	f := newStreamFixture(t)
+	require.Empty(t, f.invoke(t, f.record("a", nil, f.put(t, "a", 0), false)).BatchItemFailures) // the group exists
+	readsOf := func(id string) int64 {
+		before := f.reads.Load()
+		require.Empty(t, f.invoke(t, f.record(id, nil, f.put(t, id, 0), false)).BatchItemFailures)
+		return f.reads.Load() - before
+	}
+	unbudgeted := readsOf("b")
+	locks, err := lock.New(f.db, f.leases)
+	require.NoError(t, err)
+	_, err = locks.SetBudget(context.Background(), f.table+"/stream", lock.Limits{WCU: 1000})
+	require.NoError(t, err)
+	require.Equal(t, unbudgeted+1, readsOf("c"), "the report's read, with a budget only")
+	st, err := locks.GroupState(context.Background(), f.table+"/stream")
+	require.NoError(t, err)
+	require.Positive(t, st.Budget.UsedWCU, "the budgeted call reported its usage")
 }
