@@ -33,6 +33,9 @@ type env struct {
 	total              int
 	joined             bool
 	n                  int // the group's n when Run started (Workers for a new group)
+	// started is the group's state as the start read it (at describedAt), which HandleRecords
+	// uses instead of a read of its own while it is fresh (see slot.recordsGroupState).
+	started lock.GroupState
 
 	streamMu  sync.Mutex
 	streamARN string // the source table's stream (Follow); see followedStream and slot.trimmed
@@ -94,6 +97,7 @@ func (w *Worker) prepare(ctx context.Context) (*env, error) {
 	if err := w.joinGroup(e, r.group); err != nil {
 		return nil, err
 	}
+	e.started = r.group
 	return e, nil
 }
 

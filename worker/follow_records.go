@@ -10,6 +10,7 @@ import (
 	stypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 
 	"github.com/dynapart/dynapart/follow"
+	"github.com/dynapart/dynapart/lock"
 	"github.com/dynapart/dynapart/scan"
 )
 
@@ -49,8 +50,9 @@ var errNotVersioned = configErr("Versions", "HandleRecords needs the ledger to r
 // paused (an operator's pause, or its budget reached), as read at the start of the call, it
 // handles nothing and returns every index. When the group has a budget (as read at the start),
 // it adds what the call consumed to it at the end of the call, after the slot's release, and
-// pauses the group when the budget is reached; a call on a group without one reads its meta item
-// once.
+// pauses the group when the budget is reached. The state read at the start is the one the
+// worker's start reads with the group's slots (recordsGroupState), so a call on a group without a
+// budget reads the meta item once.
 // Config.Versions is required; the jobs that process the same table (a back-fill) must record
 // versions too.
 func (w *Worker) HandleRecords(ctx context.Context, h Handler, changes []Change) ([]int, error) {
@@ -88,18 +90,19 @@ func (w *Worker) HandleRecords(ctx context.Context, h Handler, changes []Change)
 	return s.resolveChanges(changes), nil
 }
 
-// groupPaused reads the group's meta item for HandleRecords, which keeps no watch on it: a paused
-// group (by an operator, or at its budget) handles nothing, and the caller has every change
-// delivered again until it is resumed. A group at its budget but not paused (resumed without a
-// raise) is paused here. Config.MaxWCU and MaxRCU are recorded when the group has no budget (an
-// invocation's config does not lower or raise one: resume --max-wcu does). A failed read is
-// logged and does not pause. budgeted is false when the group has no budget after the read: the
-// call then has no usage to report (a budget set during the call counts from the next one).
+// groupPaused checks the group's state (recordsGroupState) for HandleRecords, which keeps no
+// watch on it: a paused group (by an operator, or at its budget) handles nothing, and the caller
+// has every change delivered again until it is resumed. A group at its budget but not paused
+// (resumed without a raise) is paused here. Config.MaxWCU and MaxRCU are recorded when the group
+// has no budget (an invocation's config does not lower or raise one: resume --max-wcu does). A
+// failed read is logged and does not pause. budgeted is false when the group has no budget as
+// read: the call then has no usage to report (a budget set during the call counts from the next
+// one).
 func (s *slot) groupPaused(ctx context.Context) (paused, budgeted bool, err error) {
 	w := s.w
 	rctx, cancel := context.WithTimeout(s.lease.Context(), w.cfg.LeaseWriteTimeout)
 	defer cancel()
-	st, err := s.e.locks.GroupState(rctx, w.cfg.Group)
+	st, err := s.recordsGroupState(rctx)
 	budgeted = err != nil || st.Budget.Set() || w.cfg.MaxWCU > 0 || w.cfg.MaxRCU > 0
 	if err != nil {
 		st.Paused = false
@@ -120,6 +123,23 @@ func (s *slot) groupPaused(ctx context.Context) (paused, budgeted bool, err erro
 		w.cfg.Logger.Info("dynapart: the group is paused: changes left to be delivered again", "group", w.cfg.Group)
 	}
 	return st.Paused, budgeted, nil
+}
+
+// recordsGroupState is the group's state for HandleRecords: the start's consistent read of the
+// group (prepare), while it is younger than a standby poll and the group existed then (the call
+// took its slot without standing by, and did not create the group), else a read of its own. So an
+// invocation that found its slot at once reads the meta item once, with the group's slots. A call
+// that would record Config.MaxWCU or MaxRCU on a group that had no budget reads again, so that a
+// budget an operator set meanwhile is not overwritten from an older read.
+func (s *slot) recordsGroupState(ctx context.Context) (lock.GroupState, error) {
+	w := s.w
+	st := s.e.started
+	fresh := st.Exists && w.cfg.Clock.Now().Sub(s.e.describedAt) <= w.cfg.StandbyPoll
+	records := !st.Budget.Set() && (w.cfg.MaxWCU > 0 || w.cfg.MaxRCU > 0)
+	if fresh && !records {
+		return st, nil
+	}
+	return s.e.locks.GroupState(ctx, w.cfg.Group)
 }
 
 // reportRecordsUsage adds what HandleRecords consumed to the group's budget at the end of a call
