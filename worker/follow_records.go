@@ -10,7 +10,6 @@ import (
 	stypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 
 	"github.com/dynapart/dynapart/follow"
-	"github.com/dynapart/dynapart/lock"
 	"github.com/dynapart/dynapart/scan"
 )
 
@@ -48,7 +47,8 @@ var errNotVersioned = configErr("Versions", "HandleRecords needs the ledger to r
 // item), for the caller to have them delivered again; an error when nothing could be resolved.
 // It records Config.MaxWCU and MaxRCU on a group that has no budget yet. While the group is
 // paused (an operator's pause, or its budget reached), as read at the start of the call, it
-// handles nothing and returns every index. When the group has a budget (as read at the start),
+// handles nothing and returns every index, without taking a slot when the worker's start read it
+// so. When the group has a budget (as read at the start),
 // it adds what the call consumed to it at the end of the call, after the slot's release, and
 // pauses the group when the budget is reached. The state read at the start is the one the
 // worker's start reads with the group's slots (recordsGroupState), so a call on a group without a
@@ -73,7 +73,7 @@ func (w *Worker) HandleRecords(ctx context.Context, h Handler, changes []Change)
 	}
 	defer w.running.Store(false)
 	s, err := w.slotForRecords(ctx, h)
-	if err != nil {
+	if s == nil || err != nil {
 		return all(), err
 	}
 	budgeted := true // a call that cannot tell reports its usage
@@ -90,77 +90,11 @@ func (w *Worker) HandleRecords(ctx context.Context, h Handler, changes []Change)
 	return s.resolveChanges(changes), nil
 }
 
-// groupPaused checks the group's state (recordsGroupState) for HandleRecords, which keeps no
-// watch on it: a paused group (by an operator, or at its budget) handles nothing, and the caller
-// has every change delivered again until it is resumed. A group at its budget but not paused
-// (resumed without a raise) is paused here. Config.MaxWCU and MaxRCU are recorded when the group
-// has no budget (an invocation's config does not lower or raise one: resume --max-wcu does). A
-// failed read is logged and does not pause. budgeted is false when the group has no budget as
-// read: the call then has no usage to report (a budget set during the call counts from the next
-// one).
-func (s *slot) groupPaused(ctx context.Context) (paused, budgeted bool, err error) {
-	w := s.w
-	rctx, cancel := context.WithTimeout(s.lease.Context(), w.cfg.LeaseWriteTimeout)
-	defer cancel()
-	st, err := s.recordsGroupState(rctx)
-	budgeted = err != nil || st.Budget.Set() || w.cfg.MaxWCU > 0 || w.cfg.MaxRCU > 0
-	if err != nil {
-		st.Paused = false
-		w.cfg.Logger.Warn("dynapart: read the group's meta item", "slot", s.lease.Slot(), "err", err)
-	} else if !st.Budget.Set() {
-		if err := w.recordBudget(ctx, s.e); err != nil {
-			return false, true, err
-		}
-	}
-	if !st.Paused && st.Budget.Reached() { // resumed without a raise, or an earlier pause failed
-		if _, err := s.e.locks.PauseForBudget(rctx, w.cfg.Group); err != nil {
-			w.cfg.Logger.Warn("dynapart: pause the group at its budget", "slot", s.lease.Slot(), "err", err)
-		}
-		st.Paused = true
-	}
-	w.pause.set(st.Paused, w.cfg.Clock.Now()) // as this call found it, not as a reached budget left it
-	if st.Paused {
-		w.cfg.Logger.Info("dynapart: the group is paused: changes left to be delivered again", "group", w.cfg.Group)
-	}
-	return st.Paused, budgeted, nil
-}
-
-// recordsGroupState is the group's state for HandleRecords: the start's consistent read of the
-// group (prepare), while it is younger than a standby poll and the group existed then (the call
-// took its slot without standing by, and did not create the group), else a read of its own. So an
-// invocation that found its slot at once reads the meta item once, with the group's slots. A call
-// that would record Config.MaxWCU or MaxRCU on a group that had no budget reads again, so that a
-// budget an operator set meanwhile is not overwritten from an older read.
-func (s *slot) recordsGroupState(ctx context.Context) (lock.GroupState, error) {
-	w := s.w
-	st := s.e.started
-	fresh := st.Exists && w.cfg.Clock.Now().Sub(s.e.describedAt) <= w.cfg.StandbyPoll
-	records := !st.Budget.Set() && (w.cfg.MaxWCU > 0 || w.cfg.MaxRCU > 0)
-	if fresh && !records {
-		return st, nil
-	}
-	return s.e.locks.GroupState(ctx, w.cfg.Group)
-}
-
-// reportRecordsUsage adds what HandleRecords consumed to the group's budget at the end of a call
-// on a budgeted group (a Lambda function may be frozen after it), and pauses the group when the
-// budget is reached, as a slot holder of Run does.
-func (s *slot) reportRecordsUsage() {
-	w := s.w
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), w.cfg.LeaseWriteTimeout)
-	defer cancel()
-	st, err := s.e.locks.GroupState(ctx, w.cfg.Group)
-	if err != nil {
-		w.cfg.Logger.Warn("dynapart: read the group's meta item", "slot", s.lease.Slot(), "err", err)
-		return
-	}
-	s.reportUsage(ctx, st, true)
-}
-
-// slotForRecords prepares the run and takes a slot of the group for HandleRecords.
+// slotForRecords prepares the run and takes a slot of the group for HandleRecords; no slot (nil,
+// nil) when the start found the group paused (pausedAtStart).
 func (w *Worker) slotForRecords(ctx context.Context, h Handler) (*slot, error) {
 	e, err := w.prepare(ctx)
-	if err != nil {
+	if err != nil || w.pausedAtStart(ctx, e) {
 		return nil, err
 	}
 	var stopAt time.Time

@@ -35,6 +35,7 @@ type streamFixture struct {
 	seq     int
 	maxWCU  float64      // Config.MaxWCU of every invocation
 	reads   atomic.Int64 // GetItem calls on the lease table
+	writes  atomic.Int64 // PutItem and UpdateItem calls on the lease table
 }
 
 // leaseReads counts the GetItem calls on the lease table.
@@ -48,6 +49,20 @@ func (c leaseReads) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ..
 		c.f.reads.Add(1)
 	}
 	return c.Client.GetItem(ctx, in, o...)
+}
+
+func (c leaseReads) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	if aws.ToString(in.TableName) == c.f.leases {
+		c.f.writes.Add(1)
+	}
+	return c.Client.PutItem(ctx, in, o...)
+}
+
+func (c leaseReads) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if aws.ToString(in.TableName) == c.f.leases {
+		c.f.writes.Add(1)
+	}
+	return c.Client.UpdateItem(ctx, in, o...)
 }
 
 func newStreamFixture(t *testing.T) *streamFixture {
@@ -219,10 +234,14 @@ func TestStreamHandlerKeepsTheGroupsBudgetAndPause(t *testing.T) {
 	require.Equal(t, lock.PausedByBudget, st.PausedReason)
 
 	paused := batch("c0", "c1")
+	writes := f.writes.Load()
 	require.Len(t, f.invoke(t, paused...).BatchItemFailures, 2, "a paused group handles nothing")
+	require.Equal(t, writes, f.writes.Load(), "and takes no slot: no lease-table write")
 	_, err = locks.ResumeGroup(ctx, group) // no raise: still at the budget
 	require.NoError(t, err)
+	writes = f.writes.Load()
 	require.Len(t, f.invoke(t, paused...).BatchItemFailures, 2, "a group at its budget handles nothing")
+	require.Equal(t, writes+1, f.writes.Load(), "its one lease-table write: the pause")
 	st, err = locks.GroupState(ctx, group)
 	require.NoError(t, err)
 	require.True(t, st.Paused, "paused again at its budget: %+v", st.Budget)
