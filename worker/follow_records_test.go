@@ -14,14 +14,8 @@ import (
 // poll (an invocation that found its slot at once reads the meta item once), and reads it again
 // when the call stood by longer: a pause lifted meanwhile is seen.
 func TestRecordsGroupStateReadsAgainWhenStale(t *testing.T) {
-	f := newFixture(t, 0)
+	f, cfg := recordsGroup(t)
 	ctx := context.Background()
-	cfg := f.config(LedgerInline)
-	cfg.Versions, cfg.Workers, cfg.Group = true, 1, f.table+"/records"
-	w, err := New(cfg)
-	require.NoError(t, err)
-	_, err = w.HandleRecords(ctx, func(context.Context, Item) error { return nil }, nil) // the group exists
-	require.NoError(t, err)
 	locks, err := lock.New(f.db, f.leaseTable)
 	require.NoError(t, err)
 	_, err = locks.PauseGroup(ctx, cfg.Group)
@@ -29,7 +23,7 @@ func TestRecordsGroupStateReadsAgainWhenStale(t *testing.T) {
 
 	clk := newTestClock()
 	cfg.Clock = clk
-	w, err = New(cfg)
+	w, err := New(cfg)
 	require.NoError(t, err)
 	e, err := w.prepare(ctx)
 	require.NoError(t, err)
@@ -50,17 +44,11 @@ func TestRecordsGroupStateReadsAgainWhenStale(t *testing.T) {
 // A call that would record Config.MaxWCU on a group the start found without a budget reads the
 // group again first: a budget an operator set meanwhile stands.
 func TestRecordsGroupStateReadsAgainBeforeRecordingABudget(t *testing.T) {
-	f := newFixture(t, 0)
+	f, cfg := recordsGroup(t)
 	ctx := context.Background()
-	cfg := f.config(LedgerInline)
-	cfg.Versions, cfg.Workers, cfg.Group = true, 1, f.table+"/records"
-	w, err := New(cfg)
-	require.NoError(t, err)
-	_, err = w.HandleRecords(ctx, func(context.Context, Item) error { return nil }, nil) // the group exists
-	require.NoError(t, err)
 
 	cfg.MaxWCU = 5
-	w, err = New(cfg)
+	w, err := New(cfg)
 	require.NoError(t, err)
 	e, err := w.prepare(ctx)
 	require.NoError(t, err)
@@ -73,4 +61,17 @@ func TestRecordsGroupStateReadsAgainBeforeRecordingABudget(t *testing.T) {
 	st, err := s.recordsGroupState(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1000.0, st.Budget.MaxWCU, "read again: the operator's budget seen, and not recorded over")
+}
+
+// recordsGroup is a fixture with a versioned group that a HandleRecords call created, and its
+// Config.
+func recordsGroup(t *testing.T) (*fixture, Config) {
+	f := newFixture(t, 0)
+	cfg := f.config(LedgerInline)
+	cfg.Versions, cfg.Workers, cfg.Group = true, 1, f.table+"/records"
+	w, err := New(cfg)
+	require.NoError(t, err)
+	_, err = w.HandleRecords(context.Background(), func(context.Context, Item) error { return nil }, nil)
+	require.NoError(t, err)
+	return f, cfg
 }
