@@ -15,6 +15,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
 	"github.com/stretchr/testify/require"
 
@@ -129,39 +130,51 @@ func TestReviewVersionedDeletedBeforeClaim(t *testing.T) {
 // TestReviewVersionedReadDeniedIsLogged: a versioned non-follower with the table ledger whose
 // source-table GetItem is refused for good (AccessDeniedException: examples/iam/README.md lists
 // GetItem on the source only for the inline ledger, index mode and table-ledger followers, so a
-// table-ledger back-fill with --versions following it drops it). Every claim is then given back
-// and the item tried again in another pass, for ever: a --once job never ends. A claim that
-// fails is logged ("claim failed; the item will be tried again"); this read's failure is not
-// logged at all, so nothing tells the operator why the job spins. Fails: no log line names the
-// failed read.
+// table-ledger back-fill with --versions following it drops it). The read's failure is logged
+// with its key and the item counted unprocessable (a claim given back), and the --once job ends:
+// before readRefused it claimed and gave back the item (complete-only: read it) again and again,
+// for ever. The item is left for a later run: not done, no attempt used.
 func TestReviewVersionedReadDeniedIsLogged(t *testing.T) {
-	f := newFixture(t, 1)
-	fc := ddbfault.New(f.db)
-	var denied atomic.Int64
-	fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
-		if f.isSourceGet(call) {
-			denied.Add(1)
-			return nil, &smithy.OperationError{ServiceID: "DynamoDB", OperationName: "GetItem",
-				Err: &smithy.GenericAPIError{Code: "AccessDeniedException", Message: "review: not authorized to perform dynamodb:GetItem"}}
-		}
-		return send(ctx, call.In)
-	}, ddbfault.OpGetItem)
-	var buf syncBuffer
-	c := fastTimings(f.config(LedgerTable))
-	c.Client, c.Workers, c.Once, c.Concurrency, c.Versions = fc, 1, true, 1, true
-	c.Logger = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	w, err := New(c)
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	var ran atomic.Int64
-	err = w.Run(ctx, func(context.Context, Item) error { ran.Add(1); return nil })
-	s := w.Stats()
-	t.Logf("Run returned %v; %d denied reads, %d claims, %d released, handler ran %d times", err, denied.Load(), s.Claimed, s.Released, ran.Load())
-	require.Zero(t, ran.Load())
-	require.Greater(t, s.Claimed, int64(3), "the once job claims and gives back the item again and again")
-	t.Logf("log:\n%s", buf.String())
-	require.Contains(t, buf.String(), "AccessDeniedException", "the failed read after a claim is logged")
+	for _, completeOnly := range []bool{false, true} {
+		t.Run(fmt.Sprintf("completeOnly=%v", completeOnly), func(t *testing.T) {
+			f := newFixture(t, 1)
+			fc := ddbfault.New(f.db)
+			var denied atomic.Int64
+			fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+				if f.isSourceGet(call) {
+					denied.Add(1)
+					return nil, &smithy.OperationError{ServiceID: "DynamoDB", OperationName: "GetItem",
+						Err: &smithy.GenericAPIError{Code: "AccessDeniedException", Message: "review: not authorized to perform dynamodb:GetItem"}}
+				}
+				return send(ctx, call.In)
+			}, ddbfault.OpGetItem)
+			var buf syncBuffer
+			c := fastTimings(f.config(LedgerTable))
+			c.Client, c.Workers, c.Once, c.Concurrency, c.Versions, c.CompleteOnly = fc, 1, true, 1, true, completeOnly
+			c.Logger = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			w, err := New(c)
+			require.NoError(t, err)
+			var ran atomic.Int64
+			require.NoError(t, runOnceWithin(t, w, func(context.Context, Item) error { ran.Add(1); return nil }, 30*time.Second),
+				"the once job ends")
+			s := w.Stats()
+			require.Zero(t, ran.Load())
+			claims := int64(1)
+			if completeOnly {
+				claims = 0
+			}
+			require.Equal(t, claims, s.Claimed, "claimed once, not again and again")
+			require.Equal(t, claims, s.Released)
+			require.EqualValues(t, 1, s.Unprocessable)
+			require.EqualValues(t, 1, denied.Load(), "read once")
+			require.Contains(t, buf.String(), "AccessDeniedException", "the failed read is logged")
+			require.Contains(t, buf.String(), "dynamodb:GetItem on the source table")
+			st, err := f.ledger(t, LedgerTable, w.Config().Job).State(context.Background(), Key{"id": &types.AttributeValueMemberS{Value: itemKey(0)}})
+			require.NoError(t, err)
+			require.NotEqual(t, StatusDone, st.Status, "left for a later run")
+			require.Zero(t, st.Attempts, "no attempt used")
+		})
+	}
 }
 
 // TestReviewVersionedReadsCountInRCU (question 5, cost): a versioned non-follower with the table
