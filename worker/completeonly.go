@@ -160,6 +160,7 @@ func (p *pass) completeOnly(t task) {
 		return
 	case err != nil:
 		c.Logger.Error("dynapart: complete", "slot", slot, "err", err)
+		p.stopOnRefusal(err)
 		p.again(now.Add(c.RetryBackoff))
 	case res.Applied:
 		t.markFinished()
@@ -193,6 +194,7 @@ func (p *pass) completeOnlyFailed(ctx context.Context, t task, herr error, took 
 		p.refusedForGood(t, err)
 	case err != nil:
 		c.Logger.Error("dynapart: record a failed attempt (complete-only); the item will be tried again", "slot", slot, "err", err)
+		p.stopOnRefusal(err)
 		p.again(at)
 	case !res.Applied:
 		p.notNow(t.key, res.Found, took) // finished or claimed elsewhere meanwhile

@@ -221,7 +221,8 @@ type Config struct {
 	// CheckpointInterval is how often the scan position is saved on the lease. Defaults to 1s.
 	CheckpointInterval time.Duration
 	// OutageTimeout is how long a slot holder keeps retrying passes that fail (DynamoDB
-	// unreachable or throttled beyond the SDK's retries) before Run gives up and returns the last
+	// unreachable or throttled beyond the SDK's retries, or a ledger write refused for every item
+	// alike: AccessDeniedException, a table gone) before Run gives up and returns the last
 	// error. It is measured on the worker's clock from the first failure of a run of failed
 	// passes; a pass that succeeds starts the count again, and so does a follower's failure after
 	// it followed the stream for longer than OutageTimeout. Between failed passes the holder keeps

@@ -42,6 +42,7 @@ type pass struct {
 	mu      sync.Mutex
 	nextDue time.Time  // once mode: the earliest pending retry or foreign claim
 	gate    *claimGate // with BatchClaims: bounds claims made ahead of the handlers
+	refusal error      // a write DynamoDB refused for good, which ends the pass (see stopOnRefusal)
 
 	// counts are this pass's additions to the slot's counts (see slotCounts); startedAt and
 	// pausedAtStart (the worker's paused time then) give its working time.
@@ -175,6 +176,9 @@ func (p *pass) run() (passResult, error) {
 		res.nextDue = max(p.nextDue.Sub(c.Clock.Now()), minNextDue)
 	}
 	p.mu.Unlock()
+	if err := p.refused(); err != nil {
+		return res, err // a failed pass: retried until OutageTimeout
+	}
 	if scanErr != nil {
 		if p.fetchCtx.Err() != nil {
 			return res, p.fetchCtx.Err()

@@ -98,6 +98,7 @@ func (p *pass) claimOne(t task, now time.Time) (*Claim, map[string]types.Attribu
 	}
 	if err != nil {
 		c.Logger.Warn("dynapart: claim failed; the item will be tried again", "slot", p.lease.Slot(), "err", err)
+		p.stopOnRefusal(err)
 		p.again(now.Add(min(c.RetryBackoff, c.PollInterval)))
 		t.item.Ack()
 		return nil, nil
@@ -213,6 +214,7 @@ func (p *pass) completed(ctx context.Context, t task, claim Claim, err error, to
 	default:
 		// Unknown outcome: the claim expires and the item is handled again.
 		c.Logger.Error("dynapart: complete", "slot", claim.Slot, "err", err)
+		p.stopOnRefusal(err)
 		p.unknown(claim, took)
 	}
 }
@@ -317,6 +319,7 @@ func (p *pass) failed(ctx context.Context, t task, cl Claim, herr error, took ti
 		p.refusedForGood(t, err)
 	default:
 		c.Logger.Error("dynapart: record retry", "slot", cl.Slot, "err", err)
+		p.stopOnRefusal(err)
 		p.unknown(cl, took)
 	}
 }
@@ -340,6 +343,7 @@ func (p *pass) deadLetter(ctx context.Context, t task, cl Claim, msg string, too
 		// Unknown outcome: the item is kept for a later pass, which reclaims it once the claim
 		// has expired (or finds it failed).
 		c.Logger.Error("dynapart: record dead letter; the item will be tried again", "slot", cl.Slot, "err", err)
+		p.stopOnRefusal(err)
 		p.unknown(cl, took)
 	}
 }
