@@ -50,7 +50,8 @@ var errNotVersioned = configErr("Versions", "HandleRecords needs the ledger to r
 // handles nothing and returns every index, without taking a slot when the worker's start read it
 // so. When the group has a budget (as read at the start),
 // it adds what the call consumed to it at the end of the call, after the slot's release, and
-// pauses the group when the budget is reached. The state read at the start is the one the
+// pauses the group when the budget is reached (so does a call that ran a BudgetInterval or
+// longer, for a budget set during it). The state read at the start is the one the
 // worker's start reads with the group's slots (recordsGroupState), so a call on a group without a
 // budget reads the meta item once.
 // Config.Versions is required; the jobs that process the same table (a back-fill) must record
@@ -77,8 +78,13 @@ func (w *Worker) HandleRecords(ctx context.Context, h Handler, changes []Change)
 		return all(), err
 	}
 	budgeted := true // a call that cannot tell reports its usage
+	began := w.cfg.Clock.Now()
 	defer func() {
-		if budgeted { // after the release: the report needs no slot
+		// After the release: the report needs no slot. A call on a group found without a budget
+		// reports too when it ran a BudgetInterval or longer, so that a budget set meanwhile gets
+		// its consumption, as a slot holder of Run reports at its next interval (a shorter call's
+		// is not counted).
+		if budgeted || w.cfg.Clock.Now().Sub(began) >= w.cfg.BudgetInterval {
 			s.reportRecordsUsage()
 		}
 	}()

@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/require"
 
+	"github.com/dynapart/dynapart/internal/clock"
 	"github.com/dynapart/dynapart/internal/ddbtest"
 	"github.com/dynapart/dynapart/ledger"
 	"github.com/dynapart/dynapart/lock"
@@ -277,4 +278,37 @@ func TestStreamHandlerReportsUsageOnlyWithABudget(t *testing.T) {
 	st, err := locks.GroupState(context.Background(), f.table+"/stream")
 	require.NoError(t, err)
 	require.Positive(t, st.Budget.UsedWCU, "the budgeted call reported its usage")
+}
+
+// A budget set while a call runs gets the call's consumption when the call ran a BudgetInterval
+// or longer (helper-63: the call found no budget at its start, skipped its end report, and its
+// Worker, one per invocation, took the consumption with it).
+func TestStreamHandlerReportsALongCallToABudgetSetDuringIt(t *testing.T) {
+	f := newStreamFixture(t)
+	require.Empty(t, f.invoke(t, f.record("a", nil, f.put(t, "a", 0), false)).BatchItemFailures) // the group exists
+	locks, err := lock.New(f.db, f.leases)
+	require.NoError(t, err)
+	group := f.table + "/stream"
+	var recs []events.DynamoDBEventRecord
+	for _, id := range []string{"b0", "b1", "b2"} {
+		recs = append(recs, f.record(id, nil, f.put(t, id, 1), false))
+	}
+	clk := clock.NewFake(time.Now())
+	var once sync.Once
+	h := func(ctx context.Context, it worker.Item) error {
+		once.Do(func() {
+			_, err := locks.SetBudget(ctx, group, lock.Limits{WCU: 1000})
+			require.NoError(t, err)
+			clk.Advance(time.Second) // the call's work takes its BudgetInterval
+		})
+		return f.handler(ctx, it)
+	}
+	cfg := worker.Config{Client: f.db, Table: f.table, LeaseTable: f.leases, Group: group, Workers: 2, Concurrency: 1,
+		BudgetInterval: time.Second, Clock: clk, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	resp, err := StreamHandler(cfg, h)(context.Background(), events.DynamoDBEvent{Records: recs})
+	require.NoError(t, err)
+	require.Empty(t, resp.BatchItemFailures)
+	st, err := locks.GroupState(context.Background(), group)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, st.Budget.UsedWCU, 6.0, "a claim and a completion per item handled: %+v", st.Budget)
 }
