@@ -120,7 +120,7 @@ func (l *core) fencedMerged(ctx context.Context, cm commit) error {
 	if err == nil {
 		return nil
 	}
-	if IsValidation(err) {
+	if IsValidation(err) || accessDenied(err) {
 		return &EffectError{Write: -1, Reason: "the item's update was refused by DynamoDB, nothing of the commit applied", Err: err}
 	}
 	f := fencedWrite{op: cm.op, c: cm.claim, rowKey: cm.rowKey, vals: cm.vals}
@@ -137,7 +137,7 @@ func (l *core) unclaimedMerged(ctx context.Context, cm commit) (Result, error) {
 	if err == nil {
 		return Result{Applied: true}, nil
 	}
-	if IsValidation(err) {
+	if IsValidation(err) || accessDenied(err) {
 		return Result{}, &EffectError{Write: -1, Reason: "the item's update was refused by DynamoDB, nothing of the commit applied", Err: err}
 	}
 	return l.settleUnclaimed(ctx, cm.op, cm.rowKey, cm.vals, err)
@@ -229,7 +229,7 @@ func (l *core) commitAnswer(cm commit, n int, err error) (retry, applied bool, f
 			fmt.Errorf("the commit of this claim was sent before with other effects or another time (a claim commits once; a repeat must be the same request): %w", err))
 	}
 	if !errors.As(err, &tce) {
-		if refused(err) {
+		if refused(err) || accessDenied(err) {
 			return false, false, ItemState{}, &EffectError{Write: refusedPart(cm.plan), Reason: "the commit was refused by DynamoDB, nothing of it applied", Err: err}
 		}
 		return true, false, ItemState{}, nil // a conflict, throttling, or an unknown outcome

@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 )
 
 // This file settles writes whose outcome the caller could not see: a transition whose answer was
@@ -123,6 +124,15 @@ var errFenceEnded = errors.New("dynapart: not written: the lease has ended")
 // refused reports an error that says the request itself was refused (invalid, or its table is
 // missing): no attempt of it was applied. Any other error (a network error, a timeout, a server
 // fault, or throttling after an earlier attempt's answer was lost) leaves the outcome unknown.
+// accessDenied reports an AccessDeniedException: IAM refused the request before anything of it
+// was applied. A commit that carries effects and is denied is the effects' refusal (a table or an
+// attribute the role may not write: an *EffectError), as a table an effect names that does not
+// exist is.
+func accessDenied(err error) bool {
+	var api smithy.APIError
+	return errors.As(err, &api) && api.ErrorCode() == "AccessDeniedException"
+}
+
 func refused(err error) bool {
 	var rnf *types.ResourceNotFoundException
 	return IsValidation(err) || errors.As(err, &rnf)

@@ -69,7 +69,8 @@ func (p *pass) completeOnlyStates(ctx context.Context, todo []task) ([]task, err
 // completeOnlyStates read (a versioned ledger's): the scanned content is older than the row, and
 // may be a version finished and reopened since, which the write's fence on the row (Seen) would
 // not tell from the current one. Items gone since are skipped; a failed read asks for another
-// pass, unless it is refused for good (readRefused). The reads go maxContentReads at a time.
+// pass (and a read refused for good ends the pass: stopOnReadRefusal). The reads go
+// maxContentReads at a time.
 func (p *pass) contentAfterRows(ctx context.Context, ts []task) []task {
 	current := make([]map[string]types.AttributeValue, len(ts))
 	errs := make([]error, len(ts))
@@ -94,11 +95,10 @@ func (p *pass) contentAfterRows(ctx context.Context, ts []task) []task {
 		switch {
 		case t.checked:
 		case errs[i] != nil:
-			if !p.readRefused(ctx, t, errs[i]) {
-				p.w.cfg.Logger.Warn("dynapart: reading an item after its ledger row failed; the item is tried again",
-					"slot", p.lease.Slot(), "err", errs[i])
-				p.again(p.w.cfg.Clock.Now().Add(p.w.cfg.RetryBackoff))
-			}
+			p.stopOnReadRefusal(errs[i])
+			p.w.cfg.Logger.Warn("dynapart: reading an item after its ledger row failed; the item is tried again",
+				"slot", p.lease.Slot(), "err", errs[i])
+			p.again(p.w.cfg.Clock.Now().Add(p.w.cfg.RetryBackoff))
 			t.item.Ack()
 			continue
 		case current[i] == nil:

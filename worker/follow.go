@@ -98,6 +98,9 @@ func (p *pass) followRecords(r *follow.Reader) error {
 	if cause := context.Cause(p.fetchCtx); errors.Is(cause, follow.ErrTrimmed) {
 		return cause // the group fell too far behind the stream (keepFollowing)
 	}
+	if rerr := p.refused(); rerr != nil {
+		return rerr // a request refused for good: a failed pass, retried until OutageTimeout
+	}
 	if p.fetchCtx.Err() != nil && !errors.Is(err, follow.ErrTrimmed) {
 		return nil
 	}

@@ -44,16 +44,16 @@ var errNotVersioned = configErr("Versions", "HandleRecords needs the ledger to r
 // group (standing by while every slot is held, until ctx's deadline minus DeadlineMargin), resolves
 // every changed item until its current version is recorded as finished, and releases the slot. It
 // returns the indexes of the changes whose items are not resolved (the last change of each such
-// item), for the caller to have them delivered again; an error when nothing could be resolved.
+// item), for the caller to have them delivered again; an error when nothing could be resolved, or
+// when DynamoDB refused a request for good (a permission, a table), with the unresolved indexes.
 // It records Config.MaxWCU and MaxRCU on a group that has no budget yet. While the group is
 // paused (an operator's pause, or its budget reached), as read at the start of the call, it
 // handles nothing and returns every index, without taking a slot when the worker's start read it
-// so. When the group has a budget (as read at the start),
-// it adds what the call consumed to it at the end of the call, after the slot's release, and
-// pauses the group when the budget is reached (so does a call that ran a BudgetInterval or
-// longer, for a budget set during it). The state read at the start is the one the
-// worker's start reads with the group's slots (recordsGroupState), so a call on a group without a
-// budget reads the meta item once.
+// so. When the group has a budget (as read at the start), it adds what the call consumed to it
+// at the end of the call, after the slot's release, and pauses the group when the budget is
+// reached (so does a call that ran a BudgetInterval or longer, for a budget set during it). The
+// state read at the start is the one the worker's start reads with the group's slots
+// (recordsGroupState), so a call on a group without a budget reads the meta item once.
 // Config.Versions is required; the jobs that process the same table (a back-fill) must record
 // versions too.
 func (w *Worker) HandleRecords(ctx context.Context, h Handler, changes []Change) ([]int, error) {
@@ -93,7 +93,7 @@ func (w *Worker) HandleRecords(ctx context.Context, h Handler, changes []Change)
 	if paused || err != nil {
 		return all(), err
 	}
-	return s.resolveChanges(changes), nil
+	return s.resolveChanges(changes)
 }
 
 // slotForRecords prepares the run and takes a slot of the group for HandleRecords; no slot (nil,
@@ -120,8 +120,9 @@ func (w *Worker) slotForRecords(ctx context.Context, h Handler) (*slot, error) {
 }
 
 // resolveChanges resolves the changes' candidates with the handler pool until all are resolved or
-// the slot stops; it returns the indexes of the unresolved ones' last changes.
-func (s *slot) resolveChanges(changes []Change) []int {
+// the slot stops; it returns the indexes of the unresolved ones' last changes, and the refusal
+// that stopped it (stopOnRefusal), if one did.
+func (s *slot) resolveChanges(changes []Change) ([]int, error) {
 	p := s.newPass(slotCheckpoint{}, wholeShare{})
 	stop := p.startContexts()
 	defer stop()
@@ -144,5 +145,5 @@ func (s *slot) resolveChanges(changes []Change) []int {
 			out = append(out, cd.last)
 		}
 	}
-	return out
+	return out, p.refused()
 }

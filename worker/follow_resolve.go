@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"errors"
 	"maps"
 	"sync/atomic"
 	"time"
@@ -12,7 +11,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/dynapart/dynapart/ledger"
-	"github.com/dynapart/dynapart/lock"
 	"github.com/dynapart/dynapart/scan"
 )
 
@@ -428,24 +426,6 @@ func (t task) content() map[string]types.AttributeValue {
 	return t.item.Attrs
 }
 
-// readRefused accounts for a scanned item whose read (after its claim, or after its ledger row
-// in complete-only mode) DynamoDB refuses for good (no retry changes it: no permission to read
-// the source table, the table gone; see lock.Retryable): counted unprocessable and logged with
-// its key, left for a later run (a claim is given back by the caller, no attempt used) without
-// another pass of this one, so that a --once job ends. A follower's candidate is tried again (its
-// records wait in the stream): false, as for an error that may pass.
-func (p *pass) readRefused(wctx context.Context, t task, err error) bool {
-	timedOut := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
-	if t.follow || wctx.Err() != nil || timedOut || lock.Retryable(err) {
-		return false
-	}
-	p.w.stats.unprocessable.Add(1)
-	p.w.itemEvent(OutcomeUnprocessable, t.key, p.lease.Slot(), 0, 0)
-	p.w.cfg.Logger.Error("dynapart: reading an item is refused; it is skipped in this run (a versioned worker reads each item it handles again: it needs dynamodb:GetItem on the source table)",
-		"slot", p.lease.Slot(), "key", ledger.KeyText(t.key), "err", err)
-	return true
-}
-
 // contentAsClaimed gives a versioned worker's claimed item (Config.Versions: a follower, a stream
 // handler, a back-fill beside them) the content it has now, as of the claim (the inline ledger's
 // claim returns it; else a consistent read after the claim), and the claim the version of that
@@ -453,7 +433,7 @@ func (p *pass) readRefused(wctx context.Context, t task, err error) bool {
 // tried meanwhile (a follower that finished the item and reopened it for a newer version before
 // this claim), and the handler must never run on content older than one handled or tried before
 // it. false when the item is accounted for already (gone: the claim is given back; a failed read:
-// given back, and tried again later unless readRefused says otherwise).
+// given back, and tried again later; refused for good, the pass stops: stopOnReadRefusal).
 func (p *pass) contentAsClaimed(wctx context.Context, t *task, claim *Claim) bool {
 	if !p.w.cfg.Versions {
 		return true
@@ -462,7 +442,8 @@ func (p *pass) contentAsClaimed(wctx context.Context, t *task, claim *Claim) boo
 		item, err := p.readItem(wctx, t.key)
 		if err != nil || item == nil {
 			p.interrupted(wctx, *t, *claim, 0)
-			if err != nil && !p.readRefused(wctx, *t, err) {
+			if err != nil {
+				p.stopOnReadRefusal(err)
 				p.w.cfg.Logger.Warn("dynapart: reading a claimed item failed; its claim is given back and the item tried again",
 					"slot", claim.Slot, "err", err)
 				p.again(p.w.cfg.Clock.Now().Add(p.w.cfg.RetryBackoff))

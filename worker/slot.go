@@ -196,7 +196,7 @@ func (s *slot) passes() (finished bool, err error) {
 			}
 			continue
 		}
-		out = outage{}
+		out.passSucceeded()
 		s.w.stats.passes.Add(1)
 		s.log.Info("dynapart: pass complete", "pass", s.cp.pass, "again", s.cp.dirty)
 		if c.Follow && !s.cp.dirty {
@@ -231,7 +231,7 @@ func (s *slot) failedPass(out *outage, err error) (retry bool, _ error) {
 	if errors.As(err, &ce) {
 		return false, err
 	}
-	if out.fail(c.Clock.Now(), c.OutageTimeout) {
+	if out.failed(c.Clock.Now(), c.OutageTimeout, err) {
 		return false, fmt.Errorf("dynapart: slot %d: giving up after %d failed passes in %s (OutageTimeout): %w",
 			s.lease.Slot(), out.failures, c.OutageTimeout, err)
 	}

@@ -130,18 +130,21 @@ func TestReviewVersionedDeletedBeforeClaim(t *testing.T) {
 // TestReviewVersionedReadDeniedIsLogged: a versioned non-follower with the table ledger whose
 // source-table GetItem is refused for good (AccessDeniedException: examples/iam/README.md lists
 // GetItem on the source only for the inline ledger, index mode and table-ledger followers, so a
-// table-ledger back-fill with --versions following it drops it). The read's failure is logged
-// with its key and the item counted unprocessable (a claim given back), and the --once job ends:
-// before readRefused it claimed and gave back the item (complete-only: read it) again and again,
-// for ever. The item is left for a later run: not done, no attempt used.
+// table-ledger back-fill with --versions following it drops it). The refusal ends the pass, as a
+// refused write does (stopOnReadRefusal): Run returns it after OutageTimeout, the claim given back
+// without using an attempt, and a run with the permission handles the item. Before, the --once job
+// claimed and gave back the item (complete-only: read it) pass after pass, for ever; counted
+// unprocessable instead, it ended "finished" and a rerun did nothing (helper-64).
 func TestReviewVersionedReadDeniedIsLogged(t *testing.T) {
 	for _, completeOnly := range []bool{false, true} {
 		t.Run(fmt.Sprintf("completeOnly=%v", completeOnly), func(t *testing.T) {
 			f := newFixture(t, 1)
 			fc := ddbfault.New(f.db)
+			var deny atomic.Bool
+			deny.Store(true)
 			var denied atomic.Int64
 			fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
-				if f.isSourceGet(call) {
+				if deny.Load() && f.isSourceGet(call) {
 					denied.Add(1)
 					return nil, &smithy.OperationError{ServiceID: "DynamoDB", OperationName: "GetItem",
 						Err: &smithy.GenericAPIError{Code: "AccessDeniedException", Message: "review: not authorized to perform dynamodb:GetItem"}}
@@ -151,28 +154,29 @@ func TestReviewVersionedReadDeniedIsLogged(t *testing.T) {
 			var buf syncBuffer
 			c := fastTimings(f.config(LedgerTable))
 			c.Client, c.Workers, c.Once, c.Concurrency, c.Versions, c.CompleteOnly = fc, 1, true, 1, true, completeOnly
+			c.OutageTimeout = 500 * time.Millisecond
 			c.Logger = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
 			w, err := New(c)
 			require.NoError(t, err)
 			var ran atomic.Int64
-			require.NoError(t, runOnceWithin(t, w, func(context.Context, Item) error { ran.Add(1); return nil }, 30*time.Second),
-				"the once job ends")
-			s := w.Stats()
+			h := func(context.Context, Item) error { ran.Add(1); return nil }
+			err = runOnceWithin(t, w, h, 30*time.Second)
+			require.ErrorContains(t, err, "AccessDeniedException", "Run gives up with the refusal")
+			require.ErrorContains(t, err, "OutageTimeout")
 			require.Zero(t, ran.Load())
-			claims := int64(1)
-			if completeOnly {
-				claims = 0
-			}
-			require.Equal(t, claims, s.Claimed, "claimed once, not again and again")
-			require.Equal(t, claims, s.Released)
-			require.EqualValues(t, 1, s.Unprocessable)
-			require.EqualValues(t, 1, denied.Load(), "read once")
-			require.Contains(t, buf.String(), "AccessDeniedException", "the failed read is logged")
-			require.Contains(t, buf.String(), "dynamodb:GetItem on the source table")
+			require.Positive(t, denied.Load())
+			require.Contains(t, buf.String(), "refuses a request for good", "the refusal is logged")
 			st, err := f.ledger(t, LedgerTable, w.Config().Job).State(context.Background(), Key{"id": &types.AttributeValueMemberS{Value: itemKey(0)}})
 			require.NoError(t, err)
 			require.NotEqual(t, StatusDone, st.Status, "left for a later run")
 			require.Zero(t, st.Attempts, "no attempt used")
+
+			deny.Store(false) // the operator grants GetItem
+			w, err = New(c)
+			require.NoError(t, err)
+			require.NoError(t, runOnceWithin(t, w, h, 30*time.Second))
+			require.EqualValues(t, 1, ran.Load(), "the rerun handles the item")
+			require.EqualValues(t, 1, w.Stats().Completed)
 		})
 	}
 }
