@@ -120,8 +120,11 @@ func (l *core) fencedMerged(ctx context.Context, cm commit) error {
 	if err == nil {
 		return nil
 	}
-	if IsValidation(err) || accessDenied(err) {
+	if IsValidation(err) {
 		return &EffectError{Write: -1, Reason: "the item's update was refused by DynamoDB, nothing of the commit applied", Err: err}
+	}
+	if accessDenied(err) {
+		return l.wrapErr(cm.op.String(), l.row.table, err) // nothing applied
 	}
 	f := fencedWrite{op: cm.op, c: cm.claim, rowKey: cm.rowKey, vals: cm.vals}
 	var ccf *types.ConditionalCheckFailedException
@@ -137,7 +140,10 @@ func (l *core) unclaimedMerged(ctx context.Context, cm commit) (Result, error) {
 	if err == nil {
 		return Result{Applied: true}, nil
 	}
-	if IsValidation(err) || accessDenied(err) {
+	if accessDenied(err) {
+		return Result{}, l.wrapErr(cm.op.String(), l.row.table, err) // nothing applied
+	}
+	if IsValidation(err) {
 		return Result{}, &EffectError{Write: -1, Reason: "the item's update was refused by DynamoDB, nothing of the commit applied", Err: err}
 	}
 	return l.settleUnclaimed(ctx, cm.op, cm.rowKey, cm.vals, err)
@@ -229,7 +235,10 @@ func (l *core) commitAnswer(cm commit, n int, err error) (retry, applied bool, f
 			fmt.Errorf("the commit of this claim was sent before with other effects or another time (a claim commits once; a repeat must be the same request): %w", err))
 	}
 	if !errors.As(err, &tce) {
-		if refused(err) || accessDenied(err) {
+		if accessDenied(err) {
+			return false, false, ItemState{}, l.wrapErr("commit", l.row.table, err) // nothing applied
+		}
+		if refused(err) {
 			return false, false, ItemState{}, &EffectError{Write: refusedPart(cm.plan), Reason: "the commit was refused by DynamoDB, nothing of it applied", Err: err}
 		}
 		return true, false, ItemState{}, nil // a conflict, throttling, or an unknown outcome

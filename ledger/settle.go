@@ -125,9 +125,9 @@ var errFenceEnded = errors.New("dynapart: not written: the lease has ended")
 // missing): no attempt of it was applied. Any other error (a network error, a timeout, a server
 // fault, or throttling after an earlier attempt's answer was lost) leaves the outcome unknown.
 // accessDenied reports an AccessDeniedException: IAM refused the request before anything of it
-// was applied. A commit that carries effects and is denied is the effects' refusal (a table or an
-// attribute the role may not write: an *EffectError), as a table an effect names that does not
-// exist is.
+// was applied, so a commit of effects that is denied returns the error at once, neither sent again
+// nor settled by a read (the role may not write a table an effect names: every item that writes
+// it meets the same refusal, which the worker stops its pass on).
 func accessDenied(err error) bool {
 	var api smithy.APIError
 	return errors.As(err, &api) && api.ErrorCode() == "AccessDeniedException"

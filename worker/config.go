@@ -221,15 +221,16 @@ type Config struct {
 	// CheckpointInterval is how often the scan position is saved on the lease. Defaults to 1s.
 	CheckpointInterval time.Duration
 	// OutageTimeout is how long a slot holder keeps retrying passes that fail (DynamoDB
-	// unreachable or throttled beyond the SDK's retries, or a ledger write or a versioned read of an
-	// item refused for every item alike: AccessDeniedException, a table gone) before Run gives up
-	// and returns the last error; a pass that resumes one a refusal ended does not end the outage. It is measured on the worker's clock from the first failure of a run of failed
-	// passes; a pass that succeeds starts the count again, and so does a follower's failure after
-	// it followed the stream for longer than OutageTimeout. Between failed passes the holder keeps
-	// its lease (while the heartbeat gets through) and waits 1s, doubling up to 30s. A negative
-	// value retries for ever, like a standby. A *ConfigError ends Run at once. A worker whose start
-	// reads (the tables' descriptions, the group) fail the same way retries them on the same terms.
-	// Defaults to 15m.
+	// unreachable or throttled beyond the SDK's retries, or a ledger write, an effect commit or a
+	// versioned read of an item that DynamoDB refuses for every item alike: AccessDeniedException,
+	// a table gone) before Run gives up and returns the last error. It is measured on the worker's
+	// clock from the first failure of a run of failed passes; a pass that succeeds starts the count
+	// again (but one that only resumed a pass a refusal ended: it went past the refused items), and
+	// so does a follower's failure after it followed the stream for longer than OutageTimeout.
+	// Between failed passes the holder keeps its lease (while the heartbeat gets through) and waits
+	// 1s, doubling up to 30s. A negative value retries for ever, like a standby. A *ConfigError ends
+	// Run at once. A worker whose start reads (the tables' descriptions, the group) fail the same
+	// way retries them on the same terms. Defaults to 15m.
 	OutageTimeout time.Duration
 	// DrainTimeout is how long handlers in flight may finish after shutdown starts. Defaults to 10s.
 	DrainTimeout time.Duration

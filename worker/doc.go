@@ -118,7 +118,10 @@
 // A standby waits through any outage of DynamoDB. A slot holder whose passes fail keeps its lease
 // while its heartbeat gets through and retries from its checkpoint (1s doubling up to 30s apart)
 // for Config.OutageTimeout (default 15m; negative: for ever), then Run returns the last error. A
-// holder whose heartbeat fails too loses its lease at expiry and becomes a standby. A worker that
+// request DynamoDB refuses for every item alike (AccessDeniedException on a ledger write, an effect
+// commit or a versioned worker's read of an item; a table gone) fails the pass the same way, its
+// claim given back. A holder whose heartbeat fails too loses its lease at expiry and becomes a
+// standby. A worker that
 // starts during an outage retries its start reads (the tables' descriptions, the group) the same
 // way and for as long; what no wait cures (lock.Retryable: a missing table, a wrong setting,
 // refused credentials) is returned at once.
@@ -130,7 +133,9 @@
 // commits them in the completion's own write (an update of an inline ledger's item alone) or in
 // one transaction with it, so a handler that runs twice (a crash, a lost lease) commits one run's
 // effects. Effects the ledger refuses (a key or ledger attribute, a failed condition of the
-// handler's own write) dead-letter the item with the error naming the effect; nothing is applied.
+// handler's own write, a table that does not exist) dead-letter the item with the error naming
+// the effect; nothing is applied. A commit IAM denies (a table the role may not write) fails the
+// pass instead (see Outages): every item that writes that table would meet it.
 //
 // # Handler errors
 //

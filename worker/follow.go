@@ -261,7 +261,7 @@ func (s *slot) followStream(out *outage) error {
 		if s.w.cfg.Clock.Now().Sub(began) >= s.w.cfg.OutageTimeout {
 			*out = outage{} // it followed longer than an outage may last: this failure begins a new one
 		}
-		_, ferr := s.failedPass(out, err)
+		_, ferr := s.failedPass(out, err, false) // a follow resumes no pass
 		return ferr
 	}
 	return nil

@@ -44,6 +44,7 @@ func (p *pass) followOne(t task) {
 		if !fromImage {
 			var err error
 			if item, st, err = p.currentItem(t.key); err != nil {
+				p.stopOnReadRefusal(err) // refused for good: the pass stops, and with it this loop
 				c.Logger.Warn("dynapart: read a changed item; trying again", "key", ledger.KeyText(t.key), "err", err)
 				p.followWait(backoff(c.RetryBackoff, c.MaxRetryBackoff, round+1))
 				continue
@@ -91,6 +92,7 @@ func (p *pass) followStep(t task, item map[string]types.AttributeValue, st ItemS
 			return true
 		}
 		if err != nil {
+			p.stopOnRefusal(err) // refused for good: the pass stops, and with it this loop
 			c.Logger.Warn("dynapart: renew a changed item; trying again", "key", ledger.KeyText(t.key), "err", err)
 		}
 		if err != nil || !ok && round > 0 {

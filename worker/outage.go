@@ -9,27 +9,32 @@ const DefaultOutageTimeout = 15 * time.Minute
 type outage struct {
 	since    time.Time // the first failure of the run, zero while passes succeed
 	failures int
-	// refused: the last failed pass ended on a request DynamoDB refuses for good (stopOnRefusal),
-	// and resumed, which the pass after it did: its success does not end the outage, since it
-	// resumed past the refused items (see passSucceeded).
-	refused, resumed bool
+	// refused: a failed pass of this outage ended on a request DynamoDB refuses for good
+	// (stopOnRefusal); resumed: the last failure was a pass's, which the next pass resumes; kept:
+	// a pass that resumed a refused one succeeded, and the outage goes on (see passSucceeded).
+	refused, resumed, kept bool
 }
 
 // passSucceeded records a pass that succeeded: the outage ends, unless the pass only resumed a
 // pass that a refusal ended. That pass went on from the refused pass's checkpoint, past the items
-// it could not write, which a later pass meets again: a refusal that lasts ends Run after the
-// timeout however few items meet it, and a full pass without one ends the outage.
+// it could not write, which the next full pass meets again: a refusal that lasts ends Run after
+// the timeout however few items meet it, and a full pass without one ends the outage.
 func (o *outage) passSucceeded() {
 	if o.refused && o.resumed {
-		o.resumed = false
+		o.resumed, o.kept = false, true
 		return
 	}
 	*o = outage{}
 }
 
-// failed records a failed pass whose error was err, as fail does; the next pass resumes it.
-func (o *outage) failed(now time.Time, timeout time.Duration, err error) (giveUp bool) {
-	o.refused, o.resumed = refusedForGood(err), true
+// failed records a failure, whose error was err, of a pass (resumes: the next pass resumes it) or
+// of a follow, as fail does. A failure other than a refusal after a kept outage begins a new one.
+func (o *outage) failed(now time.Time, timeout time.Duration, err error, resumes bool) (giveUp bool) {
+	refusal := refusedForGood(err)
+	if o.kept && !refusal {
+		*o = outage{}
+	}
+	o.refused, o.resumed, o.kept = o.refused || refusal, resumes, false
 	return o.fail(now, timeout)
 }
 

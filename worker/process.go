@@ -211,10 +211,16 @@ func (p *pass) completed(ctx context.Context, t task, claim Claim, err error, to
 		// The completion alone is refused for good (the item is near 400 KB): the claim stays
 		// until it expires; a later pass meets the item again (a follower's candidate is resolved).
 		p.refusedForGood(t, err)
+	case refusedForGood(err):
+		// Refused before anything was applied, for every item alike (a permission, a table an
+		// effect writes): the claim is given back, no attempt used, and the pass stops.
+		c.Logger.Error("dynapart: complete", "slot", claim.Slot, "err", err)
+		p.stopOnRefusal(err)
+		p.interrupted(ctx, t, claim, took)
+		p.again(c.Clock.Now())
 	default:
 		// Unknown outcome: the claim expires and the item is handled again.
 		c.Logger.Error("dynapart: complete", "slot", claim.Slot, "err", err)
-		p.stopOnRefusal(err)
 		p.unknown(claim, took)
 	}
 }

@@ -47,7 +47,7 @@ func (p *pass) refuse(err error) {
 	}
 	p.mu.Unlock()
 	if first {
-		p.w.cfg.Logger.Error("dynapart: DynamoDB refuses a request for good (a permission, a table); the pass stops and is retried until OutageTimeout",
+		p.w.cfg.Logger.Error("dynapart: DynamoDB refuses a request for good (a permission, a table); the pass stops",
 			"slot", p.lease.Slot(), "err", err)
 		p.endFetch(err)
 	}

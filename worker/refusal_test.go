@@ -14,6 +14,7 @@ import (
 
 	"github.com/dynapart/dynapart/ddbfault"
 	"github.com/dynapart/dynapart/follow"
+	"github.com/dynapart/dynapart/internal/ddbtest"
 )
 
 // deniedErr is DynamoDB's refusal of op for a role without the permission.
@@ -65,12 +66,14 @@ func TestWriteRefusedForGoodEndsTheRun(t *testing.T) {
 	}
 }
 
-// An effect commit that DynamoDB denies (the role may not write the table an effect names) is
-// the effect's refusal, as a table that does not exist is: nothing of it applied, the item
-// dead-lettered at once with the reason, its handler run once. It was an unknown outcome: retried,
-// then settled by a read, the item handled again at every claim's expiry until MaxAttempts, whose
-// dead letter hid the cause (helper-64).
-func TestEffectCommitDeniedIsDeadLettered(t *testing.T) {
+// An effect commit that DynamoDB denies (the role may not write the table an effect names) ends
+// the pass as a refused write does: every item that writes the table meets the same refusal. The
+// claim is given back (no attempt used, nothing dead-lettered), and a run with the permission
+// commits the effects. It was an unknown outcome: sent again, settled by a read, and the item
+// handled again at every claim's expiry until MaxAttempts, whose dead letter hid the cause
+// (helper-64); dead-lettered at once instead, every item of the job would have needed a redrive
+// (helper-65).
+func TestEffectCommitDeniedEndsTheRun(t *testing.T) {
 	const items = 6
 	f := newFixture(t, items)
 	var deny atomic.Bool
@@ -78,49 +81,65 @@ func TestEffectCommitDeniedIsDeadLettered(t *testing.T) {
 	var refused atomic.Int64
 	c := fastTimings(f.config(LedgerInline))
 	c.Client, c.Workers, c.Once, c.Concurrency = denyOn(f, ddbfault.OpTransactWriteItems, &deny, &refused), 1, true, 2
+	c.OutageTimeout = 500 * time.Millisecond
 	w, err := New(c)
 	require.NoError(t, err)
-	var ran atomic.Int64
+	rows := ddbtest.CreateTable(t, f.db, ddbtest.Key{Name: "id", Type: "S"}) // the table an effect writes
 	h := WithEffects(func(_ context.Context, it Item) (*Effects, error) {
-		ran.Add(1)
-		return (&Effects{}).Put(f.ledgerTable, map[string]any{"job": "x", "item": keyID(it.Key)}), nil
+		return (&Effects{}).Put(rows, map[string]any{"id": keyID(it.Key)}), nil
 	})
-	require.NoError(t, runOnceWithin(t, w, h, 30*time.Second))
-	s := w.Stats()
-	require.EqualValues(t, items, s.DeadLettered)
-	require.EqualValues(t, items, ran.Load(), "each handler ran once")
-	require.EqualValues(t, items, refused.Load(), "each commit sent once")
+	err = runOnceWithin(t, w, h, 30*time.Second)
+	require.ErrorContains(t, err, "AccessDeniedException")
+	require.ErrorContains(t, err, "OutageTimeout")
+	require.Zero(t, w.Stats().DeadLettered)
+	require.Zero(t, w.Stats().Completed)
 	st, err := f.ledger(t, LedgerInline, "").State(context.Background(), Key{"id": &types.AttributeValueMemberS{Value: itemKey(0)}})
 	require.NoError(t, err)
-	require.Equal(t, StatusFailed, st.Status)
-	require.Contains(t, st.Error, "AccessDeniedException", "the dead letter names the refusal")
+	require.NotEqual(t, StatusFailed, st.Status)
+	require.Zero(t, st.Attempts, "the claim given back, no attempt used")
+
+	deny.Store(false) // the operator grants the write
+	w, err = New(c)
+	require.NoError(t, err)
+	require.NoError(t, runOnceWithin(t, w, h, 30*time.Second))
+	require.EqualValues(t, items, w.Stats().Completed)
 }
 
 // A follower whose claim is refused for good fails its pass the same way and gives up after
-// OutageTimeout, also when the refused item is its only one: the pass that resumes the refused
-// one, past the item, succeeds, and no longer ends the outage (outage.passSucceeded); before, the
-// passes failed and succeeded in turn for ever. (A refusal in its stream reader returns from
-// followRecords the same way; it restarted the reader at once, for ever: helper-64, 228 reader
-// starts in 6 s.)
+// OutageTimeout, also when the refused item is its only one, met in its first pass: the pass that
+// resumes the refused one, past the item, succeeds, and no longer ends the outage
+// (outage.passSucceeded); before, the passes failed and succeeded in turn for ever. A refusal in
+// its stream reader ends the follow the same way (followRecords returns it; the reader restarted
+// at once, for ever: helper-64, 228 reader starts in 6 s).
+//
+// The table ledger's follower reads each candidate (a consistent GetItem) before it claims it; a
+// read refused for good ends the follow the same way (helper-65: it retried for ever).
 func TestFollowerWriteRefusedForGoodEndsTheRun(t *testing.T) {
-	f := newFixture(t, 0)
-	_, _, err := follow.EnableStream(context.Background(), f.db, f.table)
-	require.NoError(t, err)
-	var deny atomic.Bool
-	var refused atomic.Int64
-	fc := denyOn(f, ddbfault.OpUpdateItem, &deny, &refused)
-	w := startReview(t, f, LedgerInline, "A", streamsClient(t), func(c *Config) {
-		c.Client, c.OutageTimeout, c.PollInterval = fc, time.Second, 200*time.Millisecond
-	}, func(context.Context, Item) error { return nil })
-	reviewWait(t, 30*time.Second, func() (bool, string) { return w.Stats().Follow != nil, "following" })
-	deny.Store(true)
-	f.seed(t, 0, 1, nil)
-	select {
-	case err := <-w.done:
-		require.ErrorContains(t, err, "AccessDeniedException")
-		require.ErrorContains(t, err, "OutageTimeout")
-	case <-time.After(60 * time.Second):
-		t.Fatalf("the follower did not give up (%d refused writes)", refused.Load())
+	for _, tc := range []struct {
+		kind LedgerKind
+		op   string
+	}{{LedgerInline, ddbfault.OpUpdateItem}, {LedgerTable, ddbfault.OpGetItem}} {
+		t.Run(fmt.Sprintf("%s/%s", tc.kind, tc.op), func(t *testing.T) {
+			f := newFixture(t, 0)
+			_, _, err := follow.EnableStream(context.Background(), f.db, f.table)
+			require.NoError(t, err)
+			var deny atomic.Bool
+			var refused atomic.Int64
+			fc := denyOn(f, tc.op, &deny, &refused)
+			w := startReview(t, f, tc.kind, "A", streamsClient(t), func(c *Config) {
+				c.Client, c.OutageTimeout, c.PollInterval = fc, time.Second, 200*time.Millisecond
+			}, func(context.Context, Item) error { return nil })
+			reviewWait(t, 30*time.Second, func() (bool, string) { return w.Stats().Follow != nil, "following" })
+			deny.Store(true)
+			f.seed(t, 0, 1, nil)
+			select {
+			case err := <-w.done:
+				require.ErrorContains(t, err, "AccessDeniedException")
+				require.ErrorContains(t, err, "OutageTimeout")
+			case <-time.After(60 * time.Second):
+				t.Fatalf("the follower did not give up (%d refused calls)", refused.Load())
+			}
+			require.Less(t, refused.Load(), int64(50), "a failed pass waits before the next")
+		})
 	}
-	require.Less(t, refused.Load(), int64(50), "a failed pass waits before the next")
 }

@@ -191,7 +191,7 @@ func (s *slot) passes() (finished bool, err error) {
 		case stopped:
 			return false, nil // Run decides what to return
 		case err != nil:
-			if retry, err := s.failedPass(&out, err); !retry {
+			if retry, err := s.failedPass(&out, err, true); !retry {
 				return false, err
 			}
 			continue
@@ -222,16 +222,17 @@ func (s *slot) passes() (finished bool, err error) {
 	}
 }
 
-// failedPass handles a pass that failed with err: it reports whether to retry from the last
-// checkpoint (after a backoff), or else the error Run returns (nil when stopped meanwhile). A
-// configuration error, or failures lasting OutageTimeout, end the slot.
-func (s *slot) failedPass(out *outage, err error) (retry bool, _ error) {
+// failedPass handles a pass (resumes: the next pass resumes it) or a follow that failed with err:
+// it reports whether to retry from the last checkpoint (after a backoff), or else the error Run
+// returns (nil when stopped meanwhile). A configuration error, or failures lasting OutageTimeout
+// (see outage), end the slot.
+func (s *slot) failedPass(out *outage, err error, resumes bool) (retry bool, _ error) {
 	c := s.w.cfg
 	var ce *ConfigError
 	if errors.As(err, &ce) {
 		return false, err
 	}
-	if out.failed(c.Clock.Now(), c.OutageTimeout, err) {
+	if out.failed(c.Clock.Now(), c.OutageTimeout, err, resumes) {
 		return false, fmt.Errorf("dynapart: slot %d: giving up after %d failed passes in %s (OutageTimeout): %w",
 			s.lease.Slot(), out.failures, c.OutageTimeout, err)
 	}
