@@ -16,8 +16,7 @@ import (
 // (resumed without a raise) is paused here. Config.MaxWCU and MaxRCU are recorded when the group
 // has no budget (an invocation's config does not lower or raise one: resume --max-wcu does). A
 // failed read is logged and does not pause. budgeted is false when the group has no budget as
-// read: the call then has no usage to report (a budget set during the call counts from the next
-// one).
+// read: the call then reports its usage only if it runs a BudgetInterval or longer (HandleRecords).
 func (s *slot) groupPaused(ctx context.Context) (paused, budgeted bool, err error) {
 	w := s.w
 	rctx, cancel := context.WithTimeout(s.lease.Context(), w.cfg.LeaseWriteTimeout)

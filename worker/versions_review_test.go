@@ -146,8 +146,7 @@ func TestReviewVersionedReadDeniedIsLogged(t *testing.T) {
 			fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
 				if deny.Load() && f.isSourceGet(call) {
 					denied.Add(1)
-					return nil, &smithy.OperationError{ServiceID: "DynamoDB", OperationName: "GetItem",
-						Err: &smithy.GenericAPIError{Code: "AccessDeniedException", Message: "review: not authorized to perform dynamodb:GetItem"}}
+					return nil, deniedErr("GetItem")
 				}
 				return send(ctx, call.In)
 			}, ddbfault.OpGetItem)
