@@ -98,6 +98,7 @@ func (l *core) checkChanges(write int, table string, cs []Change) error {
 	if len(cs) > 16 {
 		seen = make(map[string]bool, len(cs))
 	}
+	onSource, onLedger := sameTable(table, l.sourceTable()), sameTable(table, l.row.table)
 	for i, c := range cs {
 		refuse := func(reason string) error { return &EffectError{Write: write, Attr: c.name, Reason: reason, Err: c.err} }
 		switch {
@@ -114,11 +115,11 @@ func (l *core) checkChanges(write int, table string, cs []Change) error {
 			return refuse("a name with [ or ]: names are attribute names, not paths, and DynamoDB's expressions cannot name this one")
 		case seen != nil && seen[c.name], seen == nil && changedBefore(cs[:i], c.name):
 			return refuse("changed twice in one update")
-		case sameTable(table, l.sourceTable()) && l.isKeyAttr(c.name) && write < 0:
+		case onSource && l.isKeyAttr(c.name) && write < 0:
 			return refuse("a key attribute of the item")
-		case sameTable(table, l.sourceTable()) && l.isKeyAttr(c.name):
+		case onSource && l.isKeyAttr(c.name):
 			return refuse("a key attribute of the table's items: an update cannot change a key")
-		case sameTable(table, l.row.table) && l.isLedgerAttr(c.name):
+		case onLedger && l.isLedgerAttr(c.name):
 			return refuse("a ledger attribute")
 		case write < 0 && l.removedNames[c.name]:
 			// The completion removes it (DynamoDB refuses two changes of one attribute in a write).

@@ -16,6 +16,9 @@ func sameTable(a, b string) bool { return tableNamed(a) == tableNamed(b) }
 
 // tableNamed is table's name: table itself, or the name in a DynamoDB table ARN.
 func tableNamed(table string) string {
+	if !arn.IsARN(table) {
+		return table // a name (the common case): parsed without an error value per call
+	}
 	a, err := arn.Parse(table)
 	if err != nil || a.Service != "dynamodb" {
 		return table
