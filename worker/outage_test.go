@@ -154,6 +154,7 @@ func TestStartGivesUpAfterOutageTimeout(t *testing.T) {
 	_, err, took := outageRunFrom(t, func(db *outageDB) { db.describeDown.Store(true) },
 		func(c *Config) { c.OutageTimeout = 2 * time.Minute }, func(int, *outageDB) {})
 	require.ErrorIs(t, err, errOutage)
+	require.ErrorContains(t, err, "giving up on the start reads after", "the error says the worker gave up")
 	require.GreaterOrEqual(t, took, 2*time.Minute)
 	require.Less(t, took, 2*time.Minute+shortWait)
 }

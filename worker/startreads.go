@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -58,16 +59,30 @@ func (w *Worker) readStartThroughOutage(ctx context.Context, locks *lock.Client)
 	for {
 		r := w.readStart(ctx, locks)
 		err := r.outageErr()
-		if err == nil || locks == nil || ctx.Err() != nil || out.fail(w.cfg.Clock.Now(), w.cfg.OutageTimeout) {
+		if err == nil || locks == nil || ctx.Err() != nil {
+			return r
+		}
+		if out.fail(w.cfg.Clock.Now(), w.cfg.OutageTimeout) {
+			r.gaveUp(out.failures, w.cfg.OutageTimeout)
 			return r
 		}
 		d := backoff(failedPassBackoff, maxFailedPassBackoff, out.failures)
 		w.cfg.Logger.Warn("dynapart: reading the tables at start failed, retrying", "err", err,
-			"failures", out.failures, "retry_in", d)
+			"failures", out.failures, "retry_in", d.String())
 		select {
 		case <-ctx.Done():
 			return r
 		case <-w.cfg.Clock.After(d):
+		}
+	}
+}
+
+// gaveUp says, in each of the reads' errors (all retryable), that the worker gave up on them
+// after failures attempts over timeout (Config.OutageTimeout).
+func (r *startReads) gaveUp(failures int, timeout time.Duration) {
+	for _, err := range []*error{&r.sourceErr, &r.leaseErr, &r.ledgerErr, &r.groupErr} {
+		if *err != nil {
+			*err = fmt.Errorf("dynapart: giving up on the start reads after %d failed attempts in %s (OutageTimeout): %w", failures, timeout, *err)
 		}
 	}
 }

@@ -57,3 +57,29 @@ func TestWorkStartsThroughAnOutage(t *testing.T) {
 	require.Contains(t, logged.String(), `"completed":20`)
 	require.Positive(t, proxy.Injected())
 }
+
+// TestOutageTimeoutFlag: --outage-timeout (or DYNAPART_OUTAGE_TIMEOUT) 0 exits 2 naming the flag;
+// a short one ends a worker that cannot reach DynamoDB with exit 1 and the error, where the
+// default (15m) keeps it retrying.
+func TestOutageTimeoutFlag(t *testing.T) {
+	c := clitest.New(t)
+	table, leases := c.SeededTables(t, 5)
+	work := []string{"work", "--table", table, "--lease-table", leases, "--workers", "1", "--once", "--standby-poll", "100ms"}
+
+	_, stderr, code := c.Run(append(work, "--outage-timeout", "0")...)
+	require.Equal(t, 2, code, stderr)
+	require.Contains(t, stderr, "--outage-timeout 0")
+	_, stderr, code = c.RunEnv(map[string]string{"DYNAPART_OUTAGE_TIMEOUT": "0"}, work...)
+	require.Equal(t, 2, code, stderr)
+	require.Contains(t, stderr, "--outage-timeout")
+
+	proxy, err := chaos.StartProxy(c.Endpoint, 1, chaos.Rates{Faults: map[chaos.Fault]float64{chaos.FaultReset: 1}})
+	require.NoError(t, err)
+	defer proxy.Close()
+	_, stderr, code = c.RunEnv(map[string]string{"DYNAPART_ENDPOINT": proxy.URL()}, append(work, "--outage-timeout", "1s")...)
+	require.Equal(t, 1, code, stderr)
+	require.Contains(t, stderr, "reading the tables at start failed, retrying", "it retried before giving up")
+	require.Contains(t, stderr, "giving up on the start reads after")
+	require.Contains(t, stderr, "connection reset")
+	require.Contains(t, c.MustRun("work", "--help"), "--outage-timeout")
+}

@@ -32,7 +32,7 @@ type workFlags struct {
 	exec, metricsAddr, progress, record string
 	execTimeout                         time.Duration
 	dryRun, execEffects                 bool
-	writeRateSet                        bool
+	writeRateSet, outageTimeoutSet      bool
 }
 
 // longHelp is work --help's description.
@@ -118,6 +118,12 @@ the reads a run makes besides its scans: items read again after their claims wit
 ledger rows with --ledger table --complete-only or --transaction-batches. It takes no lease and
 writes nothing.
 
+Outages: a slot holder whose passes fail (DynamoDB unreachable or throttled beyond the SDK's
+retries, or refusing a ledger write for every item alike: AccessDenied, a table gone) keeps its
+slot and retries from its checkpoint, 1s doubling up to 30s apart; after --outage-timeout (default
+15m; negative: for ever) it exits 1 with the last error. A worker started during an outage retries
+its start reads on the same terms; a standby waits through any outage.
+
 SIGTERM or SIGINT stop gracefully: no new claims, handlers in flight get --drain-timeout, the
 claims left are released, the checkpoint saved and the slot released so a standby takes over at
 once. A second signal exits at once.
@@ -168,6 +174,9 @@ func (f *workFlags) check() error {
 	if f.writeRateSet && !(f.cfg.WriteRate > 0 && !math.IsInf(f.cfg.WriteRate, 1)) {
 		return cli.Usagef("--write-rate must be a number > 0 (WCU per second; leave it out for no limit), got %v", f.cfg.WriteRate)
 	}
+	if f.outageTimeoutSet && f.cfg.OutageTimeout == 0 {
+		return cli.Usagef("--outage-timeout 0: give a duration > 0, or a negative one to retry for ever (leave it out for the default, %v)", worker.DefaultOutageTimeout)
+	}
 	if f.execTimeout < 0 {
 		return cli.Usagef("--exec-timeout must not be negative (0, the default, kills CMD shortly before its claim expires), got %v", f.execTimeout)
 	}
@@ -191,6 +200,7 @@ func (f *workFlags) config(db *dynamodb.Client) worker.Config {
 // the worker or, with --dry-run, the dry run.
 func runWork(cmd *cobra.Command, g *cli.Globals, f *workFlags) error {
 	f.writeRateSet = cmd.Flags().Changed("write-rate")
+	f.outageTimeoutSet = cmd.Flags().Changed("outage-timeout")
 	if err := f.check(); err != nil {
 		return err
 	}
