@@ -1,7 +1,6 @@
 package work_test
 
 import (
-	"encoding/json"
 	"testing"
 	"time"
 
@@ -18,16 +17,8 @@ func TestExecTimeoutNegative(t *testing.T) {
 	table, leases := c.SeededTables(t, 1)
 	work := []string{"work", "--table", table, "--lease-table", leases, "--workers", "1", "--once", "--progress", "none",
 		"--exec", "cat >/dev/null"}
-	_, stderr, code := c.Run(append(work, "--exec-timeout", "-1s")...)
-	require.Equal(t, 2, code, stderr)
-	require.Contains(t, stderr, "--exec-timeout")
-	_, stderr, code = c.RunEnv(map[string]string{"DYNAPART_EXEC_TIMEOUT": "-5m"}, work...)
-	require.Equal(t, 2, code, stderr)
-	require.Contains(t, stderr, "--exec-timeout")
-	out, _, _ := c.Run("verify", "--table", table, "--json") // exit 1: not done
-	var counts map[string]int
-	require.NoError(t, json.Unmarshal([]byte(out), &counts), out)
-	require.Equal(t, 1, counts["pending"], "bad usage writes nothing")
+	requireRefused(t, c, table, work, "exec-timeout", "-1s", "")
+	requireRefused(t, c, table, work, "exec-timeout", "-5m", "")
 }
 
 // TestExecKilledSaysWhy: a CMD killed by --exec-timeout, or as its claim was about to expire, fails

@@ -66,17 +66,12 @@ func TestOutageTimeoutFlag(t *testing.T) {
 	table, leases := c.SeededTables(t, 5)
 	work := []string{"work", "--table", table, "--lease-table", leases, "--workers", "1", "--once", "--standby-poll", "100ms"}
 
-	_, stderr, code := c.Run(append(work, "--outage-timeout", "0")...)
-	require.Equal(t, 2, code, stderr)
-	require.Contains(t, stderr, "--outage-timeout 0")
-	_, stderr, code = c.RunEnv(map[string]string{"DYNAPART_OUTAGE_TIMEOUT": "0"}, work...)
-	require.Equal(t, 2, code, stderr)
-	require.Contains(t, stderr, "--outage-timeout")
+	requireRefused(t, c, table, work, "outage-timeout", "0", "--outage-timeout 0")
 
 	proxy, err := chaos.StartProxy(c.Endpoint, 1, chaos.Rates{Faults: map[chaos.Fault]float64{chaos.FaultReset: 1}})
 	require.NoError(t, err)
 	defer proxy.Close()
-	_, stderr, code = c.RunEnv(map[string]string{"DYNAPART_ENDPOINT": proxy.URL()}, append(work, "--outage-timeout", "1s")...)
+	_, stderr, code := c.RunEnv(map[string]string{"DYNAPART_ENDPOINT": proxy.URL()}, append(work, "--outage-timeout", "1s")...)
 	require.Equal(t, 1, code, stderr)
 	require.Contains(t, stderr, "reading the tables at start failed, retrying", "it retried before giving up")
 	require.Contains(t, stderr, "giving up on the start reads after")

@@ -1,0 +1,36 @@
+package work_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/dynapart/dynapart/cmd/dynapart/internal/clitest"
+)
+
+// requireRefused runs work (args for a one-slot --once job over table) with --flag value, then
+// with DYNAPART_FLAG=value instead, and requires each to exit 2 with an error naming the flag
+// (want, when given, more of it), and table's pending items to be left as they were.
+func requireRefused(t *testing.T, c *clitest.CLI, table string, work []string, flag, value, want string) {
+	t.Helper()
+	pending := func() int {
+		out, _, _ := c.Run("verify", "--table", table, "--json") // exit 1 while items are pending
+		var counts map[string]int
+		require.NoError(t, json.Unmarshal([]byte(out), &counts), out)
+		return counts["pending"]
+	}
+	before := pending()
+	env := "DYNAPART_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+	for _, run := range []func() (string, string, int){
+		func() (string, string, int) { return c.Run(append(work, "--"+flag, value)...) },
+		func() (string, string, int) { return c.RunEnv(map[string]string{env: value}, work...) },
+	} {
+		_, stderr, code := run()
+		require.Equal(t, 2, code, "--%s %s: %s", flag, value, stderr)
+		require.Contains(t, stderr, "--"+flag)
+		require.Contains(t, stderr, want)
+	}
+	require.Equal(t, before, pending(), "bad usage writes nothing")
+}
