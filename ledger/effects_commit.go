@@ -2,6 +2,8 @@ package ledger
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"maps"
@@ -93,8 +95,21 @@ func (l *core) completeOnlyWith(ctx context.Context, r ClaimRequest, eff *Effect
 	return res, err
 }
 
-// commitToken is the ClientRequestToken of the commit of claim (or write) id.
-func commitToken(id string) string { return "dynapart-" + id }
+// commitToken is the ClientRequestToken of the commit of claim (or write) id, before its count
+// ("-N", see commitTx): the id itself when it is short (the worker's are 16 characters), else a
+// digest of it, so that the token stays within DynamoDB's 36 characters whatever id a caller of
+// the ledger gives (ClaimRequest.ID: a UUID has 36).
+func commitToken(id string) string {
+	if len(id) <= maxTokenID {
+		return "dynapart-" + id
+	}
+	sum := sha256.Sum256([]byte(id))
+	return "dynapart-" + base64.RawURLEncoding.EncodeToString(sum[:])[:maxTokenID]
+}
+
+// maxTokenID is the longest id a commit's token carries as it is: "dynapart-" (9), the id, and "-"
+// with a count of up to 6 digits make 36, the most DynamoDB accepts.
+const maxTokenID = 20
 
 // merges reports whether the plan's effects fit in the completion's own UpdateItem: only an update
 // of the item, and the item is the state row (the inline ledger).
@@ -157,12 +172,18 @@ func (l *core) unclaimedMerged(ctx context.Context, cm commit) (Result, error) {
 func (l *core) commitTx(ctx context.Context, cm commit, itemKey Key) (applied bool, found ItemState, err error) {
 	items := l.commitItems(cm, itemKey)
 	lost, tokens := 0, 0
+	var in *dynamodb.TransactWriteItemsInput
 	for round := 1; ; round++ {
 		if fenceEnded(ctx) {
 			return false, ItemState{}, fmt.Errorf("commit: %w (%w)", errFenceEnded, context.Cause(fenceOf(ctx)))
 		}
 		token := fmt.Sprintf("%s-%d", cm.token, tokens)
-		_, err := l.transactItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items, ClientRequestToken: aws.String(token)})
+		if in == nil || aws.ToString(in.ClientRequestToken) != token {
+			in = &dynamodb.TransactWriteItemsInput{TransactItems: items, ClientRequestToken: aws.String(token)}
+		}
+		// A repeat of a token is the very request (ReturnConsumedCapacity included, which
+		// transactItems sets once): DynamoDB refuses a token with other parameters.
+		_, err := l.transactItems(ctx, in)
 		if err == nil {
 			return true, ItemState{}, nil
 		}

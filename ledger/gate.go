@@ -155,7 +155,10 @@ func (l *core) transactItems(ctx context.Context, in *dynamodb.TransactWriteItem
 	}
 	var seen atomic.Int64
 	floor := 2 * float64(len(in.TransactItems)) // DynamoDB's least charge; DynamoDB Local reports 2 in all
-	in.ReturnConsumedCapacity = l.txMeter.ask(l.gate.holdsRate())
+	// Set by an earlier send of in, it is kept: a repeat is the same request (see commitTx).
+	if in.ReturnConsumedCapacity == "" {
+		in.ReturnConsumedCapacity = l.txMeter.ask(l.gate.holdsRate())
+	}
 	out, err := l.db.TransactWriteItems(ctx, in, l.gate.option(&seen)...)
 	var c []types.ConsumedCapacity
 	if err == nil && len(out.ConsumedCapacity) > 0 {
