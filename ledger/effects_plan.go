@@ -204,7 +204,7 @@ func (l *core) checkWrite(i int, itemKey Key, w Write) error {
 	case slices.ContainsFunc(l.reserved, func(t string) bool { return sameTable(w.Table, t) }):
 		return refuse("", fmt.Sprintf("a write to dynapart's table %q (the lease table)", w.Table))
 	case sameTable(w.Table, l.sourceTable()) && sameKey(key, itemKey, l.keyAttrs):
-		return refuse("", "a write to the item itself (change it with Item)")
+		return refuse("", "a write to the item itself (change it with Effects.Item; from --exec-effects, the top-level set, add and remove)")
 	}
 	if reason := writeNotUTF8(w); reason != "" {
 		return refuse("", reason)

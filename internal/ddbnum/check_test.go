@@ -12,6 +12,7 @@ func TestCheck(t *testing.T) {
 		"1e400": false, "1E126": false, "1E-131": false, "0.1E-130": false, "-1e126": false,
 		"123456789012345678901234567890123456789": false, "1.23456789012345678901234567890123456789": false,
 		"abc": false, "": false, "1e": false, "0e99999999999999999999": false, "0e-99999999999999999999": false,
+		"0e999999": true, "0e2147483648": false, "0e-2147483648": false, "0.0e999999999999": false,
 	} {
 		if err := Check(s); (err == nil) != ok {
 			t.Errorf("Check(%q) = %v, want ok %v", s, err, ok)

@@ -20,6 +20,10 @@ type Number struct {
 // maxExp bounds exponents far beyond DynamoDB's range (1e-130 .. 1e126), so parsing cannot overflow.
 const maxExp = 1 << 40
 
+// maxReadExp bounds the exponents DynamoDB reads at all: from 2^31 on (a 32-bit scale), it refuses
+// the number, zero too (DynamoDB Local: 0e2147483648 is refused).
+const maxReadExp = 1 << 31
+
 // Parse parses a number's text ([+-]digits[.digits][(e|E)[+-]digits], with digits on at least
 // one side of the point); ok is false when s is not one. Exponents are clamped far beyond
 // DynamoDB's range, so parsing cannot overflow.
@@ -100,7 +104,7 @@ func Check(s string) error {
 	if !ok {
 		return errors.New("not a number")
 	}
-	if x.Exp >= maxExp || x.Exp <= -maxExp {
+	if x.Exp >= maxReadExp || x.Exp <= -maxReadExp {
 		return errors.New("an exponent too large to read (DynamoDB refuses it, even for zero)")
 	}
 	digits := strings.TrimLeft(x.Int+x.Frac, "0")

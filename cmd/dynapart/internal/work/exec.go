@@ -50,7 +50,9 @@ func stopOnClosedOutput(stop context.CancelCauseFunc, cmdErr error) error {
 
 // execEffectsHandler is execHandler whose command's stdout is the effects to commit with the
 // item's completion (--exec-effects; see parseEffects). Output that is not such an object fails
-// the attempt with an error that says what is wrong and where.
+// the attempt permanently (the item is dead-lettered: the command exited 0 with it, and would
+// print it again), with an error that says what is wrong and where, as the ledger refuses an
+// effect it cannot commit.
 func execEffectsHandler(command string, timeout time.Duration) worker.Handler {
 	return worker.WithEffects(func(ctx context.Context, it worker.Item) (*worker.Effects, error) {
 		var stdout limitedBuffer
@@ -58,9 +60,13 @@ func execEffectsHandler(command string, timeout time.Duration) worker.Handler {
 			return nil, err
 		}
 		if stdout.over {
-			return nil, fmt.Errorf("--exec-effects: the command's output is over %d bytes", maxEffectsOutput)
+			return nil, worker.Permanent(fmt.Errorf("--exec-effects: the command's output is over %d bytes", maxEffectsOutput))
 		}
-		return parseEffects(stdout.b.Bytes())
+		eff, err := parseEffects(stdout.b.Bytes())
+		if err != nil {
+			return nil, worker.Permanent(err)
+		}
+		return eff, nil
 	})
 }
 

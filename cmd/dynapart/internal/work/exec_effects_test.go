@@ -129,3 +129,19 @@ func TestExecLeftChildHoldsOutput(t *testing.T) {
 	require.Equal(t, "done", strAttr(it["dp_status"]), "dp_error: %s", strAttr(it["dp_error"]))
 	require.Equal(t, &types.AttributeValueMemberN{Value: "1"}, it["x"])
 }
+
+// TestExecEffectsBadOutputFailsAtOnce: output that is not an effects object fails the attempt
+// permanently: the item is dead-lettered after one run of the command (which exited 0 with it and
+// would print it again), not retried up to --max-attempts, as an effect the ledger refuses is.
+func TestExecEffectsBadOutputFailsAtOnce(t *testing.T) {
+	c := clitest.New(t)
+	db := ddbtest.Client(t)
+	table, leases := c.SeededTables(t, 1)
+	c.WorkOnce(table, leases, 1, "--exec", printsScript(t, c.Dir, []byte(`{"sett": {"a": 1}}`)), "--exec-effects",
+		"--max-attempts", "3", "--retry-backoff", "10ms")
+	it := scanItems(t, db, table)[0]
+	require.Equal(t, "failed", strAttr(it["dp_status"]))
+	require.Contains(t, strAttr(it["dp_error"]), `unknown field "sett"`)
+	require.Equal(t, &types.AttributeValueMemberN{Value: "1"}, it["dp_attempts"], "one attempt, not --max-attempts")
+	require.Nil(t, it["a"])
+}

@@ -60,13 +60,14 @@ killed after --exec-timeout or, by default, shortly before its claim expires (--
 the failed attempt's error says which; one still running when a stopping worker's
 --drain-timeout has passed is killed too, its attempt not counted; a process CMD left running
 holding its stderr (or, with --exec-effects, its stdout) is killed 5s after CMD exits. Failed attempts are retried
-with backoff up to --max-attempts, then dead-lettered (see 'dynapart failed'). CMD's stdout is
-the worker's stdout (its stderr with --progress json, whose lines stdout carries). Once the reader
+with backoff up to --max-attempts, then dead-lettered (see 'dynapart failed'). CMD's stdout
+(without --exec-effects) is the worker's stdout (its stderr with --progress json, whose lines stdout carries). Once the reader
 of the worker's stdout or stderr has exited (work ... | head -1), the next write to it (CMD's output
 or the worker's own line) stops the worker as SIGTERM does, the attempts this interrupts not
 counted, and it exits 1.
 With --exec-effects, CMD's stdout is read as one JSON object of effects, committed with the item's
-completion in one atomic write: exactly once, or not at all (empty output or {}: none):
+completion in one atomic write: exactly once, or not at all (empty output or {}: none; the
+output of a CMD that exits other than 0 is not read, and nothing of it is applied):
   {"set": {"attr": VALUE, ...}, "add": {"attr": NUMBER, ...}, "remove": ["attr", ...],
    "writes": [{"put":    {"table": "T", "item": {...}, "if_absent": true}},
               {"update": {"table": "T", "key": {...}, "set": {...}, "add": {...}, "remove": [...]}},
@@ -77,9 +78,13 @@ becomes an L, a B an S of its base64 text). set/add/remove change the item itsel
 ledger in the completion's own write).
 Names are spelled as above, each once in an object, with values of the kinds shown (null is
 none); the output is UTF-8, and no string escapes half a surrogate pair (a lone \ud800). Other
-output fails the attempt, saying what is wrong and where (path, line and column); an
-effect on a key or ledger attribute, or a put if_absent of a row that exists, fails it
-permanently, and nothing of the effects or the completion is applied.
+output fails the attempt permanently (the item is dead-lettered: fix CMD, then 'dynapart
+redrive'), saying what is wrong and where (path, line and column), and so does an effect on a key
+or ledger attribute, or a put if_absent of a row that exists: nothing of the effects or the
+completion is applied. DynamoDB takes at most 4 KB of expressions per update (150 attributes
+with short names changed in one update fit, 400 do not), 100 writes and 4 MB in one commit, and
+32 levels of nesting in a value; past those the commit is refused with DynamoDB's error,
+permanently too.
 Without --exec the handler does nothing but complete the item (to try things out, benchmarks).
 --complete-only skips the claim and completes each item with one conditional write.
 
@@ -113,7 +118,8 @@ ledger), a few sample keys, the RCU the reads consumed and the WCU processing wo
 item succeeds at its first attempt (each write billed by the size of what it writes, the inline
 ledger's state included, or the ledger table's row as stored; with --ledger table a refused claim
 of each done or failed item; in --mode index the pending index's writes; approximate with
---transaction-batches; retries and effects not counted). Its total adds
+--transaction-batches; retries and effects not counted: with --exec-effects, a completion that
+carries writes to other items is a transaction, 2 WCU per item it writes). Its total adds
 the reads a run makes besides its scans: items read again after their claims with --versions,
 ledger rows with --ledger table --complete-only or --transaction-batches. It takes no lease and
 writes nothing.
