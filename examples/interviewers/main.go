@@ -38,7 +38,10 @@ func main() {
 	single := flag.Int("single", 200, "uncontended updates timed per approach")
 
 	ctx := context.Background()
-	db, suffix, keep := exampleutil.Setup(ctx)
+	// The SIGKILLed workers die at their 2nd and 3rd delivery: 10 updates (20 deliveries) leave them
+	// that many; with 5, a worker may finish its share first.
+	db, suffix, keep := exampleutil.Setup(ctx, exampleutil.AtLeast{Flag: "worker-updates", Value: workerUpdates, Min: 10},
+		exampleutil.AtLeast{Flag: "updates", Value: updates, Min: 1}, exampleutil.AtLeast{Flag: "single", Value: single, Min: 1})
 	table, leases := "interviews-"+suffix, "interviews-leases-"+suffix
 	if err := exampleutil.CreateTable(ctx, db, table,
 		exampleutil.Key{Name: attrInterview, Type: types.ScalarAttributeTypeS},

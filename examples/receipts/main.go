@@ -20,6 +20,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"os"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -38,8 +39,16 @@ func main() {
 	flag.IntVar(&load.Consumers, "consumers", 10, "consumers taking batches in parallel")
 	flag.IntVar(&load.InFlight, "in-flight", 4, "receipts each consumer applies at a time")
 
+	code := 0 // the exit status, once the tables are deleted (the defer below runs before this one)
+	defer func() {
+		if code != 0 {
+			os.Exit(code)
+		}
+	}()
 	ctx := context.Background()
-	db, suffix, keep := exampleutil.Setup(ctx)
+	db, suffix, keep := exampleutil.Setup(ctx, exampleutil.AtLeast{Flag: "crash-batches", Value: crashBatches, Min: 1},
+		exampleutil.AtLeast{Flag: "batches", Value: &load.Batches, Min: 1}, exampleutil.AtLeast{Flag: "batch-size", Value: &load.BatchSize, Min: 1},
+		exampleutil.AtLeast{Flag: "consumers", Value: &load.Consumers, Min: 1}, exampleutil.AtLeast{Flag: "in-flight", Value: &load.InFlight, Min: 1})
 	leases := "receipts-leases-" + suffix
 	if err := lock.CreateTable(ctx, db, leases); err != nil {
 		log.Fatal(err)
@@ -57,12 +66,14 @@ func main() {
 		table := fmt.Sprintf("receipts-%s-%s", mode, suffix)
 		if err := CreateStateTable(ctx, db, table); err != nil {
 			log.Print(err)
+			code = 1
 			return
 		}
 		tables = append(tables, table)
 		out, err := Run(ctx, db, table, leases, mode, load, batches)
 		if err != nil {
 			log.Print(err)
+			code = 1
 			return
 		}
 		results[mode] = out
@@ -78,6 +89,7 @@ func main() {
 	tables = append(tables, crashed...)
 	if err != nil {
 		log.Print(err)
+		code = 1
 	}
 }
 

@@ -50,7 +50,8 @@ func main() {
 	workers := flag.Int("workers", 2, "workers (slots), run in this process")
 	dryRun := flag.Bool("dry-run", false, "print what would change, write nothing")
 	ctx := context.Background()
-	db, suffix, keep := exampleutil.Setup(ctx)
+	db, suffix, keep := exampleutil.Setup(ctx, exampleutil.AtLeast{Flag: "workers", Value: workers, Min: 1},
+		exampleutil.AtLeast{Flag: "items", Value: items, Min: 0})
 
 	j := Job{Table: *table, Group: *group, Leases: *leases, Workers: *workers}
 	if j.Table == "" {
@@ -89,7 +90,7 @@ func run(ctx context.Context, db *dynamodb.Client, j Job, dryRun bool) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("  %d items: %d would change, %d have no name (only marked done), %d done by an earlier run\n",
+	fmt.Printf("  %d items: %d would change, %d have no name (only marked done), %d finished by an earlier run (done or dead-lettered)\n",
 		n.Items, n.WouldChange, n.Unchanged, n.Done)
 	if dryRun {
 		return nil
@@ -97,41 +98,65 @@ func run(ctx context.Context, db *dynamodb.Client, j Job, dryRun bool) error {
 	if err := lock.CreateTable(ctx, db, j.Leases); err != nil {
 		return err
 	}
-	for _, what := range []string{"migration", "the same command again"} {
+	for i, what := range []string{"migration", "the same command again"} {
 		t0 := time.Now()
-		done, err := Migrate(ctx, db, j)
+		out, err := Migrate(ctx, db, j)
 		if err != nil {
 			return err
 		}
-		fmt.Printf("%s: %d items completed by %d workers in %s\n", what, done, j.Workers, time.Since(t0).Round(time.Millisecond))
+		fmt.Printf("%s: %d items completed, %d failed, by %d workers in %s\n", what, out.Completed, out.Failed, j.Workers,
+			time.Since(t0).Round(time.Millisecond))
+		if out.Failed > 0 {
+			return fmt.Errorf("%d items could not be migrated and are dead-lettered: see `dynapart failed --table %s`, fix them, then `dynapart redrive --table %s`",
+				out.Failed, j.Table, j.Table)
+		}
+		if i == 0 && out.Completed == 0 && n.WouldChange > 0 {
+			fmt.Printf("  nothing migrated: the group %s finished before; items written since need a new --group\n", groupOf(j))
+		}
 	}
 	return nil
 }
 
-// Migrate runs one worker per slot, in this process, until the job is finished, and returns the
-// number of items they completed (0 when the job had finished before).
-func Migrate(ctx context.Context, db worker.DynamoDBClient, j Job) (int64, error) {
+// groupOf is j's group as the workers name it.
+func groupOf(j Job) string {
+	if j.Group != "" {
+		return j.Group
+	}
+	return j.Table + "/default"
+}
+
+// Outcome is what a migration's workers did.
+type Outcome struct {
+	Completed int64 // items migrated (and marked done)
+	Failed    int64 // items dead-lettered (an item the handler refuses, e.g. a schema_version that is not a number)
+}
+
+// Migrate runs one worker per slot, in this process, until the job is finished, and returns what
+// they did (nothing when the job had finished before).
+func Migrate(ctx context.Context, db worker.DynamoDBClient, j Job) (Outcome, error) {
 	var (
-		wg        sync.WaitGroup
-		mu        sync.Mutex
-		completed int64
-		errs      []error
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		out  Outcome
+		errs []error
 	)
 	for range j.Workers {
 		w, err := worker.New(Config(db, j))
 		if err != nil {
-			return 0, err
+			return Outcome{}, err
 		}
 		wg.Go(func() {
 			err := w.Run(ctx, worker.WithEffects(Handler))
 			mu.Lock()
 			defer mu.Unlock()
-			completed += w.Stats().Completed
+			st := w.Stats()
+			out.Completed += st.Completed
+			out.Failed += st.DeadLettered
 			errs = append(errs, err)
 		})
 	}
 	wg.Wait()
-	return completed, errors.Join(errs...)
+	return out, errors.Join(errs...)
 }
 
 // demoNames are the names of the demo table, spaces and all.

@@ -159,25 +159,47 @@ func TestDryRunMigrateRerun(t *testing.T) {
 	require.Equal(t, 3, strings.Count(out.String(), "\n"), out.String())
 	t.Logf("dry run: %+v\n%s", dry, out.String())
 
-	completed, err := Migrate(ctx, fc, j)
+	done, err := Migrate(ctx, fc, j)
 	require.NoError(t, err)
-	require.Equal(t, int64(n), completed)
+	require.Equal(t, Outcome{Completed: n}, done)
 	require.Equal(t, map[string]int{"UpdateItem": n}, writes.snapshot(), "one write per item, no transaction")
 	requireMigrated(t, db, j.Table, n)
 
-	completed, err = Migrate(ctx, fc, j)
+	done, err = Migrate(ctx, fc, j)
 	require.NoError(t, err)
-	require.Zero(t, completed, "a rerun of the finished job does nothing")
+	require.Zero(t, done, "a rerun of the finished job does nothing")
 	again := j
 	again.Group = j.Table + "/again"
-	completed, err = Migrate(ctx, fc, again)
+	done, err = Migrate(ctx, fc, again)
 	require.NoError(t, err)
-	require.Zero(t, completed, "a new group skips every item done")
+	require.Zero(t, done, "a new group skips every item done")
 	require.Equal(t, map[string]int{"UpdateItem": n}, writes.snapshot(), "no write after the migration")
 	dry, err = DryRun(ctx, db, j.Table, &out, 3)
 	require.NoError(t, err)
 	require.Equal(t, DryRunCounts{Items: n, Done: n}, dry)
 	requireMigrated(t, db, j.Table, n)
+}
+
+// TestMigrateReportsFailedItems: an item the migration cannot change (its schema_version is a
+// string, which an Add refuses) is dead-lettered and counted as failed, and the program's run
+// ends with an error naming the way out; it used to report the completed items alone and exit 0.
+func TestMigrateReportsFailedItems(t *testing.T) {
+	const n = 20
+	db := ddbtest.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	j := newJob(t, db, n, 1)
+	_, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(j.Table), Item: map[string]types.AttributeValue{
+		attrID: &types.AttributeValueMemberS{Value: "p-bad"}, attrName: &types.AttributeValueMemberS{Value: "Ada Lovelace"},
+		attrVersion: &types.AttributeValueMemberS{Value: "1"}}})
+	require.NoError(t, err)
+	err = run(ctx, db, j, false)
+	require.ErrorContains(t, err, "1 items could not be migrated and are dead-lettered")
+	l, err := ledger.NewInline(db, j.Table, []string{attrID})
+	require.NoError(t, err)
+	sum, err := l.Summarize(ctx)
+	require.NoError(t, err)
+	require.Equal(t, ledger.Summary{Total: n + 1, Done: n, Failed: 1}, sum)
 }
 
 // TestKilledMigrationExactlyOnce SIGKILLs two migration workers (child processes) in the middle of

@@ -26,11 +26,13 @@ import (
 // Setup registers the flags every example has, -endpoint (default $DYNAPART_ENDPOINT) and -keep,
 // next to those the example registered before, and parses the command line. It returns a client
 // for -endpoint, the suffix of this run's table names (e.g. "20060102-150405") and -keep. When
-// the client cannot be made it exits through log.Fatal.
-func Setup(ctx context.Context) (db *dynamodb.Client, suffix string, keep bool) {
+// the client cannot be made it exits through log.Fatal; a flag below its minimum (mins) exits 2
+// naming it.
+func Setup(ctx context.Context, mins ...AtLeast) (db *dynamodb.Client, suffix string, keep bool) {
 	flag.StringVar(&endpoint, "endpoint", os.Getenv("DYNAPART_ENDPOINT"), "DynamoDB endpoint, e.g. http://127.0.0.1:8000 (default $DYNAPART_ENDPOINT; empty: the AWS SDK chain)")
 	flag.BoolVar(&keep, "keep", false, "keep the tables this run creates")
 	flag.Parse()
+	CheckFlags(mins...)
 
 	db, err := NewClient(ctx, endpoint)
 	if err != nil {
