@@ -263,3 +263,30 @@ func TestCLIOneLiner(t *testing.T) {
 	dynapart(append(work, "--complete-only", "--exec", step, "--exec-effects")...)
 	requireMigrated(t, db, j.Table, n)
 }
+
+// TestUnversionedItem: an item with a name but no schema_version (version 1 written without one)
+// ends at version 2, from the Go handler and from `transform step`; adding 1 to nothing gave 1.
+func TestUnversionedItem(t *testing.T) {
+	db := ddbtest.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	j := newJob(t, db, 0, 1)
+	key := map[string]types.AttributeValue{attrID: &types.AttributeValueMemberS{Value: "p-unversioned"}}
+	_, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(j.Table), Item: map[string]types.AttributeValue{
+		attrID: key[attrID], attrName: &types.AttributeValueMemberS{Value: "Ada Lovelace"}}})
+	require.NoError(t, err)
+	done, err := Migrate(ctx, db, j)
+	require.NoError(t, err)
+	require.Equal(t, Outcome{Completed: 1}, done)
+	got, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(j.Table), Key: key, ConsistentRead: aws.Bool(true)})
+	require.NoError(t, err)
+	require.Equal(t, &types.AttributeValueMemberN{Value: "2"}, got.Item[attrVersion])
+	require.Equal(t, &types.AttributeValueMemberS{Value: "Lovelace"}, got.Item[attrLast])
+
+	var out bytes.Buffer
+	require.NoError(t, Step(strings.NewReader(`{"id": "p-1", "name": "Ada Lovelace"}`), &out))
+	require.JSONEq(t, `{"set": {"first": "Ada", "last": "Lovelace", "schema_version": 2}, "remove": ["name"]}`, out.String())
+	out.Reset()
+	require.NoError(t, Step(strings.NewReader(`{"id": "p-1", "name": "Ada Lovelace", "schema_version": 1}`), &out))
+	require.JSONEq(t, `{"set": {"first": "Ada", "last": "Lovelace"}, "add": {"schema_version": 1}, "remove": ["name"]}`, out.String())
+}

@@ -31,6 +31,9 @@ const (
 type Change struct {
 	Name        string // the name it splits
 	First, Last string // Last "" when the name is one word
+	// Unversioned: the item has no schema_version (a version 1 item written without one); it is
+	// set to 2, where the others' is added to.
+	Unversioned bool
 }
 
 // Split is the migration of a name: its first word, and the rest (one space between words).
@@ -46,18 +49,26 @@ func ChangeOf(item map[string]types.AttributeValue) (Change, bool) {
 	if !ok {
 		return Change{}, false
 	}
-	return Split(name.Value), true
+	c := Split(name.Value)
+	_, versioned := item[attrVersion]
+	c.Unversioned = !versioned
+	return c, true
 }
 
 // Effects is the change as an update of the item itself: set first and last, remove name, and add
 // one to schema_version. ADD rather than SET on purpose: a step applied twice would show as
-// version 3, so a test can see that every item was migrated exactly once.
+// version 3, so a test can see that every item was migrated exactly once. An item without a
+// schema_version gets 2 (adding to nothing would give 1).
 func (c Change) Effects() *worker.Effects {
 	set := []ledger.Change{ledger.Set(attrFirst, c.First)}
 	if c.Last != "" {
 		set = append(set, ledger.Set(attrLast, c.Last))
 	}
-	return (&worker.Effects{}).Item(append(set, ledger.Remove(attrName), ledger.Add(attrVersion, 1))...)
+	version := ledger.Add(attrVersion, 1)
+	if c.Unversioned {
+		version = ledger.Set(attrVersion, 2)
+	}
+	return (&worker.Effects{}).Item(append(set, ledger.Remove(attrName), version)...)
 }
 
 // String shows the change, for the dry run.
@@ -110,11 +121,16 @@ func Step(in io.Reader, out io.Writer) error {
 		return err
 	}
 	c := Split(name)
-	set := map[string]string{attrFirst: c.First}
+	set := map[string]any{attrFirst: c.First}
 	if c.Last != "" {
 		set[attrLast] = c.Last
 	}
-	return json.NewEncoder(out).Encode(map[string]any{"set": set, "remove": []string{attrName}, "add": map[string]int{attrVersion: 1}})
+	eff := map[string]any{"set": set, "remove": []string{attrName}, "add": map[string]int{attrVersion: 1}}
+	if _, versioned := item[attrVersion]; !versioned {
+		set[attrVersion] = 2 // adding to nothing would give 1 (see Change.Effects)
+		delete(eff, "add")
+	}
+	return json.NewEncoder(out).Encode(eff)
 }
 
 // DryRunCounts is what a dry run found.
