@@ -48,9 +48,13 @@ const (
 	aBoolean = "a boolean"
 )
 
-// maxEffectsDepth bounds how deep the output nests: DynamoDB stores values 32 levels deep, below
-// the contract's own 5.
+// maxEffectsDepth bounds how deep the output nests: the contract's own 5 levels and a value's.
 const maxEffectsDepth = 40
+
+// maxValueDepth is how many levels of lists and maps DynamoDB stores in an attribute's value
+// (DynamoDB Local: 31 lists around a string are stored, 32 refused as "Nesting Levels have
+// exceeded supported limit").
+const maxValueDepth = 31
 
 // userShape is the shape of what the user names: an item, a key, a value.
 const userShape = "*"
@@ -60,6 +64,9 @@ type effectsWalk struct {
 	out   []byte
 	dec   *json.Decoder
 	depth int // of the value being read
+	// attrDepth is the depth of the object whose fields are attributes (set, add, an item, a key)
+	// while one of their values is read; 0 outside them.
+	attrDepth int
 }
 
 // strictEffects checks out (not empty) as described above.
@@ -112,7 +119,15 @@ func (w *effectsWalk) object(shape, where string) error {
 		if checked {
 			child = join(shape, name)
 		}
-		if err := w.value(child, join(where, name)); err != nil {
+		attrs := !checked && w.attrDepth == 0 // name is an attribute's, the value its value
+		if attrs {
+			w.attrDepth = w.depth
+		}
+		err = w.value(child, join(where, name))
+		if attrs {
+			w.attrDepth = 0
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -135,7 +150,10 @@ func (w *effectsWalk) value(shape, where string) error {
 	}
 	if d, ok := tok.(json.Delim); ok && (d == '{' || d == '[') {
 		if w.depth++; w.depth > maxEffectsDepth {
-			return fmt.Errorf("%s: nested deeper than %d levels at %s (DynamoDB stores 32)", where, maxEffectsDepth, w.at(w.dec.InputOffset()))
+			return fmt.Errorf("%s: nested deeper than %d levels at %s (DynamoDB stores %d in a value)", where, maxEffectsDepth, w.at(w.dec.InputOffset()), maxValueDepth)
+		}
+		if w.attrDepth > 0 && w.depth-w.attrDepth > maxValueDepth {
+			return fmt.Errorf("%s: a value nested deeper than DynamoDB stores (%d levels of lists and maps) at %s", where, maxValueDepth, w.at(w.dec.InputOffset()))
 		}
 		defer func() { w.depth-- }()
 	}

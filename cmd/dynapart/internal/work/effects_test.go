@@ -28,6 +28,11 @@ func TestParseEffects(t *testing.T) {
 	require.Equal(t, ledger.WriteUpdate, ws[1].Kind)
 	require.Equal(t, ledger.WriteDelete, ws[2].Kind)
 
+	deepest := `{"set": {"a": ` + strings.Repeat("[", 31) + `"x"` + strings.Repeat("]", 31) + `}, "writes": [{"put": {"table": "T", "item": {"pk": "x", "m": ` +
+		strings.Repeat(`{"k":`, 31) + "1" + strings.Repeat("}", 31) + `}}}]}`
+	_, err = parseEffects([]byte(deepest))
+	require.NoError(t, err, "31 levels in a value, as DynamoDB stores")
+
 	for _, empty := range []string{"", " \n", "{}"} {
 		e, err := parseEffects([]byte(empty))
 		require.NoError(t, err, "%q", empty)
@@ -66,7 +71,10 @@ func TestParseEffects(t *testing.T) {
 		// Numbers DynamoDB cannot store, named here: its own refusal names a placeholder (":1").
 		`{"set": {"ok": 1, "price": 1e400}}`: "set.price: number 1e400: out of DynamoDB's range",
 		`{"writes": [{"put": {"table": "T", "item": {"pk": "x", "n": 1234567890123456789012345678901234567890}}}]}`: "item.n: number 1234567890123456789012345678901234567890: 39 significant digits",
-		`{"set": {"a": ` + strings.Repeat("[", 100) + strings.Repeat("]", 100) + `}}`:                               "nested deeper than 40 levels",
+		`{"set": {"a": ` + strings.Repeat("[", 100) + strings.Repeat("]", 100) + `}}`:                               "a value nested deeper than DynamoDB stores",
+		// DynamoDB stores 31 levels of lists and maps in a value: the 32nd is refused here, with its path.
+		`{"set": {"a": ` + strings.Repeat("[", 32) + strings.Repeat("]", 32) + `}}`:                                                            "set.a" + strings.Repeat("[0]", 31) + ": a value nested deeper than DynamoDB stores (31 levels",
+		`{"writes": [{"put": {"table": "T", "item": {"pk": "x", "m": ` + strings.Repeat(`{"k":`, 32) + "1" + strings.Repeat("}", 32) + `}}}]}`: "a value nested deeper than DynamoDB stores",
 	} {
 		_, err := parseEffects([]byte(out))
 		require.Error(t, err, out)

@@ -81,10 +81,10 @@ none); the output is UTF-8, and no string escapes half a surrogate pair (a lone 
 output fails the attempt permanently (the item is dead-lettered: fix CMD, then 'dynapart
 redrive'), saying what is wrong and where (path, line and column), and so does an effect on a key
 or ledger attribute, or a put if_absent of a row that exists: nothing of the effects or the
-completion is applied. DynamoDB takes at most 4 KB of expressions per update (150 attributes
-with short names changed in one update fit, 400 do not), 100 writes and 4 MB in one commit, and
-32 levels of nesting in a value; past those the commit is refused with DynamoDB's error,
-permanently too.
+completion is applied. A value nested deeper than DynamoDB stores (31 levels of arrays and
+objects) is such output. DynamoDB takes at most 4 KB of expressions per update (150 attributes
+with short names changed in one update fit, 400 do not), 100 writes and 4 MB in one commit;
+past those the commit is refused with DynamoDB's error, permanently too.
 Without --exec the handler does nothing but complete the item (to try things out, benchmarks).
 --complete-only skips the claim and completes each item with one conditional write.
 
