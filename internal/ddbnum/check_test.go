@@ -1,6 +1,9 @@
 package ddbnum
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // TestCheck: DynamoDB's numbers are 38 significant digits with magnitudes from 1E-130 to
 // 9.99...E+125; zero and trailing or leading zeros of any count are fine.
@@ -17,5 +20,16 @@ func TestCheck(t *testing.T) {
 		if err := Check(s); (err == nil) != ok {
 			t.Errorf("Check(%q) = %v, want ok %v", s, err, ok)
 		}
+	}
+}
+
+// TestShort: a long number in an error keeps its end and says it was cut.
+func TestShort(t *testing.T) {
+	if got := Short("1e-131"); got != "1e-131" {
+		t.Errorf("Short of a short number = %q", got)
+	}
+	long := "0." + strings.Repeat("0", 130) + "1"
+	if got, want := Short(long), "0."+strings.Repeat("0", 38)+"…"+strings.Repeat("0", 11)+"1 (133 characters)"; got != want {
+		t.Errorf("Short = %q, want %q", got, want)
 	}
 }

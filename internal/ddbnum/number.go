@@ -119,3 +119,13 @@ func Check(s string) error {
 	}
 	return nil
 }
+
+// Short is s for an error message: as it is up to 60 bytes, else its start and end around an
+// ellipsis, with its length, so that a long number cut short does not read as another one
+// ("0.000…0001 (135 characters)", not "0.000").
+func Short(s string) string {
+	if len(s) <= 60 {
+		return s
+	}
+	return fmt.Sprintf("%s…%s (%d characters)", s[:40], s[len(s)-12:], len(s))
+}

@@ -81,7 +81,7 @@ func FromPlain(v any) (types.AttributeValue, error) {
 		return &types.AttributeValueMemberS{Value: v}, nil
 	case json.Number:
 		if err := ddbnum.Check(v.String()); err != nil {
-			return nil, fmt.Errorf("number %.60s: %w", v.String(), err)
+			return nil, fmt.Errorf("number %s: %w", ddbnum.Short(v.String()), err)
 		}
 		return &types.AttributeValueMemberN{Value: v.String()}, nil
 	case float64:

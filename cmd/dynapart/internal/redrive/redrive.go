@@ -234,11 +234,11 @@ func keyValue(v any, typ types.ScalarAttributeType) (types.AttributeValue, error
 // errors can show it as a JSON number); text DynamoDB would refuse is an error that says why.
 func numberKey(s string) (types.AttributeValue, error) {
 	if err := ddbnum.Check(s); err != nil {
-		return nil, fmt.Errorf("number %.60q: %v", s, err)
+		return nil, fmt.Errorf("number %q: %v", ddbnum.Short(s), err)
 	}
 	c, err := ddbnum.Canonical(s)
 	if err != nil {
-		return nil, fmt.Errorf("number %.60q: %v", s, err)
+		return nil, fmt.Errorf("number %q: %v", ddbnum.Short(s), err)
 	}
 	return &types.AttributeValueMemberN{Value: c}, nil
 }
