@@ -69,6 +69,16 @@ func newJob(t *testing.T, db *dynamodb.Client, n, workers int) Job {
 	return j
 }
 
+// jobEnv is a job on a new table of n people with workers slots, a client, and a context that
+// ends with the test (at most a minute).
+func jobEnv(t *testing.T, n, workers int) (context.Context, *dynamodb.Client, Job) {
+	t.Helper()
+	db := ddbtest.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx, db, newJob(t, db, n, workers)
+}
+
 // requireMigrated checks every item of the people table: at version 2 exactly (migrated once),
 // first and last split from its demo name, no name left, and done by the ledger.
 func requireMigrated(t *testing.T, db *dynamodb.Client, table string, n int) {
@@ -146,10 +156,7 @@ func (w *writeCounter) snapshot() map[string]int {
 // and skips every item (no write).
 func TestDryRunMigrateRerun(t *testing.T) {
 	const n = 300
-	db := ddbtest.Client(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	j := newJob(t, db, n, 2)
+	ctx, db, j := jobEnv(t, n, 2)
 	fc, writes := countWrites(db, j.Table)
 
 	var out bytes.Buffer
@@ -185,10 +192,7 @@ func TestDryRunMigrateRerun(t *testing.T) {
 // ends with an error naming the way out; it used to report the completed items alone and exit 0.
 func TestMigrateReportsFailedItems(t *testing.T) {
 	const n = 20
-	db := ddbtest.Client(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	j := newJob(t, db, n, 1)
+	ctx, db, j := jobEnv(t, n, 1)
 	_, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(j.Table), Item: map[string]types.AttributeValue{
 		attrID: &types.AttributeValueMemberS{Value: "p-bad"}, attrName: &types.AttributeValueMemberS{Value: "Ada Lovelace"},
 		attrVersion: &types.AttributeValueMemberS{Value: "1"}}})
@@ -267,10 +271,7 @@ func TestCLIOneLiner(t *testing.T) {
 // TestUnversionedItem: an item with a name but no schema_version (version 1 written without one)
 // ends at version 2, from the Go handler and from `transform step`; adding 1 to nothing gave 1.
 func TestUnversionedItem(t *testing.T) {
-	db := ddbtest.Client(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	j := newJob(t, db, 0, 1)
+	ctx, db, j := jobEnv(t, 0, 1)
 	key := map[string]types.AttributeValue{attrID: &types.AttributeValueMemberS{Value: "p-unversioned"}}
 	_, err := db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(j.Table), Item: map[string]types.AttributeValue{
 		attrID: key[attrID], attrName: &types.AttributeValueMemberS{Value: "Ada Lovelace"}}})
