@@ -34,3 +34,14 @@ func requireRefused(t *testing.T, c *clitest.CLI, table string, work []string, f
 	}
 	require.Equal(t, before, pending(), "bad usage writes nothing")
 }
+
+// A setting the worker refuses at its start (here a lease table that does not exist) exits 2
+// naming the flag, before anything is written, and without the end-of-run stats line: nothing ran.
+func TestRefusedAtStartTellsNoStats(t *testing.T) {
+	c := clitest.New(t)
+	table, _ := c.SeededTables(t, 5)
+	requireRefused(t, c, table, []string{"work", "--table", table, "--workers", "1", "--once"}, "lease-table", "no-such-lease-table", "does not exist")
+	_, stderr, code := c.Run("work", "--table", table, "--workers", "1", "--once", "--lease-table", "no-such-lease-table")
+	require.Equal(t, 2, code, stderr)
+	require.NotContains(t, stderr, "worker done")
+}

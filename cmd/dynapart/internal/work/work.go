@@ -335,9 +335,11 @@ func (r *workRun) run(parent context.Context) error {
 		log: r.log, line: r.line, stderr: r.stderr, json: r.json}
 	stopProgress := show.start()
 	start := time.Now()
-	runErr := r.w.Run(ctx, handler)
+	runErr := explainSetting(r.w.Run(ctx, handler))
 	stopProgress()
-	r.logDone(time.Since(start))
+	if !cli.IsUsage(runErr) { // a setting refused at the start: nothing ran, no stats to tell
+		r.logDone(time.Since(start))
+	}
 	if r.json != nil {
 		r.json.print("exit", true)
 	}
@@ -350,7 +352,7 @@ func (r *workRun) run(parent context.Context) error {
 		r.log.Info("dynapart: stopped by signal; claims and slot released")
 		return nil
 	default:
-		return explainSetting(runErr)
+		return runErr
 	}
 }
 
