@@ -161,8 +161,12 @@ func TestWriteCost(t *testing.T) {
 // migrate every item, each mode's write units per item are at their floor on the job's table by
 // DynamoDB's billing rules, and the report shows the sections and goals.
 func TestTransform(t *testing.T) {
-	_, res := quickRun(t, Options{Reps: 2, Items: 200, Quick: true, Only: []string{ScenarioTransform, ScenarioBilling}, Concurrencies: []int{4}})
+	env, res := quickRun(t, Options{Reps: 2, Items: 200, Quick: true, Only: []string{ScenarioTransform, ScenarioBilling}, Concurrencies: []int{4}})
 	require.Empty(t, res.Errors)
+	servers := 0 // DynamoDB Local's CPU is read where its process is found by its port (as TestCPUScenario)
+	if listenerPID(env.Endpoint) != 0 {
+		servers = 2
+	}
 	for _, v := range []string{VariantMigrationLoop, VariantTransform, VariantTransform4} {
 		c := res.Transform.Cell(v, 4)
 		require.NotNil(t, c, v)
@@ -171,6 +175,9 @@ func TestTransform(t *testing.T) {
 		require.GreaterOrEqual(t, c.Cost.TableWCU.Min(), 1.0, v) // one write per item (a little more
 		require.LessOrEqual(t, c.Cost.TableWCU.Max(), 1.5, v)    // after a lease lost by load)
 		require.GreaterOrEqual(t, c.Cost.Requests.Min(), 1.0, v)
+		require.Len(t, c.CPU.Client, 2, v)
+		require.Positive(t, c.CPU.Client.Min(), v)
+		require.Len(t, c.CPU.Server, servers, v)
 	}
 	require.Equal(t, Sample{1, 1}, res.Transform.Cell(VariantMigrationLoop, 4).Cost.WCU)
 	tw := res.TransformWrites.Point(4)
@@ -179,6 +186,8 @@ func TestTransform(t *testing.T) {
 	require.Len(t, tw.Ledger, 2)
 	require.Positive(t, tw.Loop.Min())
 	require.Positive(t, tw.Ledger.Min())
+	require.Len(t, tw.LoopCPU.Client, 2)
+	require.Len(t, tw.LedgerCPU.Server, servers)
 
 	for v, floor := range map[string]float64{VariantPlain: 1, VariantCompleteOnly: 1, VariantClaim: 2, VariantMigrationLoop: 1, VariantTransform: 1} {
 		c := res.Billing.Cell(v, BillingConcurrency)
@@ -199,9 +208,10 @@ func TestTransform(t *testing.T) {
 		"## A transform job versus the hand-written migration loop", "## What a job costs by DynamoDB's billing rules",
 		"| Run, transform vs hand migration loop, items/s | >= 0.9x at every concurrency | c=4: ",
 		"| concurrency | hand migration loop items/s | Run, transform | Run, transform, 4 segments |",
+		"| CPU µs per item, this process / DynamoDB Local: loop · Run |",
 		"| Run, transform: WCU per item by DynamoDB's billing rules | 1.0, the loop's own",
 		"| … its completion write alone vs the loop's write, keys known (no scan), items/s | reported (the ceiling of the ratio above on DynamoDB Local) | c=4: ",
-		"### The completion write alone", "| concurrency | loop's write items/s | completion write items/s | ratio |\n|---|---|---|---|\n| 4 | ",
+		"### The completion write alone", "| concurrency | loop's write items/s | completion write items/s | ratio | CPU µs per write, this process / DynamoDB Local: loop · completion |\n|---|---|---|---|---|\n| 4 | ",
 		"| Run, batched claims: WCU per item by DynamoDB's billing rules | <= 2.2 WCU per item in <= 0.15 requests per item",
 		"| Run, claim+complete | ", "| hand migration loop | 1.0", "2 WCU, in requests of up to 25",
 	} {

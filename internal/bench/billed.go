@@ -46,6 +46,7 @@ type BilledCell struct {
 	Concurrency, Items int
 	ItemsPerSec        Sample
 	Cost               PerItem
+	CPU                CPUPerItem // this process's and DynamoDB Local's CPU time per item
 }
 
 // Billed is a set of cells measured through billing counters.
@@ -103,27 +104,28 @@ func (e *Env) measureBilled(ctx context.Context, what string, b *Billed, reps in
 		return err
 	}
 	defer e.dropTable(leases)
+	server := e.serverPID()
 	for rep := range reps {
 		order := slices.Clone(b.Cells)
 		if rep%2 == 1 {
 			slices.Reverse(order)
 		}
 		for _, c := range order {
-			rate, err := e.billedOnce(ctx, leases, c)
+			rate, err := e.billedOnce(ctx, leases, server, c)
 			if err != nil {
 				return fmt.Errorf("%s at concurrency %d: %w", c.Variant, c.Concurrency, err)
 			}
-			e.logf("%s rep %d/%d: %-20s concurrency %2d: %6.0f items/s, %.3f requests, %.3f WCU, %.3f RCU per item", what, rep+1, reps,
-				c.Variant, c.Concurrency, rate, c.Cost.Requests[rep], c.Cost.WCU[rep], c.Cost.RCU[rep])
+			e.logf("%s rep %d/%d: %-20s concurrency %2d: %6.0f items/s, %.3f requests, %.3f WCU, %.3f RCU, CPU µs %s (this process / DynamoDB Local) per item",
+				what, rep+1, reps, c.Variant, c.Concurrency, rate, c.Cost.Requests[rep], c.Cost.WCU[rep], c.Cost.RCU[rep], c.CPU.last())
 		}
 	}
 	return nil
 }
 
 // billedOnce runs c's variant over a fresh table (of people for the transform variants) through a
-// billing counter, records its items/s and cost in c, and returns the items/s. A transform pass
-// must leave every item migrated.
-func (e *Env) billedOnce(ctx context.Context, leases string, c *BilledCell) (float64, error) {
+// billing counter, records its items/s, cost and CPU time (this process's and DynamoDB Local's,
+// server) in c, and returns the items/s. A transform pass must leave every item migrated.
+func (e *Env) billedOnce(ctx context.Context, leases string, server int, c *BilledCell) (float64, error) {
 	item := seedItem
 	if transformVariant(c.Variant) {
 		item = personItem
@@ -134,7 +136,11 @@ func (e *Env) billedOnce(ctx context.Context, leases string, c *BilledCell) (flo
 	}
 	defer e.dropTable(table)
 	db := newBillingDB(e.DB, map[string]int{table: capacity.ItemSize(item(c.Items - 1))})
+	meter := startCPU(server)
 	rate, _, err := e.runPass(ctx, pass{db: db, table: table, leases: leases, variant: c.Variant, items: c.Items, conc: c.Concurrency})
+	if err == nil {
+		c.CPU.add(meter, c.Items)
+	}
 	if err == nil && transformVariant(c.Variant) {
 		err = e.checkMigrated(ctx, table, c.Items)
 	}

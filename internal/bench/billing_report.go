@@ -83,7 +83,7 @@ func (r *Results) transformSection(w writer) {
 		"**Run, transform, 4 segments** (not a goal) is Run, transform with `Config.Segments` 4, the loop's own scan, instead of the 64 segments a new group gets by default " +
 		"(so that it can be scaled up to 64 workers): on the small tables of low concurrency each of the default's segments is a scan page of a few dozen items, " +
 		"and DynamoDB Local spends a few milliseconds on every page.\n\n")
-	w("| concurrency | hand migration loop items/s | Run, transform | Run, transform, 4 segments | WCU per item: loop / Run (Run on the job's table) | requests per item: loop / Run / 4 segments | RCU per item: loop / Run / 4 segments |\n|---|---|---|---|---|---|---|\n")
+	w("| concurrency | hand migration loop items/s | Run, transform | Run, transform, 4 segments | WCU per item: loop / Run (Run on the job's table) | requests per item: loop / Run / 4 segments | RCU per item: loop / Run / 4 segments | CPU µs per item, this process / DynamoDB Local: loop · Run |\n|---|---|---|---|---|---|---|---|\n")
 	for _, c := range r.Options.Concurrencies {
 		loop, run := t.Cell(VariantMigrationLoop, c), t.Cell(VariantTransform, c)
 		if loop == nil || run == nil {
@@ -94,13 +94,16 @@ func (r *Results) transformSection(w writer) {
 			seg4 = Ratio(s4.ItemsPerSec, loop.ItemsPerSec).X() + "<br>" + s4.ItemsPerSec.Fmt(0, "/s")
 			reqs4, rcu4 = s4.Cost.Requests.Counted(3), s4.Cost.RCU.Counted(3)
 		}
-		w("| %d | %s | %s<br>%s | %s | %s / %s (%s) | %s / %s / %s | %s / %s / %s |\n", c, loop.ItemsPerSec.Fmt(0, ""),
+		w("| %d | %s | %s<br>%s | %s | %s / %s (%s) | %s / %s / %s | %s / %s / %s | %s · %s |\n", c, loop.ItemsPerSec.Fmt(0, ""),
 			Ratio(run.ItemsPerSec, loop.ItemsPerSec).X(), run.ItemsPerSec.Fmt(0, "/s"), seg4,
 			loop.Cost.WCU.Counted(3), run.Cost.WCU.Counted(3), run.Cost.TableWCU.Counted(3),
-			loop.Cost.Requests.Counted(3), run.Cost.Requests.Counted(3), reqs4, loop.Cost.RCU.Counted(3), run.Cost.RCU.Counted(3), rcu4)
+			loop.Cost.Requests.Counted(3), run.Cost.Requests.Counted(3), reqs4, loop.Cost.RCU.Counted(3), run.Cost.RCU.Counted(3), rcu4,
+			loop.CPU.Fmt(), run.CPU.Fmt())
 	}
 	w("\nWCU, requests and RCU per item by DynamoDB's billing rules (see the next section for how they are counted): Run's include its lease, plan and checkpoint requests, "+
-		"a fixed cost per pass that weighs more on the small tables of low concurrency. Requests of Run by operation (last repetition, c = %d): %s.\n\n",
+		"a fixed cost per pass that weighs more on the small tables of low concurrency. CPU µs per item: the CPU time (user and system) this process (the client: Run or the loop, "+
+		"and the billing counter both go through) and DynamoDB Local's process used during the pass, divided by its items, medians; the two share the machine's cores, "+
+		"so what one process spends more per item the other cannot spend on the next item. Requests of Run by operation (last repetition, c = %d): %s.\n\n",
 		r.Options.Concurrencies[len(r.Options.Concurrencies)-1], lastCell(t, VariantTransform).Cost.ByOp)
 	r.transformWritesSection(w)
 }
@@ -117,11 +120,12 @@ func (r *Results) transformWritesSection(w writer) {
 		"in %d alternating blocks of each (%s items a block at the highest concurrency; which goes first alternates) over one fresh table of people per concurrency. "+
 		"Ratio = a completion block's items/s ÷ the loop block's next to it, median (min–max) over the pairs. "+
 		"Both writes are one conditional UpdateItem of 1 WCU; the completion's also sets the item's state: its status, done_at and the write's claim id "+
-		"(by which a lost answer is settled), three attributes the loop does not keep. DynamoDB Local's time per write grows with its expressions (a Java Flight Recorder profile of it puts the completion's extra time in parsing and validating the update expression and its placeholders, not in storing the item), "+
-		"so this ratio is the ceiling of the transform's on this instrument; DynamoDB bills and serves both as one write unit.\n\n", tw.Rounds, num(float64(tw.Block), 0))
-	w("| concurrency | loop's write items/s | completion write items/s | ratio |\n|---|---|---|---|\n")
+		"(by which a lost answer is settled), three attributes the loop does not keep, and is built by the ledger (its state values, the effect's expression). "+
+		"CPU µs per write: this process's and DynamoDB Local's CPU time during the blocks of each write, divided by their writes, medians over the blocks; "+
+		"it says which side of the request costs more. This ratio bounds the transform's on this instrument; DynamoDB bills and serves both as one write unit.\n\n", tw.Rounds, num(float64(tw.Block), 0))
+	w("| concurrency | loop's write items/s | completion write items/s | ratio | CPU µs per write, this process / DynamoDB Local: loop · completion |\n|---|---|---|---|---|\n")
 	for _, p := range tw.Points {
-		w("| %d | %s | %s | %s |\n", p.Concurrency, p.Loop.Fmt(0, ""), p.Ledger.Fmt(0, ""), Ratio(p.Ledger, p.Loop).X())
+		w("| %d | %s | %s | %s | %s · %s |\n", p.Concurrency, p.Loop.Fmt(0, ""), p.Ledger.Fmt(0, ""), Ratio(p.Ledger, p.Loop).X(), p.LoopCPU.Fmt(), p.LedgerCPU.Fmt())
 	}
 	w("\n")
 }

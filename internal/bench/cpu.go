@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"time"
 
 	"github.com/dynapart/dynapart/lock"
 )
@@ -47,10 +46,7 @@ func (c *CPUShare) Point(variant string) *CPUPoint {
 // process used during each pass. DynamoDB Local's process is e.ServerPID, or the one listening on
 // the endpoint's port.
 func (e *Env) MeasureCPU(ctx context.Context, n, conc, reps int) (*CPUShare, error) {
-	out := &CPUShare{Items: n, Concurrency: conc, ServerPID: e.ServerPID, CPUs: runtime.NumCPU()}
-	if out.ServerPID == 0 {
-		out.ServerPID = listenerPID(e.Endpoint)
-	}
+	out := &CPUShare{Items: n, Concurrency: conc, ServerPID: e.serverPID(), CPUs: runtime.NumCPU()}
 	for _, v := range cpuVariants {
 		out.Points = append(out.Points, &CPUPoint{Variant: v})
 	}
@@ -78,26 +74,22 @@ func (e *Env) cpuOnce(ctx context.Context, c *CPUShare, p *CPUPoint, leases stri
 	defer e.dropTable(table)
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
-	client0 := selfCPU()
-	server0, serverErr := procCPU(c.ServerPID) // an error when no server was found: not read after
+	meter := startCPU(c.ServerPID)
 	rate, _, err := e.runVariant(ctx, table, leases, p.Variant, c.Items, c.Concurrency)
 	if err != nil {
 		return err
 	}
-	client1 := selfCPU()
+	client, server, serverRead := meter.perItem(c.Items)
 	runtime.ReadMemStats(&m1)
 	items := float64(c.Items)
-	perItem := func(d time.Duration) float64 { return float64(d.Microseconds()) / items }
 	p.ItemsPerSec = append(p.ItemsPerSec, rate)
-	p.ClientUS = append(p.ClientUS, perItem(client1-client0))
+	p.ClientUS = append(p.ClientUS, client)
 	p.Allocs = append(p.Allocs, float64(m1.Mallocs-m0.Mallocs)/items)
 	p.GCPer1000 = append(p.GCPer1000, float64(m1.NumGC-m0.NumGC)*1000/items)
-	line := fmt.Sprintf("cpu rep %d/%d: %-20s %6.0f items/s, client %4.0f µs/item", rep+1, reps, p.Variant, rate, perItem(client1-client0))
-	if c.ServerPID != 0 && serverErr == nil {
-		if server1, err := procCPU(c.ServerPID); err == nil {
-			p.ServerUS = append(p.ServerUS, perItem(server1-server0))
-			line += fmt.Sprintf(", DynamoDB Local %4.0f µs/item", perItem(server1-server0))
-		}
+	line := fmt.Sprintf("cpu rep %d/%d: %-20s %6.0f items/s, client %4.0f µs/item", rep+1, reps, p.Variant, rate, client)
+	if serverRead {
+		p.ServerUS = append(p.ServerUS, server)
+		line += fmt.Sprintf(", DynamoDB Local %4.0f µs/item", server)
 	}
 	e.logf("%s", line)
 	return nil

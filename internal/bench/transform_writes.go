@@ -27,6 +27,8 @@ type TransformWrites struct {
 type TransformWritesPoint struct {
 	Concurrency  int
 	Loop, Ledger Sample
+	// LoopCPU, LedgerCPU: this process's and DynamoDB Local's CPU time per write, one value per block
+	LoopCPU, LedgerCPU CPUPerItem
 }
 
 // Point is the measurement at concurrency c, or nil.
@@ -65,8 +67,8 @@ func (e *Env) MeasureTransformWrites(ctx context.Context, concs []int, rounds in
 			return nil, fmt.Errorf("transform writes at concurrency %d: %w", c, err)
 		}
 		tw.Points = append(tw.Points, p)
-		e.logf("transform writes at concurrency %2d: loop %s, completion write %s (%s)", c,
-			p.Loop.Fmt(0, "/s"), p.Ledger.Fmt(0, "/s"), Ratio(p.Ledger, p.Loop).X())
+		e.logf("transform writes at concurrency %2d: loop %s, completion write %s (%s); CPU µs per write (this process / DynamoDB Local): loop %s, completion %s", c,
+			p.Loop.Fmt(0, "/s"), p.Ledger.Fmt(0, "/s"), Ratio(p.Ledger, p.Loop).X(), p.LoopCPU.Fmt(), p.LedgerCPU.Fmt())
 	}
 	if len(concs) > 0 {
 		tw.Block = transformWritesBlock(slices.Max(concs))
@@ -92,19 +94,23 @@ func (e *Env) transformWritesAt(ctx context.Context, conc, rounds int) (*Transfo
 	sides := []struct {
 		write func(i int) error
 		out   *Sample
+		cpu   *CPUPerItem
 	}{
-		{func(i int) error { _, err := e.DB.UpdateItem(ctx, migrationWrite(table, personItem(i))); return err }, &p.Loop},
-		{func(i int) error { return completeTransformed(ctx, l, i) }, &p.Ledger},
+		{func(i int) error { _, err := e.DB.UpdateItem(ctx, migrationWrite(table, personItem(i))); return err }, &p.Loop, &p.LoopCPU},
+		{func(i int) error { return completeTransformed(ctx, l, i) }, &p.Ledger, &p.LedgerCPU},
 	}
+	server := e.serverPID()
 	for r := range rounds {
 		for k := range sides {
 			side := sides[(k+r)%2] // which goes first alternates
 			from := (2*r + k) * block
+			meter := startCPU(server)
 			rate, err := inChunks(block, conc, 1, func(i, _ int) error { return side.write(from + i) })
 			if err != nil {
 				return nil, err
 			}
 			*side.out = append(*side.out, rate)
+			side.cpu.add(meter, block)
 		}
 	}
 	if err := e.checkMigrated(ctx, table, n); err != nil { // both writes migrate their items
