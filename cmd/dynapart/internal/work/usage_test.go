@@ -45,3 +45,13 @@ func TestRefusedAtStartTellsNoStats(t *testing.T) {
 	require.Equal(t, 2, code, stderr)
 	require.NotContains(t, stderr, "worker done")
 }
+
+// An empty --exec (--exec "$CMD" with CMD unset, or DYNAPART_EXEC="") is bad usage: it used to be
+// taken as no --exec, and every item was marked done without a handler.
+func TestEmptyExecRefused(t *testing.T) {
+	c := clitest.New(t)
+	table, leases := c.SeededTables(t, 3)
+	work := []string{"work", "--table", table, "--lease-table", leases, "--workers", "1", "--once", "--progress", "none"}
+	requireRefused(t, c, table, work, "exec", "", "--exec is empty")
+	requireRefused(t, c, table, work, "exec", "  ", "--exec is empty")
+}

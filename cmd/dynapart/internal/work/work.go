@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -32,7 +33,8 @@ type workFlags struct {
 	exec, metricsAddr, progress, record string
 	execTimeout                         time.Duration
 	dryRun, execEffects                 bool
-	writeRateSet, outageTimeoutSet      bool
+	writeRateSet, outageTimeoutSet      bool // given on the command line or in the environment
+	execSet                             bool
 }
 
 // longHelp is work --help's description.
@@ -50,6 +52,7 @@ new plan (workers beyond the new N stand by). In segment mode the group's --segm
 segments with their cursors and reads nothing again; the group can grow to that many slots.
 
 The handler: with --exec CMD, CMD runs once per claimed item (through /bin/sh -c; CMD is yours,
+an empty one is refused,
 item data never reaches the command line). The item is on stdin as a JSON object (numbers with all
 their digits, binary values and binary set members as base64 strings, sets as arrays); the
 environment has DYNAPART_KEY (the key as JSON), DYNAPART_SLOT, DYNAPART_ATTEMPT, DYNAPART_TOKEN and
@@ -183,6 +186,10 @@ func (f *workFlags) check() error {
 	if f.outageTimeoutSet && f.cfg.OutageTimeout == 0 {
 		return cli.Usagef("--outage-timeout 0: give a duration > 0, or a negative one to retry for ever (leave it out for the default, %v)", worker.DefaultOutageTimeout)
 	}
+	if f.execSet && strings.TrimSpace(f.exec) == "" {
+		// --exec "$CMD" with CMD unset would otherwise mark every item done without running anything.
+		return cli.Usagef("--exec is empty: give the command to run per item (leave --exec out to mark items done with no handler)")
+	}
 	if f.execTimeout < 0 {
 		return cli.Usagef("--exec-timeout must not be negative (0, the default, kills CMD shortly before its claim expires), got %v", f.execTimeout)
 	}
@@ -207,6 +214,7 @@ func (f *workFlags) config(db *dynamodb.Client) worker.Config {
 func runWork(cmd *cobra.Command, g *cli.Globals, f *workFlags) error {
 	f.writeRateSet = cmd.Flags().Changed("write-rate")
 	f.outageTimeoutSet = cmd.Flags().Changed("outage-timeout")
+	f.execSet = cmd.Flags().Changed("exec")
 	if err := f.check(); err != nil {
 		return err
 	}
