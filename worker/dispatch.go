@@ -96,7 +96,11 @@ func (p *pass) claimAndSend(ctx context.Context, chunk []task) error {
 		reqs[i].Fresh = t.fresh
 		reqs[i].Version = p.versionOf(t.item.Attrs, nil)
 	}
-	outs, err := p.e.ledger.Claim(ctx, reqs)
+	// Under the write context, as a single claim (claimOne): a graceful stop cancels ctx, and a
+	// batch given up on in flight may land after its undo looked, leaving claims no handler runs.
+	wctx, cancel := p.writeContext()
+	outs, err := p.e.ledger.Claim(wctx, reqs)
+	cancel()
 	p.w.pause.leave()
 	if err != nil && ledger.IsValidation(err) {
 		// One item of the batch cannot be claimed: claim them one by one to find it.
