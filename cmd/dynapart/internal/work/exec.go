@@ -102,7 +102,7 @@ func execRun(ctx context.Context, c execCall, it worker.Item) error {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = leftOutputDelay
-	if err := exitResult(cmd, cmd.Run()); err != nil {
+	if err := exitResult(cmd, runningCmds.run(cmd)); err != nil {
 		return execError(ctx, err, stderr.String())
 	}
 	return nil

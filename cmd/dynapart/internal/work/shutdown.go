@@ -17,7 +17,8 @@ import (
 var errSignal = errors.New("signal")
 
 // onSignals returns ctx, cancelled with cause errSignal at the first SIGTERM or SIGINT (a graceful
-// shutdown); a second signal exits the process at once. stop ends the watch.
+// shutdown); a second signal kills the --exec commands running (their process groups) and exits
+// the process at once. stop ends the watch.
 func onSignals(parent context.Context, log *slog.Logger, stderr io.Writer) (ctx context.Context, stop func()) {
 	ctx, cancel := context.WithCancelCause(parent)
 	sigs := make(chan os.Signal, 2)
@@ -30,7 +31,8 @@ func onSignals(parent context.Context, log *slog.Logger, stderr io.Writer) (ctx 
 		log.Info("dynapart: signal received, shutting down gracefully (again to exit at once)", "signal", s.String())
 		cancel(errSignal)
 		if _, ok := <-sigs; ok {
-			fmt.Fprintln(stderr, "dynapart: second signal, exiting at once")
+			fmt.Fprintln(stderr, "dynapart: second signal, exiting at once (the --exec commands running are killed)")
+			runningCmds.killAll()
 			os.Exit(cli.ExitRuntime)
 		}
 	}()

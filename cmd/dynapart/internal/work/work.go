@@ -135,7 +135,7 @@ its start reads on the same terms; a standby waits through any outage.
 
 SIGTERM or SIGINT stop gracefully: no new claims, handlers in flight get --drain-timeout, the
 claims left are released, the checkpoint saved and the slot released so a standby takes over at
-once. A second signal exits at once.
+once. A second signal kills the --exec commands running and exits 1 at once.
 
 'dynapart pause --group G' makes the group's workers stop claiming within one heartbeat (they keep
 their slots; the progress line says PAUSED); 'dynapart resume --group G' goes on from the
