@@ -127,6 +127,11 @@ func (w *Worker) takeSlot(ctx context.Context, e *env, state runState, stopAt ti
 	stopped := acquireCtx.Err() != nil
 	cancel()
 	switch {
+	case errors.Is(err, lock.ErrGroupFinished) && w.stats.leases.Load() == 0: // this Run held no slot
+		w.setState(-1, 0, StateFinished)
+		log.Info("dynapart: every slot of the group is finished: nothing to do (a finished once-group does not pass again; "+
+			"items redriven, reset or added since are handled by a new group: Config.Group, --group)", "group", w.cfg.Group)
+		return nil, nil
 	case errors.Is(err, lock.ErrGroupFinished):
 		w.setState(-1, 0, StateFinished)
 		log.Info("dynapart: every slot of the group is finished", "group", w.cfg.Group)

@@ -32,7 +32,8 @@ func New(g *cli.Globals) *cobra.Command {
 		Use:   "redrive",
 		Short: "Move dead-lettered items back to pending",
 		Long: `Moves dead-lettered (failed) items back to pending, so that the next pass of a worker claims
-them again as a first attempt: the attempt count is reset, and the last error is kept for history in
+them again as a first attempt (a worker of a group that is not finished: a finished --once group
+does not pass again, so run 'dynapart work' with a new --group): the attempt count is reset, and the last error is kept for history in
 <attr-prefix>last_error (inline ledger; last_error on a ledger table row) with the time of the
 redrive in <attr-prefix>redriven_at. Each move is one conditional write, made only while the item
 is still failed.
@@ -67,6 +68,9 @@ In index mode, a redriven item is not back in the pending index; a filter or seg
 				return stopped(ctx, err)
 			}
 			res, err := worker.Redrive(ctx, l, parsed, time.Now())
+			if res.Moved > 0 {
+				fmt.Fprintln(cmd.ErrOrStderr(), "dynapart: the items moved are pending again; a worker of a group that is not finished claims them (a finished --once group does not pass again: run work with a new --group)")
+			}
 			return report(cmd.OutOrStdout(), res, stopped(ctx, err), asJSON)
 		},
 	}

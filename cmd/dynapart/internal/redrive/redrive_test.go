@@ -60,11 +60,22 @@ func TestRedriveCommand(t *testing.T) {
 			require.Equal(t, 8, counts()["failed"])
 			out = c.MustRun(append([]string{"redrive", "--key", "item-00000003"}, lf...)...)
 			require.Equal(t, "moved 0  not failed 1\n", out, "a key no longer failed is a no-op")
-			out = c.MustRun(append([]string{"redrive"}, lf...)...)
+			out, stderr, code := c.Run(append([]string{"redrive"}, lf...)...)
+			require.Equal(t, 0, code, stderr)
 			require.Equal(t, "moved 8  not failed 0\n", out)
+			require.Contains(t, stderr, "a finished --once group does not pass again: run work with a new --group")
 			s := counts()
 			require.Equal(t, 0, s["failed"])
 			require.Equal(t, 10, s["pending"])
+
+			// The finished group does not pass again, and says so; a new group handles the items.
+			work := append([]string{"work", "--lease-table", leases, "--once", "--exec", "true", "--progress", "none"}, lf...)
+			_, stderr, code = c.Run(work...)
+			require.Equal(t, 0, code, stderr)
+			require.Contains(t, stderr, "nothing to do (a finished once-group does not pass again")
+			require.Equal(t, 10, counts()["pending"])
+			c.MustRun(append(work, "--group", table+"/redo", "--workers", "1")...)
+			require.Equal(t, 10, counts()["done"])
 		})
 	}
 }
