@@ -94,7 +94,7 @@ var settings = []Setting{
 	{Field: "Mode", Flag: "mode", GroupField: "meta.mode", Default: scan.ModeSegment,
 		Help: "how a slot finds its share: segment (parallel scan), filter (partition function), index (pending index)"},
 	{Field: "SubSegments", Flag: "sub-segments", GroupField: "meta.sub_segments", Default: scan.DefaultSubSegments,
-		Help: "scan requests a slot has in flight (its segments are read that many at a time)"},
+		Help: "scan requests a slot has in flight (its segments are read that many at a time); the group's, set when the group is created"},
 	{Field: "PartitionAttr", Flag: "partition-attr", GroupField: "meta.partition_attr", Scope: filterMode,
 		Help: "filter mode: attribute to partition by (default the table's partition key)"},
 	{Field: "IndexName", Flag: "index-name", GroupField: "meta.index_name", Scope: indexMode, AddedLater: true,

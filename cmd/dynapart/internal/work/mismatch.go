@@ -60,8 +60,12 @@ func (e *groupMismatchError) Error() string {
 			"at its size, or change the size with 'dynapart scale --group %s --workers %s'", e.Flag, e.err.Want,
 			e.err.Group, e.err.Have, e.err.Group, e.err.Want)
 	}
-	return fmt.Sprintf("%s %q differs from group %q, which was set up with %q: every worker of a group must "+
+	msg := fmt.Sprintf("%s %q differs from group %q, which was set up with %q: every worker of a group must "+
 		"agree on it (use a new --group to change it)", e.Flag, e.err.Want, e.err.Group, e.err.Have)
+	if e.Flag == "--versions" {
+		msg += "; --follow sets --versions too, so a group a follower set up is joined with --follow or --versions"
+	}
+	return msg
 }
 
 func (e *groupMismatchError) Unwrap() error { return e.err }

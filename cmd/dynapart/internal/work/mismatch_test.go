@@ -25,6 +25,11 @@ func TestGroupMismatchNamesTheFlag(t *testing.T) {
 		require.ErrorIs(t, err, lock.ErrGroupMismatch)
 		require.True(t, cli.IsUsage(err), "exit 2")
 	}
+	// A follower's group records versions, which --follow sets: the message says so, as a worker
+	// that left out --follow never typed --versions (helper-68).
+	err := explainMismatch(&lock.GroupMismatchError{Group: "g", Field: "meta.versions", Have: "true", Want: "false"})
+	require.Contains(t, err.Error(), "--versions \"false\" differs")
+	require.Contains(t, err.Error(), "--follow sets --versions too")
 }
 
 // Every worker setting with a flag is a flag of `work`, and a *worker.ConfigError on it becomes a
