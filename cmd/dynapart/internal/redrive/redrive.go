@@ -42,7 +42,8 @@ Without --key every dead letter of the ledger is moved. --key (repeatable) names
 object as 'dynapart failed' prints it ({"id":"user-1"}, numbers as JSON numbers, binary values in
 base64), or, for a table with only a partition key, the bare value (user-1, 42). A key that is not
 failed (pending, claimed, done, or no such item) is a no-op, counted as "not failed"; a malformed
-key (a number DynamoDB cannot store among them) exits 2 before anything is written.
+key (a number DynamoDB cannot store, or a value longer than a key can be: 2048 bytes for a partition
+key, 1024 for a sort key) exits 2 before anything is written.
 
 A move DynamoDB refuses or cannot take (after the SDK's retries), or Ctrl-C (SIGINT, SIGTERM),
 stops the redrive with exit 1: the moves before it stand and are printed, and the error names the
@@ -158,7 +159,7 @@ func parseItemKey(s string, schema []cli.KeySpec) (worker.Key, error) {
 		return nil, fmt.Errorf("want exactly the key attributes %s", keyNames(schema))
 	}
 	key := worker.Key{}
-	for _, ks := range schema {
+	for i, ks := range schema {
 		v, ok := vals[ks.Name]
 		if !ok {
 			return nil, fmt.Errorf("lacks key attribute %q (want %s)", ks.Name, keyNames(schema))
@@ -167,9 +168,29 @@ func parseItemKey(s string, schema []cli.KeySpec) (worker.Key, error) {
 		if err != nil {
 			return nil, fmt.Errorf("attribute %q: %v", ks.Name, err)
 		}
+		if n, most := keyBytes(av), keyLimits[min(i, 1)]; n > most {
+			return nil, fmt.Errorf("attribute %q: %d bytes, where DynamoDB keeps at most %d in a %s key: no item has this key", ks.Name, n, most, keyRoles[min(i, 1)])
+		}
 		key[ks.Name] = av
 	}
 	return key, nil
+}
+
+// keyLimits are DynamoDB's largest partition and sort key values, in bytes; keyRoles name them.
+var (
+	keyLimits = [2]int{2048, 1024}
+	keyRoles  = [2]string{"partition", "sort"}
+)
+
+// keyBytes is the size of a string or binary key value (a number's is bounded by its digits).
+func keyBytes(av types.AttributeValue) int {
+	switch v := av.(type) {
+	case *types.AttributeValueMemberS:
+		return len(v.Value)
+	case *types.AttributeValueMemberB:
+		return len(v.Value)
+	}
+	return 0
 }
 
 // keyObject reads one JSON object and nothing after it, numbers kept as written; an attribute

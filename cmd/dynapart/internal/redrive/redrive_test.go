@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,19 +49,25 @@ func TestRedriveCommand(t *testing.T) {
 				{"--key", `{"name":"item-1"}`},     // not the key attribute
 				{"--key", `{"id":7}`, "--key", ""}, // a number for an S key... and an empty key
 				{"--ledger", "paper"},
+				{"--key", "item-1", "--key", strings.Repeat("x", 2049)}, // longer than any partition key
 			} {
 				_, stderr, code := c.Run(append(append([]string{"redrive"}, lf...), bad...)...)
 				require.Equal(t, 2, code, "%v: %s", bad, stderr)
 			}
 			require.Equal(t, 10, counts()["failed"], "bad usage wrote nothing")
+			_, stderr, _ := c.Run(append([]string{"redrive", "--key", strings.Repeat("x", 2049)}, lf...)...)
+			require.Contains(t, stderr, "2049 bytes, where DynamoDB keeps at most 2048 in a partition key")
+			out, stderr, code := c.Run(append([]string{"redrive", "--key", strings.Repeat("x", 2048)}, lf...)...)
+			require.Equal(t, 0, code, stderr) // the longest key there may be: looked up, not refused
+			require.Equal(t, "moved 0  not failed 1\n", out)
 
-			out := c.MustRun(append([]string{"redrive", "--json", "--key", "item-00000003", "--key", `{"id":"item-00000004"}`,
+			out = c.MustRun(append([]string{"redrive", "--json", "--key", "item-00000003", "--key", `{"id":"item-00000004"}`,
 				"--key", "no-such-item"}, lf...)...)
 			require.JSONEq(t, `{"moved":2,"not_failed":1}`, out)
 			require.Equal(t, 8, counts()["failed"])
 			out = c.MustRun(append([]string{"redrive", "--key", "item-00000003"}, lf...)...)
 			require.Equal(t, "moved 0  not failed 1\n", out, "a key no longer failed is a no-op")
-			out, stderr, code := c.Run(append([]string{"redrive"}, lf...)...)
+			out, stderr, code = c.Run(append([]string{"redrive"}, lf...)...)
 			require.Equal(t, 0, code, stderr)
 			require.Equal(t, "moved 8  not failed 0\n", out)
 			require.Contains(t, stderr, "a finished --once group does not pass again: run work with a new --group")
