@@ -31,7 +31,9 @@ func New(g *cli.Globals) *cobra.Command {
     and when given for an existing table that has another schema, init stops with exit 2;
   - the lease table --lease-table (pk S, sk N) that holds the slots;
   - the ledger table --ledger-table, when given, for --ledger table jobs;
-  - with --index, the sparse pending index of index mode on the source table;
+  - with --index, the sparse pending index of index mode on the source table (an item is in it
+    once its writer sets --shard-attr to the item's shard: scan.MarkPending in Go, or the number
+    'dynapart partition --workers SHARDS KEY' prints; nothing init or seed writes does);
   - with --stream, the source table's stream (NEW_AND_OLD_IMAGES), on an existing table too; a
     table whose stream has another view type is named and init stops with exit 2 (the view type
     of a stream cannot be changed in place). Turn it on before the first pass of work --follow

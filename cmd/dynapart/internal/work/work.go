@@ -335,6 +335,9 @@ func (r *workRun) run(parent context.Context) error {
 	case r.f.exec != "":
 		handler = execHandler(r.f.exec, r.f.execTimeout, r.execOut(), stopRun)
 	}
+	if r.w.Config().Mode == scan.ModeIndex {
+		warnEmptyIndex(ctx, r.log, r.db, r.w.Config())
+	}
 	if !r.f.cfg.Once {
 		warnReadBill(ctx, r.log, r.db, r.f.cfg.Table, readBill{Mode: r.w.Config().Mode, Workers: r.plan.Slots,
 			Consistent: r.f.cfg.ConsistentRead, PollInterval: r.w.Config().PollInterval})

@@ -1,0 +1,46 @@
+package work_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/require"
+
+	"github.com/dynapart/dynapart/cmd/dynapart/internal/clitest"
+	"github.com/dynapart/dynapart/internal/ddbtest"
+)
+
+// TestIndexModeWarnsOfAnEmptyIndex: an index-mode worker over a table whose items are not in the
+// pending index (nothing the CLI writes marks them) processed nothing and exited 0 without a word
+// (helper-68); it now warns, naming what puts an item in the index. Once the items are marked the
+// warning is gone and the worker handles them.
+func TestIndexModeWarnsOfAnEmptyIndex(t *testing.T) {
+	c := clitest.New(t)
+	db := ddbtest.Client(t)
+	table, leases := ddbtest.TableName(t, ""), ddbtest.TableName(t, "lease")
+	ddbtest.DeleteOnCleanup(t, db, table)
+	ddbtest.DeleteOnCleanup(t, db, leases)
+	c.MustRun("init", "--table", table, "--key", "id:S", "--lease-table", leases, "--index")
+	c.MustRun("seed", "--table", table, "--items", "3")
+	work := []string{"work", "--table", table, "--lease-table", leases, "--mode", "index", "--once", "--progress", "none"}
+
+	_, stderr, code := c.Run(append(work, "--workers", "1")...)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stderr, "index mode reads only the pending index, which DescribeTable says is empty while the table has items")
+	require.Contains(t, stderr, `"completed":0`)
+
+	for i := range 3 { // mark the items pending: shard 0 of the index
+		_, err := db.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{TableName: aws.String(table),
+			Key:                       seedKey(i),
+			UpdateExpression:          aws.String("SET dp_shard = :s"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":s": &types.AttributeValueMemberN{Value: "0"}}})
+		require.NoError(t, err)
+	}
+	_, stderr, code = c.Run(append(work, "--group", table+"/marked", "--workers", "1")...)
+	require.Equal(t, 0, code, stderr)
+	require.NotContains(t, stderr, "index mode reads only the pending index")
+	require.Contains(t, stderr, `"completed":3`)
+}
