@@ -53,3 +53,10 @@ func IsUsage(err error) bool {
 	return errors.As(err, &ue) || errors.As(err, &ce) || errors.As(err, &te) || errors.Is(err, lock.ErrGroupMismatch) ||
 		lock.IsBudgetBelowUsage(err)
 }
+
+// GroupNotFound is the usage error of a command on a group the lease table does not hold
+// (lock.ErrGroupNotFound).
+func GroupNotFound(group, leaseTable string) error {
+	return &UsageError{fmt.Errorf("group %q does not exist in %q (nothing written): check --group and --lease-table; "+
+		"a group exists once a 'dynapart work' of it has started: %w", group, leaseTable, lock.ErrGroupNotFound)}
+}

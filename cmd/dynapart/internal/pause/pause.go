@@ -91,7 +91,7 @@ func runPause(cmd *cobra.Command, g *cli.Globals, a pauseArgs) error {
 	if a.limits != (lock.Limits{}) {
 		b, err := lc.SetBudget(ctx, group, a.limits)
 		if errors.Is(err, lock.ErrGroupNotFound) {
-			return cli.Usagef("group %q does not exist in %q (nothing written): %v", group, leaseTable, err)
+			return cli.GroupNotFound(group, leaseTable)
 		}
 		if err != nil {
 			return err // a budget below the consumption is a usage error (exit 2), with its figures
@@ -104,7 +104,7 @@ func runPause(cmd *cobra.Command, g *cli.Globals, a pauseArgs) error {
 	}
 	changed, err := set(ctx, group)
 	if errors.Is(err, lock.ErrGroupNotFound) {
-		return cli.Usagef("group %q does not exist in %q (nothing written): %v", group, leaseTable, err)
+		return cli.GroupNotFound(group, leaseTable)
 	}
 	if err != nil {
 		return err

@@ -33,6 +33,7 @@ func TestPauseUnknownGroupExits2(t *testing.T) {
 		_, stderr, code := c.Run(cmd, "--group", "no/such", "--lease-table", leases)
 		require.Equal(t, 2, code, stderr)
 		require.Contains(t, stderr, `group "no/such" does not exist`)
+		require.Equal(t, 1, strings.Count(stderr, "no/such"), "the group is named once: %s", stderr)
 		_, stderr, code = c.Run(cmd, "--lease-table", leases)
 		require.Equal(t, 2, code, stderr)
 		require.Contains(t, stderr, "--group")

@@ -75,7 +75,7 @@ func runScale(cmd *cobra.Command, g *cli.Globals, group, leaseTable string, m in
 	var ce *worker.ConfigError
 	switch {
 	case errors.Is(err, lock.ErrGroupNotFound):
-		return cli.Usagef("group %q does not exist in %q (nothing written): %v", group, leaseTable, err)
+		return cli.GroupNotFound(group, leaseTable)
 	case errors.As(err, &ce):
 		return cli.Usagef("--workers %d: %s (nothing written)", m, ce.Reason)
 	case err != nil:
