@@ -79,12 +79,36 @@ func (f *settingFlags) bindInt32(fl *pflag.FlagSet, s worker.Setting, field *int
 	})
 }
 
-// check moves the flags that need it into the Config.
-func (f *settingFlags) check() error {
+// check moves the flags that need it into the Config, and refuses a setting given as its zero
+// value where the library takes zero for the default (zeroGiven); changed says whether a flag was
+// given (on the command line or in the environment).
+func (f *settingFlags) check(changed func(flag string) bool) error {
 	for _, narrow := range f.narrow {
 		if err := narrow(); err != nil {
 			return err
 		}
+	}
+	return f.zeroGiven(changed)
+}
+
+// zeroGiven refuses a setting flag given as the zero value of its type (0, 0s, "") when its row
+// has a default: worker.Config takes zero for that default, so --max-attempts 0 ran with 5 and
+// --lease-table "" used dynapart-leases, unsaid. Booleans are left alone (false is a value).
+func (f *settingFlags) zeroGiven(changed func(flag string) bool) error {
+	cfg := reflect.ValueOf(&f.cfg).Elem()
+	for _, s := range worker.Settings() {
+		if s.Flag == "" || s.Default == nil || !changed(s.Flag) {
+			continue
+		}
+		v := cfg.FieldByName(s.Field)
+		if v.Kind() == reflect.Bool || !v.IsZero() {
+			continue
+		}
+		given := fmt.Sprint(v.Interface())
+		if v.Kind() == reflect.String {
+			given = `""`
+		}
+		return cli.Usagef("--%s %s would mean the default, %v: give another value, or leave --%s out for the default", s.Flag, given, s.Default, s.Flag)
 	}
 	return nil
 }

@@ -55,3 +55,19 @@ func TestEmptyExecRefused(t *testing.T) {
 	requireRefused(t, c, table, work, "exec", "", "--exec is empty")
 	requireRefused(t, c, table, work, "exec", "  ", "--exec is empty")
 }
+
+// A setting given as zero (or "") where worker.Config takes zero for its default is bad usage: it
+// ran with the default unsaid (--max-attempts 0 with 5, helper-68). Settings without a default
+// (--workers 0 joins the group at its size; --page-size 0 sizes pages by --read-rate) keep zero.
+func TestZeroThatMeansTheDefaultRefused(t *testing.T) {
+	c := clitest.New(t)
+	table, leases := c.SeededTables(t, 2)
+	work := []string{"work", "--table", table, "--lease-table", leases, "--workers", "1", "--once", "--progress", "none"}
+	for flag, zero := range map[string]string{"max-attempts": "0", "claim-ttl": "0s", "concurrency": "0", "lease-ttl": "0",
+		"max-clock-skew": "0s", "mode": "", "job": ""} {
+		requireRefused(t, c, table, work, flag, zero, "would mean the default")
+	}
+	_, stderr, code := c.Run("work", "--table", table, "--lease-table", leases, "--workers", "1", "--once", "--progress", "none",
+		"--page-size", "0")
+	require.Equal(t, 0, code, stderr)
+}

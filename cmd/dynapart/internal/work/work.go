@@ -35,6 +35,7 @@ type workFlags struct {
 	dryRun, execEffects                 bool
 	writeRateSet, outageTimeoutSet      bool // given on the command line or in the environment
 	execSet                             bool
+	changed                             func(flag string) bool // given on the command line or in the environment
 }
 
 // longHelp is work --help's description.
@@ -133,6 +134,9 @@ slot and retries from its checkpoint, 1s doubling up to 30s apart; after --outag
 15m; negative: for ever) it exits 1 with the last error. A worker started during an outage retries
 its start reads on the same terms; a standby waits through any outage.
 
+A setting given as 0 or "" where that would mean its default (--max-attempts 0, --claim-ttl 0s) is
+refused (exit 2): leave the flag out for the default.
+
 SIGTERM or SIGINT stop gracefully: no new claims, handlers in flight get --drain-timeout, the
 claims left are released, the checkpoint saved and the slot released so a standby takes over at
 once. A second signal kills the --exec commands running and exits 1 at once.
@@ -199,7 +203,7 @@ func (f *workFlags) check() error {
 	if f.cfg.NoSteal && !f.cfg.Once {
 		return cli.Usagef("--no-steal applies to --once workers only (continuous workers never steal)")
 	}
-	return f.settingFlags.check()
+	return f.settingFlags.check(f.changed)
 }
 
 // config is the worker.Config of the flags (without Logger and Hooks).
@@ -215,6 +219,7 @@ func runWork(cmd *cobra.Command, g *cli.Globals, f *workFlags) error {
 	f.writeRateSet = cmd.Flags().Changed("write-rate")
 	f.outageTimeoutSet = cmd.Flags().Changed("outage-timeout")
 	f.execSet = cmd.Flags().Changed("exec")
+	f.changed = cmd.Flags().Changed
 	if err := f.check(); err != nil {
 		return err
 	}
