@@ -70,25 +70,7 @@ func (s *Scanner) read(ctx context.Context, st *stream, out chan<- *Page) error 
 		if s.limiter != nil {
 			s.limiter.settle(taken, rcu, res.scanned)
 		}
-
-		page := &Page{Segment: st.seg}
-		ps := &pageState{s: s, st: st, end: res.lek}
-		for _, it := range res.items {
-			if s.plan.Mode == ModeFilter && PartitionOf(it, s.cfg.PartitionAttr, s.plan.Slots) != s.cfg.Slot {
-				continue
-			}
-			page.Items = append(page.Items, &Item{Attrs: it, page: ps})
-		}
-		ps.unacked.Store(int64(len(page.Items)))
-		s.mu.Lock()
-		st.pending = append(st.pending, ps)
-		st.stats.Pages++
-		st.stats.Scanned += int64(res.scanned)
-		st.stats.Returned += int64(len(page.Items))
-		st.stats.RCU += rcu
-		st.stats.Duration += took
-		s.mu.Unlock()
-
+		page, ps := s.kept(st, res, rcu, took)
 		if len(page.Items) == 0 {
 			s.pageAcked(ps) // nothing to deliver: the position may pass it at once
 		} else {
@@ -103,6 +85,39 @@ func (s *Scanner) read(ctx context.Context, st *stream, out chan<- *Page) error 
 		}
 		key = res.lek
 	}
+}
+
+// kept is the page of res's items this slot keeps (in filter mode those of its partition),
+// pending in st until acknowledged; st's statistics count the response (rcu, took).
+func (s *Scanner) kept(st *stream, res response, rcu float64, took time.Duration) (*Page, *pageState) {
+	page := &Page{Segment: st.seg}
+	ps := &pageState{s: s, st: st, end: res.lek}
+	var partitioned, unpartitioned int64
+	for _, it := range res.items {
+		if s.plan.Mode == ModeFilter {
+			if _, ok := it[s.cfg.PartitionAttr]; ok {
+				partitioned++
+			} else {
+				unpartitioned++
+			}
+			if PartitionOf(it, s.cfg.PartitionAttr, s.plan.Slots) != s.cfg.Slot {
+				continue
+			}
+		}
+		page.Items = append(page.Items, &Item{Attrs: it, page: ps})
+	}
+	ps.unacked.Store(int64(len(page.Items)))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st.pending = append(st.pending, ps)
+	st.stats.Pages++
+	st.stats.Scanned += int64(res.scanned)
+	st.stats.Returned += int64(len(page.Items))
+	st.stats.Partitioned += partitioned
+	st.stats.Unpartitioned += unpartitioned
+	st.stats.RCU += rcu
+	st.stats.Duration += took
+	return page, ps
 }
 
 func (s *Scanner) fetch(ctx context.Context, seg int, key map[string]types.AttributeValue, limit int32, opt func(*dynamodb.Options)) (response, error) {

@@ -11,6 +11,9 @@ type SegmentStats struct {
 	Throttles int64         // attempts DynamoDB throttled (the SDK retried them)
 	Pages     int64         // responses
 	Duration  time.Duration // time spent in requests, SDK retries included
+	// Filter mode: the items read that carry Config.PartitionAttr, and those that lack it (each
+	// goes to partition 0; all of them lacking it is likely a misspelt attribute).
+	Partitioned, Unpartitioned int64
 }
 
 // Stats sums the segments. Duration is the wall time Run has been reading.
@@ -22,6 +25,8 @@ type Stats struct {
 	Throttles int64
 	Pages     int64
 	Duration  time.Duration
+	// Partitioned, Unpartitioned: as SegmentStats'.
+	Partitioned, Unpartitioned int64
 }
 
 // Stats returns the reading statistics so far; safe to call while Run runs.
@@ -39,6 +44,8 @@ func (s *Scanner) Stats() Stats {
 		out.RCU += ss.RCU
 		out.Throttles += ss.Throttles
 		out.Pages += ss.Pages
+		out.Partitioned += ss.Partitioned
+		out.Unpartitioned += ss.Unpartitioned
 	}
 	switch {
 	case !s.finished.IsZero():

@@ -3,7 +3,9 @@ package worker
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -64,6 +66,31 @@ func TestFilterModeMissingAttributeGoesToSlot0(t *testing.T) {
 			want = (i % 7) % 3
 		}
 		require.Equal(t, want, slotOf[id], "item %s (grp %d) handled by the wrong slot", id, i%7)
+	}
+}
+
+// TestFilterModeWarnsOfAnAbsentAttribute: a filter-mode PartitionAttr that no item has (a typo)
+// puts every item in partition 0 without a word (helper-68); the worker now warns, once a Run,
+// naming the attribute. Where some items have it (TestFilterModeMissingAttributeGoesToSlot0's
+// table) it says nothing.
+func TestFilterModeWarnsOfAnAbsentAttribute(t *testing.T) {
+	f := newFixture(t, 0)
+	f.seed(t, 0, 20, func(i int, it map[string]types.AttributeValue) {
+		if i < 10 {
+			it["grp"] = &types.AttributeValueMemberN{Value: strconv.Itoa(i)}
+		}
+	})
+	for attr, warns := range map[string]bool{"gpr": true, "grp": false} {
+		var logs syncBuffer
+		c := fastTimings(f.config(LedgerInline))
+		c.Workers, c.Once, c.Group = 1, true, "g-"+attr
+		c.Mode, c.PartitionAttr = scan.ModeFilter, attr
+		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+		w, err := New(c)
+		require.NoError(t, err)
+		require.NoError(t, w.Run(context.Background(), func(context.Context, Item) error { return nil }))
+		require.Equal(t, warns, strings.Contains(logs.String(), "no item read has the partition attribute"), "%s: %s", attr, logs.String())
+		require.Equal(t, warns, strings.Contains(logs.String(), "partition_attr="+attr), attr)
 	}
 }
 

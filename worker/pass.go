@@ -268,13 +268,20 @@ func (p *pass) projection() []string {
 	return append(slices.Clone(p.w.cfg.Projection), p.e.ledger.ScanAttrs()...)
 }
 
-// scanEnded adds a finished pass's read capacity to the worker's total.
+// scanEnded adds a finished pass's read capacity to the worker's total, and warns once when a
+// filter-mode pass read items of which none has PartitionAttr (all in partition 0: likely a
+// misspelt attribute).
 func (w *Worker) scanEnded(sc *scan.Scanner) {
 	st := sc.Stats()
 	w.mu.Lock()
 	w.scanner = nil
 	w.rcuDone += st.RCU
 	w.mu.Unlock()
+	if st.Unpartitioned > 0 && st.Partitioned == 0 && w.warnedPartition.CompareAndSwap(false, true) {
+		w.cfg.Logger.Warn("dynapart: filter mode: no item read has the partition attribute, so every item went to partition 0 "+
+			"(slot 0); is PartitionAttr (--partition-attr) spelt as the items spell it?", "partition_attr", w.cfg.PartitionAttr,
+			"items_read", st.Unpartitioned)
+	}
 }
 
 // scanAndHandle runs the scan and the loops that handle its items, and returns once all of them

@@ -36,6 +36,8 @@ type Worker struct {
 	ledgerRCU float64
 	scope     string            // ClaimRequest.Scope of every claim, see claimScope
 	gate      *ledger.WriteGate // the ledger's writes pass through it (Config.WriteRate)
+	// warnedPartition: the warning that no item read has PartitionAttr was logged (once a Run).
+	warnedPartition atomic.Bool
 }
 
 // New validates cfg, fills in its defaults and returns a Worker. It does no I/O: tables are
