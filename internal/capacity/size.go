@@ -11,12 +11,14 @@ import (
 func ItemSize(item map[string]types.AttributeValue) int {
 	n := 0
 	for k, v := range item {
-		n += len(k) + valueSize(v)
+		n += len(k) + ValueSize(v)
 	}
 	return n
 }
 
-func valueSize(v types.AttributeValue) int {
+// ValueSize approximates the size DynamoDB counts for one attribute value (a string or binary: its
+// bytes).
+func ValueSize(v types.AttributeValue) int {
 	switch v := v.(type) {
 	case *types.AttributeValueMemberS:
 		return len(v.Value)
@@ -33,13 +35,13 @@ func valueSize(v types.AttributeValue) int {
 	case *types.AttributeValueMemberM:
 		n := 3
 		for k, e := range v.Value {
-			n += 1 + len(k) + valueSize(e)
+			n += 1 + len(k) + ValueSize(e)
 		}
 		return n
 	case *types.AttributeValueMemberL:
 		n := 3
 		for _, e := range v.Value {
-			n += 1 + valueSize(e)
+			n += 1 + ValueSize(e)
 		}
 		return n
 	}

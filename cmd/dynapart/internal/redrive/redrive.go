@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dynapart/dynapart/cmd/dynapart/internal/cli"
+	"github.com/dynapart/dynapart/internal/capacity"
 	"github.com/dynapart/dynapart/internal/ddbnum"
 	"github.com/dynapart/dynapart/ledger"
 	"github.com/dynapart/dynapart/worker"
@@ -168,7 +169,7 @@ func parseItemKey(s string, schema []cli.KeySpec) (worker.Key, error) {
 		if err != nil {
 			return nil, fmt.Errorf("attribute %q: %v", ks.Name, err)
 		}
-		if n, most := keyBytes(av), keyLimits[min(i, 1)]; n > most {
+		if n, most := capacity.ValueSize(av), keyLimits[min(i, 1)]; n > most {
 			return nil, fmt.Errorf("attribute %q: %d bytes, where DynamoDB keeps at most %d in a %s key: no item has this key", ks.Name, n, most, keyRoles[min(i, 1)])
 		}
 		key[ks.Name] = av
@@ -181,17 +182,6 @@ var (
 	keyLimits = [2]int{2048, 1024}
 	keyRoles  = [2]string{"partition", "sort"}
 )
-
-// keyBytes is the size of a string or binary key value (a number's is bounded by its digits).
-func keyBytes(av types.AttributeValue) int {
-	switch v := av.(type) {
-	case *types.AttributeValueMemberS:
-		return len(v.Value)
-	case *types.AttributeValueMemberB:
-		return len(v.Value)
-	}
-	return 0
-}
 
 // keyObject reads one JSON object and nothing after it, numbers kept as written; an attribute
 // named twice is an error (json.Unmarshal would keep the last silently).
