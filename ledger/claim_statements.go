@@ -60,6 +60,8 @@ func (b *claimBatch) claimStatementRound(ctx context.Context, pending []int, rou
 		return pending, nil, backoff(ctx, round+1)
 	case err != nil && IsValidation(err):
 		return nil, pending, nil // nothing was written, and the ledger has fallen back
+	case err != nil && refused(err):
+		return nil, nil, l.wrapErr("claim (statement batch)", l.row.table, err) // not sent
 	case err != nil:
 		b.undoSettled(ctx, pending) // unknown outcome: give back whatever landed
 		return nil, nil, l.wrapErr("claim (statement batch)", l.row.table, err)

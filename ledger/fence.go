@@ -46,3 +46,21 @@ func settleWriteContext(ctx context.Context) (context.Context, context.CancelFun
 	stop := context.AfterFunc(f, func() { fcancel(context.Cause(f)) })
 	return fctx, func() { stop(); fcancel(nil); cancel() }
 }
+
+type admissionKey struct{}
+
+// WithAdmission returns ctx whose writes stop waiting for the write gate (Config.WriteRate) once
+// admit ends: a write not yet sent is then not sent, and fails with admit's error, while one sent
+// already runs under ctx to its answer. A worker claims under its write context (a stop must not
+// cut a claim in flight, whose undo could look before it lands) admitted by its fetch context (a
+// stop makes no new claims, however long the gate would have held them).
+func WithAdmission(ctx, admit context.Context) context.Context {
+	return context.WithValue(ctx, admissionKey{}, admit)
+}
+
+// admissionOf is the admission ctx carries, nil when none or when a settling write (settleContext)
+// runs under it: a settle or undo is admitted whatever the caller's stop.
+func admissionOf(ctx context.Context) context.Context {
+	a, _ := ctx.Value(admissionKey{}).(context.Context)
+	return a
+}

@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"sync/atomic"
 	"time"
@@ -39,7 +40,8 @@ func NewWriteGate(wcu float64) *WriteGate {
 	return g
 }
 
-// before waits until the bucket holds a write's estimated WCU; taken is for after.
+// before waits until the bucket holds a write's estimated WCU; taken is for after. The wait ends
+// early when ctx or its admission (WithAdmission) ends: the write is then not sent.
 func (g *WriteGate) before(ctx context.Context, estimate float64) (taken int, err error) {
 	if !g.holdsRate() {
 		return 0, nil
@@ -47,8 +49,26 @@ func (g *WriteGate) before(ctx context.Context, estimate float64) (taken int, er
 	if r, changed := g.aimd.Rate(time.Now()); changed {
 		g.bucket.SetRate(r)
 	}
-	return g.bucket.Wait(ctx, estimate)
+	a := admissionOf(ctx)
+	if a == nil {
+		return g.bucket.Wait(ctx, estimate)
+	}
+	if a.Err() != nil {
+		return 0, fmt.Errorf("%w: %w", errNotAdmitted, context.Cause(a))
+	}
+	wctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(a, func() { cancel(context.Cause(a)) })
+	defer func() { stop(); cancel(nil) }()
+	taken, err = g.bucket.Wait(wctx, estimate)
+	if err != nil && a.Err() != nil {
+		err = fmt.Errorf("%w: %w", errNotAdmitted, context.Cause(a))
+	}
+	return taken, err
 }
+
+// errNotAdmitted: a write was not sent, its admission (WithAdmission) having ended while it
+// waited for the write gate. Nothing of it was applied (refused).
+var errNotAdmitted = errors.New("dynapart: not written: stopped while waiting for write capacity")
 
 // after counts a write's throttled attempts (backing off when there were any) and settles it on
 // the capacity it consumed; a write that reported none (an error) stays charged its estimate.

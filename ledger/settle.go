@@ -112,7 +112,8 @@ func (l *core) undo(ctx context.Context, r ClaimRequest, rowKey Key) error {
 // cancellation (a shutdown or the end of the lease: a read changes nothing), but bounded. A
 // settling write runs under settleWriteContext.
 func settleContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	ctx = context.WithValue(context.WithoutCancel(ctx), admissionKey{}, nil) // admitted whatever the caller's stop
+	return context.WithTimeout(ctx, settleTimeout)
 }
 
 // settleTimeout bounds a settling read or undo.
@@ -122,7 +123,7 @@ const settleTimeout = 10 * time.Second
 var errFenceEnded = errors.New("dynapart: not written: the lease has ended")
 
 // refused reports an error that says the request itself was refused (invalid, or its table is
-// missing): no attempt of it was applied. Any other error (a network error, a timeout, a server
+// missing) or was not sent (errNotAdmitted): no attempt of it was applied. Any other error (a network error, a timeout, a server
 // fault, or throttling after an earlier attempt's answer was lost) leaves the outcome unknown.
 // accessDenied reports an AccessDeniedException: IAM refused the request before anything of it
 // was applied, so a commit of effects that is denied returns the error at once, neither sent again
@@ -135,7 +136,7 @@ func accessDenied(err error) bool {
 
 func refused(err error) bool {
 	var rnf *types.ResourceNotFoundException
-	return IsValidation(err) || errors.As(err, &rnf)
+	return IsValidation(err) || errors.As(err, &rnf) || errors.Is(err, errNotAdmitted)
 }
 
 // outcomeOfRefused settles a claim its condition refused: from the old item the answer carried or,

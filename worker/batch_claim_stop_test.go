@@ -106,3 +106,71 @@ func TestGracefulStopDuringClaimBatch(t *testing.T) {
 		})
 	}
 }
+
+// TestStopMakesNoNewClaims: after a graceful stop, items still queued for a handler are neither
+// claimed nor handled (README: "no new claims"); the handler in flight finishes its item. They
+// were claimed and handled during the drain, and with --exec a command could start as a second
+// signal came (helper-69).
+func TestStopMakesNoNewClaims(t *testing.T) {
+	for _, completeOnly := range []bool{false, true} {
+		t.Run(map[bool]string{false: "claim", true: "complete-only"}[completeOnly], func(t *testing.T) {
+			const n = 10
+			f := newFixture(t, n)
+			c := f.config(LedgerInline)
+			c.Workers, c.Once, c.Concurrency, c.Segments, c.CompleteOnly = 1, true, 1, 1, completeOnly
+			w, err := New(c)
+			require.NoError(t, err)
+			started, release := make(chan struct{}), make(chan struct{})
+			hc := newHandlerCalls()
+			var first onceFlag
+			handler := func(_ context.Context, it Item) error {
+				hc.record(it)
+				if first.first() {
+					close(started)
+					<-release
+				}
+				return nil
+			}
+			ctx, stop := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- w.Run(ctx, handler) }()
+			select {
+			case <-started:
+			case <-time.After(time.Minute):
+				t.Fatal("no handler started")
+			}
+			stop() // the stop, while one handler runs and the next items wait in the queue
+			close(release)
+			select {
+			case <-done:
+			case <-time.After(time.Minute):
+				t.Fatal("Run did not return after the stop")
+			}
+			require.Len(t, hc.calls, 1, "handlers after the stop: %v", hc.calls)
+			done1 := 0
+			for i := range n {
+				st, err := f.ledger(t, LedgerInline, "").State(context.Background(), skey(itemKey(i)))
+				require.NoError(t, err)
+				require.Contains(t, []Status{StatusPending, StatusDone}, st.Status, "item %d", i)
+				if st.Status == StatusDone {
+					done1++
+				}
+			}
+			require.Equal(t, 1, done1, "the handler in flight completes its item, and no other")
+		})
+	}
+}
+
+// Under a write rate a claim batch is no larger than the rate lets through in half a
+// WriteTimeout: at 1 WCU/s a batch of 25 (50 WCU as a transaction) waited past WriteTimeout and
+// failed every pass (helper-69).
+func TestClaimBatchFitsTheWriteRate(t *testing.T) {
+	for _, tc := range []struct {
+		rate         float64
+		transactions bool
+		want         int
+	}{{0, false, 25}, {1, false, 15}, {1, true, 7}, {0.01, true, 1}, {100, true, 25}} {
+		c := Config{WriteRate: tc.rate, TransactionBatches: tc.transactions, WriteTimeout: 30 * time.Second}
+		require.Equal(t, tc.want, claimBatchMost(c), "%+v", tc)
+	}
+}

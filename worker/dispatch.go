@@ -65,7 +65,7 @@ func (p *pass) dispatch(ctx context.Context, page *scan.Page) error {
 	// transaction; see claimGate) and hand them over before claiming more, so a claim's clock
 	// does not run while its item waits in the queue.
 	for len(todo) > 0 {
-		n, err := p.gate.take(ctx, min(ledger.BatchSize, len(todo)))
+		n, err := p.gate.take(ctx, min(ledger.BatchSize, len(todo), claimBatchMost(p.w.cfg)))
 		if err != nil {
 			return err
 		}
@@ -98,8 +98,9 @@ func (p *pass) claimAndSend(ctx context.Context, chunk []task) error {
 	}
 	// Under the write context, as a single claim (claimOne): a graceful stop cancels ctx, and a
 	// batch given up on in flight may land after its undo looked, leaving claims no handler runs.
+	// Admitted by ctx: a stop ends a wait for write capacity (WriteRate) before the batch is sent.
 	wctx, cancel := p.writeContext()
-	outs, err := p.e.ledger.Claim(wctx, reqs)
+	outs, err := p.e.ledger.Claim(ledger.WithAdmission(wctx, ctx), reqs)
 	cancel()
 	p.w.pause.leave()
 	if err != nil && ledger.IsValidation(err) {
@@ -263,4 +264,19 @@ func (p *pass) send(ctx context.Context, ts []task) (n int, err error) {
 		}
 	}
 	return len(ts), nil
+}
+
+// claimBatchMost is the most claims one batch makes: BatchSize, or under a write rate
+// (Config.WriteRate) as many as the rate lets through in half a WriteTimeout, which bounds the
+// batch's write (its wait for capacity included; a transaction's item counts 2 WCU), so that a
+// low rate makes smaller batches rather than batches that time out every pass (helper-69).
+func claimBatchMost(c Config) int {
+	if c.WriteRate <= 0 {
+		return ledger.BatchSize
+	}
+	perItem := 1.0
+	if c.TransactionBatches || c.Ledger == LedgerTable {
+		perItem = 2
+	}
+	return max(1, min(ledger.BatchSize, int(c.WriteRate*c.WriteTimeout.Seconds()/2/perItem)))
 }

@@ -250,10 +250,12 @@ func (s *slot) waitResumed() bool {
 }
 
 // enterUnlessStopped enters a claim write (see pauseState.enter), waiting while the group is
-// paused; false when the pass stops claiming (shutdown, lease loss, deadline) during the wait.
-// A true return must be followed by pause.leave.
+// paused; false when the pass stops claiming (shutdown, lease loss, deadline) before or during
+// the wait: a stop makes no new claims, and starts no complete-only handler, for the items still
+// queued (they are left unacknowledged for the next holder). A true return must be followed by
+// pause.leave.
 func (p *pass) enterUnlessStopped() bool {
-	return p.w.pause.enter(p.fetchCtx) == nil
+	return p.fetchCtx.Err() == nil && p.w.pause.enter(p.fetchCtx) == nil
 }
 
 // holdWhilePaused gives back the batch claim of a task whose handler has not started (the item

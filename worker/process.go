@@ -90,11 +90,15 @@ func (p *pass) claimOne(t task, now time.Time) (*Claim, map[string]types.Attribu
 	req.Fresh = t.fresh
 	req.Version = p.versionOf(t.item.Attrs, nil)
 	req.WantItem = c.Versions // contentAsClaimed
-	outs, err := p.e.ledger.Claim(wctx, []ClaimRequest{req})
+	// Admitted by fetchCtx: a stop ends a wait for write capacity before the claim is sent.
+	outs, err := p.e.ledger.Claim(ledger.WithAdmission(wctx, p.fetchCtx), []ClaimRequest{req})
 	p.w.pause.leave()
 	if err != nil && ledger.IsValidation(err) {
 		p.unprocessable(t, err)
 		return nil, nil
+	}
+	if err != nil && p.fetchCtx.Err() != nil {
+		return nil, nil // stopped (while waiting for write capacity): not acknowledged, the next holder rescans it
 	}
 	if err != nil {
 		c.Logger.Warn("dynapart: claim failed; the item will be tried again", "slot", p.lease.Slot(), "err", err)
