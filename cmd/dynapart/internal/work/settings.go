@@ -92,12 +92,21 @@ func (f *settingFlags) check(changed func(flag string) bool) error {
 }
 
 // zeroGiven refuses a setting flag given as the zero value of its type (0, 0s, "") when its row
-// has a default: worker.Config takes zero for that default, so --max-attempts 0 ran with 5 and
-// --lease-table "" used dynapart-leases, unsaid. Booleans are left alone (false is a value).
+// has a default and applies to the run (its Scope: DYNAPART_LEDGER_TABLE= set for init does not
+// stop an inline-ledger worker): worker.Config takes zero for that default, so --max-attempts 0
+// ran with 5 and --lease-table "" used dynapart-leases, unsaid. Booleans are left alone (false
+// is a value).
 func (f *settingFlags) zeroGiven(changed func(flag string) bool) error {
 	cfg := reflect.ValueOf(&f.cfg).Elem()
+	run := f.cfg // the mode and ledger that decide the scopes, defaults filled in
+	if run.Mode == "" {
+		run.Mode = scan.ModeSegment
+	}
+	if run.Ledger == "" {
+		run.Ledger = worker.LedgerInline
+	}
 	for _, s := range worker.Settings() {
-		if s.Flag == "" || s.Default == nil || !changed(s.Flag) {
+		if s.Flag == "" || s.Default == nil || !changed(s.Flag) || !s.Scope.Covers(run) {
 			continue
 		}
 		v := cfg.FieldByName(s.Field)
