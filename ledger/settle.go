@@ -123,8 +123,9 @@ const settleTimeout = 10 * time.Second
 var errFenceEnded = errors.New("dynapart: not written: the lease has ended")
 
 // refused reports an error that says the request itself was refused (invalid, or its table is
-// missing) or was not sent (errNotAdmitted): no attempt of it was applied. Any other error (a network error, a timeout, a server
-// fault, or throttling after an earlier attempt's answer was lost) leaves the outcome unknown.
+// missing) or was not sent (errNotAdmitted): no attempt of it was applied. Any other error (a
+// network error, a timeout, a server fault, or throttling after an earlier attempt's answer was
+// lost) leaves the outcome unknown.
 // accessDenied reports an AccessDeniedException: IAM refused the request before anything of it
 // was applied, so a commit of effects that is denied returns the error at once, neither sent again
 // nor settled by a read (the role may not write a table an effect names: every item that writes
