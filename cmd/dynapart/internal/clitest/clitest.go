@@ -67,12 +67,20 @@ func New(t *testing.T) *CLI {
 // deleted after the test.
 func (c *CLI) SeededTables(t *testing.T, items int) (table, leases string) {
 	t.Helper()
+	table, leases = TableNames(t)
+	c.MustRun("init", "--table", table, "--key", "id:S", "--lease-table", leases)
+	c.MustRun("seed", "--table", table, "--items", strconv.Itoa(items))
+	return table, leases
+}
+
+// TableNames names a source table and a lease table for t, which a test creates as it needs
+// them (init with its own flags); both are deleted after the test.
+func TableNames(t *testing.T) (table, leases string) {
+	t.Helper()
 	db := ddbtest.Client(t)
 	table, leases = ddbtest.TableName(t, ""), ddbtest.TableName(t, "lease")
 	ddbtest.DeleteOnCleanup(t, db, table)
 	ddbtest.DeleteOnCleanup(t, db, leases)
-	c.MustRun("init", "--table", table, "--key", "id:S", "--lease-table", leases)
-	c.MustRun("seed", "--table", table, "--items", strconv.Itoa(items))
 	return table, leases
 }
 

@@ -106,10 +106,7 @@ func TestRedriveIgnoresExecItemEnv(t *testing.T) {
 // (.5, +5, 5.) and the largest magnitudes are keys DynamoDB takes.
 func TestRedriveNumberKeys(t *testing.T) {
 	c := clitest.New(t)
-	db := ddbtest.Client(t)
-	table, leases := ddbtest.TableName(t, ""), ddbtest.TableName(t, "lease")
-	ddbtest.DeleteOnCleanup(t, db, table)
-	ddbtest.DeleteOnCleanup(t, db, leases)
+	table, leases := clitest.TableNames(t)
 	c.MustRun("init", "--table", table, "--key", "id:N", "--lease-table", leases)
 	for _, bad := range []string{"NaN", "Inf", "0x10p0", "1e200", "1e-131"} {
 		_, stderr, code := c.Run("redrive", "--table", table, "--key", "7", "--key", bad)

@@ -20,9 +20,7 @@ import (
 func TestIndexModeWarnsOfAnEmptyIndex(t *testing.T) {
 	c := clitest.New(t)
 	db := ddbtest.Client(t)
-	table, leases := ddbtest.TableName(t, ""), ddbtest.TableName(t, "lease")
-	ddbtest.DeleteOnCleanup(t, db, table)
-	ddbtest.DeleteOnCleanup(t, db, leases)
+	table, leases := clitest.TableNames(t)
 	c.MustRun("init", "--table", table, "--key", "id:S", "--lease-table", leases, "--index")
 	c.MustRun("seed", "--table", table, "--items", "3")
 	work := []string{"work", "--table", table, "--lease-table", leases, "--mode", "index", "--once", "--progress", "none"}
