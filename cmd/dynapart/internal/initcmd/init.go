@@ -15,15 +15,8 @@ import (
 	"github.com/dynapart/dynapart/worker"
 )
 
-// New is `dynapart init`.
-func New(g *cli.Globals) *cobra.Command {
-	var table, leaseTable, ledgerTable, indexName, shardAttr string
-	var index, stream bool
-	var sf cli.SchemaFlags
-	cmd := &cobra.Command{
-		Use:   "init",
-		Short: "Create the missing tables: source, lease, and (optionally) ledger and pending index",
-		Long: `Creates what dynapart needs and is not there yet (safe to run again):
+// initLong is init --help's description.
+const initLong = `Creates what dynapart needs and is not there yet (safe to run again):
 
   - the source table --table with partition key --key (and sort key --sort-key, when given;
     on-demand billing), unless it exists. An existing table is taken with the key schema it has
@@ -37,7 +30,17 @@ func New(g *cli.Globals) *cobra.Command {
   - with --stream, the source table's stream (NEW_AND_OLD_IMAGES), on an existing table too; a
     table whose stream has another view type is named and init stops with exit 2 (the view type
     of a stream cannot be changed in place). Turn it on before the first pass of work --follow
-    (or of a back-fill with --versions whose changes a Lambda stream handler follows).`,
+    (or of a back-fill with --versions whose changes a Lambda stream handler follows).`
+
+// New is `dynapart init`.
+func New(g *cli.Globals) *cobra.Command {
+	var table, leaseTable, ledgerTable, indexName, shardAttr string
+	var index, stream bool
+	var sf cli.SchemaFlags
+	cmd := &cobra.Command{
+		Use:   "init",
+		Short: "Create the missing tables: source, lease, and (optionally) ledger and pending index",
+		Long:  initLong,
 		Example: `  dynapart init --table users --key id:S
   dynapart init --table files --key file_id:N --index
   dynapart init --table events --key pk:B --sort-key ts:N

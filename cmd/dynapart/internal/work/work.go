@@ -33,8 +33,6 @@ type workFlags struct {
 	exec, metricsAddr, progress, record string
 	execTimeout                         time.Duration
 	dryRun, execEffects                 bool
-	writeRateSet, outageTimeoutSet      bool // given on the command line or in the environment
-	execSet                             bool
 	changed                             func(flag string) bool // given on the command line or in the environment
 }
 
@@ -184,13 +182,13 @@ func (f *workFlags) check() error {
 	default:
 		return cli.Usagef("--progress %q: want auto, bar, log, json or none", f.progress)
 	}
-	if f.writeRateSet && !(f.cfg.WriteRate > 0 && !math.IsInf(f.cfg.WriteRate, 1)) {
+	if f.changed("write-rate") && !(f.cfg.WriteRate > 0 && !math.IsInf(f.cfg.WriteRate, 1)) {
 		return cli.Usagef("--write-rate must be a number > 0 (WCU per second; leave it out for no limit), got %v", f.cfg.WriteRate)
 	}
-	if f.outageTimeoutSet && f.cfg.OutageTimeout == 0 {
+	if f.changed("outage-timeout") && f.cfg.OutageTimeout == 0 {
 		return cli.Usagef("--outage-timeout 0: give a duration > 0, or a negative one to retry for ever (leave it out for the default, %v)", worker.DefaultOutageTimeout)
 	}
-	if f.execSet && strings.TrimSpace(f.exec) == "" {
+	if f.changed("exec") && strings.TrimSpace(f.exec) == "" {
 		// --exec "$CMD" with CMD unset would otherwise mark every item done without running anything.
 		return cli.Usagef("--exec is empty: give the command to run per item (leave --exec out to mark items done with no handler)")
 	}
@@ -216,9 +214,6 @@ func (f *workFlags) config(db *dynamodb.Client) worker.Config {
 // runWork checks the flags (worker.New validates the settings, before any DynamoDB call), then runs
 // the worker or, with --dry-run, the dry run.
 func runWork(cmd *cobra.Command, g *cli.Globals, f *workFlags) error {
-	f.writeRateSet = cmd.Flags().Changed("write-rate")
-	f.outageTimeoutSet = cmd.Flags().Changed("outage-timeout")
-	f.execSet = cmd.Flags().Changed("exec")
 	f.changed = cmd.Flags().Changed
 	if err := f.check(); err != nil {
 		return err
