@@ -19,7 +19,8 @@ import (
 // execHandler runs command once per item. The item goes to the command's stdin as a JSON object and
 // its key, slot, attempt and token into DYNAPART_* environment variables; the item never reaches a
 // shell command line. Exit 0 completes the item; any other exit is a failed attempt whose error is
-// the tail of the command's stderr; exit 65 (EX_DATAERR) dead-letters at once. A command killed as
+// the tail of the command's stderr; exit 65 (EX_DATAERR) dead-letters at once; exit 126 or 127 (the
+// shell could not run CMD) stops the run (stop, with a *notRunnableError). A command killed as
 // its context ended (--exec-timeout, the claim's end, the stop) says so (execError). The
 // command's stdout goes to out, which must be safe for concurrent writes (an *os.File is). Once
 // out's reader has gone (a pipe to a `head` that exited) the handler stops the run (stop, with
@@ -34,7 +35,7 @@ func execHandler(command string, timeout time.Duration, out io.Writer, stop cont
 		if err != nil && readerGone(out) {
 			return stopOnClosedOutput(stop, err)
 		}
-		return err
+		return stopIfNotRunnable(stop, err)
 	}
 }
 
@@ -53,11 +54,11 @@ func stopOnClosedOutput(stop context.CancelCauseFunc, cmdErr error) error {
 // the attempt permanently (the item is dead-lettered: the command exited 0 with it, and would
 // print it again), with an error that says what is wrong and where, as the ledger refuses an
 // effect it cannot commit.
-func execEffectsHandler(command string, timeout time.Duration) worker.Handler {
+func execEffectsHandler(command string, timeout time.Duration, stop context.CancelCauseFunc) worker.Handler {
 	return worker.WithEffects(func(ctx context.Context, it worker.Item) (*worker.Effects, error) {
 		var stdout limitedBuffer
 		if err := execRun(ctx, execCall{command: command, timeout: timeout, stdout: &stdout}, it); err != nil {
-			return nil, err
+			return nil, stopIfNotRunnable(stop, err)
 		}
 		if stdout.over {
 			return nil, worker.Permanent(fmt.Errorf("--exec-effects: the command's output is over %d bytes", maxEffectsOutput))

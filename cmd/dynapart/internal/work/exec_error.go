@@ -23,6 +23,9 @@ func execError(ctx context.Context, err error, msg string) error {
 	if exitErr == nil {
 		return fmt.Errorf("exec: %w", err)
 	}
+	if err := notRunnable(exitErr, msg); err != nil {
+		return err
+	}
 	if exitErr.ExitCode() == 65 {
 		return worker.Permanent(errors.New(withTail(exitErr.Error(), msg)))
 	}

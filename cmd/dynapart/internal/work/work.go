@@ -57,7 +57,9 @@ their digits, binary values and binary set members as base64 strings, sets as ar
 environment has DYNAPART_KEY (the key as JSON), DYNAPART_SLOT, DYNAPART_ATTEMPT, DYNAPART_TOKEN and
 DYNAPART_IDEMPOTENCY_KEY (with --follow also DYNAPART_VERSION, the item's content version). Exit
 0 completes the item; any other exit is a failed attempt whose
-error is the tail of CMD's stderr (exit 65 dead-letters at once). CMD and its process group are
+error is the tail of CMD's stderr (exit 65 dead-letters at once). Exit 126 or 127 (the shell
+could not run CMD: not executable, not found) is not the item's failure: it stops the worker, the
+attempts in flight given back, not counted, and the worker exits 2. CMD and its process group are
 killed after --exec-timeout or, by default, shortly before its claim expires (--claim-ttl), and
 the failed attempt's error says which; one still running when a stopping worker's
 --drain-timeout has passed is killed too, its attempt not counted; a process CMD left running
@@ -303,7 +305,7 @@ func (r *workRun) newWorker() error {
 func (r *workRun) run(parent context.Context) error {
 	ctx, stopSignals := onSignals(parent, r.log, r.stderr)
 	defer stopSignals()
-	ctx, stopRun := context.WithCancelCause(ctx) // stopRun(errOutputClosed): see outclosed.go
+	ctx, stopRun := context.WithCancelCause(ctx) // stopRun(errOutputClosed, a *notRunnableError): outclosed.go, notrunnable.go
 	defer stopRun(nil)
 	defer watchOutput(stopRun, r.stdout, r.stderr)()
 	if r.metrics != nil {
@@ -331,7 +333,7 @@ func (r *workRun) run(parent context.Context) error {
 	handler := func(context.Context, worker.Item) error { return nil }
 	switch {
 	case r.f.exec != "" && r.f.execEffects:
-		handler = execEffectsHandler(r.f.exec, r.f.execTimeout)
+		handler = execEffectsHandler(r.f.exec, r.f.execTimeout, stopRun)
 	case r.f.exec != "":
 		handler = execHandler(r.f.exec, r.f.execTimeout, r.execOut(), stopRun)
 	}
@@ -359,6 +361,8 @@ func (r *workRun) run(parent context.Context) error {
 		return nil // every item handled: an output closed at the end stops nothing
 	case errors.Is(context.Cause(ctx), errOutputClosed):
 		return outputClosedError(runErr)
+	case errors.As(context.Cause(ctx), new(*notRunnableError)):
+		return notRunnableExit(context.Cause(ctx))
 	case errors.Is(context.Cause(ctx), errSignal):
 		r.log.Info("dynapart: stopped by signal; claims and slot released")
 		return nil
