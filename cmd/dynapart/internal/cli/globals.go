@@ -116,7 +116,7 @@ func (g *Globals) awsConfig(ctx context.Context) (aws.Config, error) {
 	if cfg.Region == "" {
 		cfg.Region = "us-east-1"
 	}
-	return cfg, nil
+	return cfg, checkCredentials(ctx, cfg)
 }
 
 // LeaseClient makes the lock client of a lease table, which must exist.
