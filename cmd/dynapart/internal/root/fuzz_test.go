@@ -47,6 +47,7 @@ func runWorkUntilListen(t *testing.T, settings ...flagSetting) (*cobra.Command, 
 	}
 	t.Setenv("AWS_CONFIG_FILE", "/nonexistent/dynapart-fuzz")
 	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/dynapart-fuzz")
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true") // no credentials: an AWS endpoint is refused without a request
 	args := []string{"work", "--metrics-addr", "no-port"}
 	given := map[string]bool{}
 	for _, s := range settings {
