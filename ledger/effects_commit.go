@@ -187,6 +187,9 @@ func (l *core) commitTx(ctx context.Context, cm commit, itemKey Key) (applied bo
 		if err == nil {
 			return true, ItemState{}, nil
 		}
+		if errors.Is(err, ErrNotSent) {
+			return l.commitNotSent(ctx, cm, lost, err)
+		}
 		retry, applied, found, cerr := l.commitAnswer(cm, len(items), err)
 		var unsettled *unsettledRefusal
 		switch {
@@ -214,6 +217,17 @@ func (l *core) commitTx(ctx context.Context, cm commit, itemKey Key) (applied bo
 			return l.settleCommit(ctx, cm, berr)
 		}
 	}
+}
+
+// commitNotSent is a commit whose round was not sent (err, an ErrNotSent: the write gate held it
+// until its context ended). Nothing of the commit applied unless an earlier round's answer was lost
+// (lost > 0): that one is settled by a read.
+func (l *core) commitNotSent(ctx context.Context, cm commit, lost int, err error) (bool, ItemState, error) {
+	werr := l.wrapErr("commit", l.row.table, err)
+	if lost == 0 {
+		return false, ItemState{}, werr
+	}
+	return l.settleCommit(ctx, cm, werr)
 }
 
 // commitItems are cm's transaction items.

@@ -64,3 +64,19 @@ func admissionOf(ctx context.Context) context.Context {
 	a, _ := ctx.Value(admissionKey{}).(context.Context)
 	return a
 }
+
+type unqueuedKey struct{}
+
+// Unqueued returns ctx whose writes do not wait in the write gate (Config.WriteRate): each is
+// sent at once and its cost charged as debt, which delays the writes after it. For the few writes
+// that give an item back after a write the gate held too long (ErrNotSent): waiting behind the
+// same queue, they would not be sent either, and the claim left to expire would count an attempt.
+func Unqueued(ctx context.Context) context.Context {
+	return context.WithValue(ctx, unqueuedKey{}, true)
+}
+
+// unqueued reports whether ctx's writes skip the write gate's queue (Unqueued).
+func unqueued(ctx context.Context) bool {
+	u, _ := ctx.Value(unqueuedKey{}).(bool)
+	return u
+}

@@ -49,9 +49,13 @@ func (g *WriteGate) before(ctx context.Context, estimate float64) (taken int, er
 	if r, changed := g.aimd.Rate(time.Now()); changed {
 		g.bucket.SetRate(r)
 	}
+	if unqueued(ctx) {
+		return g.bucket.Charge(estimate), nil
+	}
 	a := admissionOf(ctx)
 	if a == nil {
-		return g.bucket.Wait(ctx, estimate)
+		taken, err = g.bucket.Wait(ctx, estimate)
+		return taken, gateNotSent(err)
 	}
 	if a.Err() != nil {
 		return 0, fmt.Errorf("%w: %w", errNotAdmitted, context.Cause(a))
@@ -63,12 +67,26 @@ func (g *WriteGate) before(ctx context.Context, estimate float64) (taken int, er
 	if err != nil && a.Err() != nil {
 		err = fmt.Errorf("%w: %w", errNotAdmitted, context.Cause(a))
 	}
-	return taken, err
+	return taken, gateNotSent(err)
 }
+
+// ErrNotSent: a write was not sent, the context it waited for write capacity under
+// (Config.WriteRate) having ended first: nothing of it was applied, and it may be made again
+// later. A worker gives the item's claim back without counting an attempt.
+var ErrNotSent = errors.New("dynapart: not written: its wait for write capacity (the write rate) ended first")
 
 // errNotAdmitted: a write was not sent, its admission (WithAdmission) having ended while it
 // waited for the write gate. Nothing of it was applied (refused).
-var errNotAdmitted = errors.New("dynapart: not written: stopped while waiting for write capacity")
+var errNotAdmitted = fmt.Errorf("%w: stopped", ErrNotSent)
+
+// gateNotSent is the error of a wait for the write gate that ended before the write was sent (err
+// from the bucket, or errNotAdmitted): an ErrNotSent.
+func gateNotSent(err error) error {
+	if err == nil || errors.Is(err, ErrNotSent) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrNotSent, err)
+}
 
 // after counts a write's throttled attempts (backing off when there were any) and settles it on
 // the capacity it consumed; a write that reported none (an error) stays charged its estimate.
@@ -165,9 +183,7 @@ func (l *core) updateItem(ctx context.Context, in *dynamodb.UpdateItemInput) (*d
 func (l *core) transactItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput) (*dynamodb.TransactWriteItemsOutput, error) {
 	var estimate float64
 	for _, it := range in.TransactItems {
-		if u := it.Update; u != nil {
-			estimate += 2 * writeEstimate(u.Key, u.ExpressionAttributeValues)
-		}
+		estimate += 2 * txItemEstimate(it)
 	}
 	taken, err := l.gate.before(ctx, estimate)
 	if err != nil {
@@ -188,6 +204,18 @@ func (l *core) transactItems(ctx context.Context, in *dynamodb.TransactWriteItem
 	consumed := max(sumWCU(c), floor)
 	l.gate.after(taken, consumed, len(c) > 0, throttledAttempts(seen.Load(), err))
 	return out, err
+}
+
+// txItemEstimate is the WCU one write of a transaction is expected to cost outside it (a put: its
+// item's size; an update: its key and values; a delete or a condition check: 1).
+func txItemEstimate(it types.TransactWriteItem) float64 {
+	switch {
+	case it.Update != nil:
+		return writeEstimate(it.Update.Key, it.Update.ExpressionAttributeValues)
+	case it.Put != nil:
+		return writeEstimate(it.Put.Item, it.Put.ExpressionAttributeValues)
+	}
+	return 1
 }
 
 // writeEstimate is the WCU an update is expected to cost before DynamoDB says: 1 per KB of its

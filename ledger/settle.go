@@ -123,7 +123,7 @@ const settleTimeout = 10 * time.Second
 var errFenceEnded = errors.New("dynapart: not written: the lease has ended")
 
 // refused reports an error that says the request itself was refused (invalid, or its table is
-// missing) or was not sent (errNotAdmitted): no attempt of it was applied. Any other error (a
+// missing) or was not sent (ErrNotSent): no attempt of it was applied. Any other error (a
 // network error, a timeout, a server fault, or throttling after an earlier attempt's answer was
 // lost) leaves the outcome unknown.
 // accessDenied reports an AccessDeniedException: IAM refused the request before anything of it
@@ -137,7 +137,7 @@ func accessDenied(err error) bool {
 
 func refused(err error) bool {
 	var rnf *types.ResourceNotFoundException
-	return IsValidation(err) || errors.As(err, &rnf) || errors.Is(err, errNotAdmitted)
+	return IsValidation(err) || errors.As(err, &rnf) || errors.Is(err, ErrNotSent)
 }
 
 // outcomeOfRefused settles a claim its condition refused: from the old item the answer carried or,

@@ -207,6 +207,8 @@ func (p *pass) completed(ctx context.Context, t task, claim Claim, err error, to
 	case errors.Is(err, ErrClaimLost):
 		p.claimLost(claim, err, took)
 		c.Logger.Warn("dynapart: claim lost before completion", "slot", claim.Slot, "attempt", claim.Attempt, "err", err)
+	case errors.Is(err, ledger.ErrNotSent):
+		p.notSent(t, claim, err, took)
 	case errors.Is(err, ledger.ErrEffectRefused):
 		// The handler's effects cannot be committed (nothing was written): a permanent failure.
 		c.Logger.Warn("dynapart: the handler's effects were refused; the item is dead-lettered", "slot", claim.Slot, "err", err)
@@ -227,6 +229,19 @@ func (p *pass) completed(ctx context.Context, t task, claim Claim, err error, to
 		c.Logger.Error("dynapart: complete", "slot", claim.Slot, "err", err)
 		p.unknown(claim, took)
 	}
+}
+
+// notSent handles a completion the write gate (Config.WriteRate) held until its write context
+// ended: nothing of it was applied, and the handler's run is not the item's failure, so the claim
+// is given back (under a write context of its own, sent at once: ledger.Unqueued) without
+// counting an attempt, and the item handled again.
+func (p *pass) notSent(t task, claim Claim, err error, took time.Duration) {
+	p.w.cfg.Logger.Warn("dynapart: completion not sent within WriteTimeout (the write rate held it); the claim is given back, no attempt counted",
+		"slot", claim.Slot, "err", err)
+	wctx, cancel := p.writeContext()
+	defer cancel()
+	p.interrupted(ledger.Unqueued(wctx), t, claim, took) // not behind the queue that held the completion
+	p.again(p.w.cfg.Clock.Now())
 }
 
 // done counts a completed item; in index mode with the table ledger it also leaves the index.

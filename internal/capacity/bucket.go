@@ -48,7 +48,12 @@ func (b *Bucket) SetRate(units float64) {
 }
 
 // Wait blocks until the bucket holds the estimated cost of a request (less any credit) and
-// returns the tokens taken, for Settle. When ctx ends first, the tokens are given back.
+// returns the tokens taken, for Settle. A request that costs more than the burst (one second at
+// the rate) waits for its first burst only: the rest is charged at once as debt, which delays the
+// following requests, as Settle charges an overrun. So a request waits no longer than a second of
+// the rate past the requests ahead of it, however large: a commit of many writes at a low rate is
+// sent within its caller's timeout, and the rate holds on average. When ctx ends first, the tokens
+// are given back.
 func (b *Bucket) Wait(ctx context.Context, estimate float64) (int, error) {
 	want := b.tokens(estimate)
 	b.mu.Lock()
@@ -61,8 +66,10 @@ func (b *Bucket) Wait(ctx context.Context, estimate float64) (int, error) {
 	for now := time.Now(); need > 0; {
 		n := min(need, burst)
 		r := b.lim.ReserveN(now, n)
+		if len(rs) == 0 {
+			delay = r.DelayFrom(now) // the first burst; the later ones are debt
+		}
 		rs = append(rs, r)
-		delay = max(delay, r.DelayFrom(now))
 		need -= n
 	}
 	if delay <= 0 {
@@ -79,6 +86,21 @@ func (b *Bucket) Wait(ctx context.Context, estimate float64) (int, error) {
 		}
 		return 0, ctx.Err()
 	}
+}
+
+// Charge takes the estimated cost of a request without waiting: the tokens are debt that delays
+// the following requests. It returns the tokens taken, for Settle.
+func (b *Bucket) Charge(estimate float64) int {
+	want := b.tokens(estimate)
+	b.mu.Lock()
+	need := want - b.credit
+	b.credit = max(0, -need)
+	burst := b.burst
+	b.mu.Unlock()
+	for ; need > 0; need -= burst {
+		b.lim.ReserveN(time.Now(), min(need, burst))
+	}
+	return want
 }
 
 // Settle charges the difference between the tokens taken and the units consumed.

@@ -68,6 +68,20 @@ func TestBucketCreditAndDebt(t *testing.T) {
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 }
 
+// TestBucketLargeRequestWaitsOneBurst: a request costing many seconds of the rate waits for its
+// first second only (a commit of many writes at a low rate must be sent within its caller's
+// timeout); the rest is debt that the next request waits for.
+func TestBucketLargeRequestWaitsOneBurst(t *testing.T) {
+	b := NewBucket(10, 1) // 10 units/s, burst 10
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	taken, err := b.Wait(ctx, 50) // 5 s of the rate; before, it waited for them all (4 s past the first)
+	require.NoError(t, err)
+	require.Equal(t, 50, taken)
+	_, err = b.Wait(ctx, 1) // 40 units of debt ahead: about 4 s
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+}
+
 // TestBucketSetRate: a lower rate makes the next request wait longer.
 func TestBucketSetRate(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
