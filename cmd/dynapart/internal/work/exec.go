@@ -57,11 +57,12 @@ func stopOnClosedOutput(stop context.CancelCauseFunc, cmdErr error) error {
 func execEffectsHandler(command string, timeout time.Duration, stop context.CancelCauseFunc) worker.Handler {
 	return worker.WithEffects(func(ctx context.Context, it worker.Item) (*worker.Effects, error) {
 		var stdout limitedBuffer
-		if err := execRun(ctx, execCall{command: command, timeout: timeout, stdout: &stdout}, it); err != nil {
-			return nil, stopIfNotRunnable(stop, err)
+		err := execRun(ctx, execCall{command: command, timeout: timeout, stdout: &stdout}, it)
+		if stdout.over { // whatever its end: stopped reading, CMD dies of SIGPIPE or ends on EPIPE
+			return nil, worker.Permanent(fmt.Errorf("--exec-effects: the command's output is over %d bytes (%w)", maxEffectsOutput, errOutputOver))
 		}
-		if stdout.over {
-			return nil, worker.Permanent(fmt.Errorf("--exec-effects: the command's output is over %d bytes", maxEffectsOutput))
+		if err != nil {
+			return nil, stopIfNotRunnable(stop, err)
 		}
 		eff, err := parseEffects(stdout.b.Bytes())
 		if err != nil {
@@ -137,16 +138,21 @@ const leftOutputDelay = 5 * time.Second
 // maxEffectsOutput bounds the --exec-effects output read (DynamoDB commits at most 4 MB).
 const maxEffectsOutput = 4 << 20
 
-// limitedBuffer keeps up to maxEffectsOutput bytes and notes more.
+// limitedBuffer keeps up to maxEffectsOutput bytes and notes more. Past the limit its Write fails,
+// which ends the copy of CMD's stdout and closes the pipe: CMD's next write gets SIGPIPE (or EPIPE)
+// rather than running on, its output read and dropped, until its claim ends.
 type limitedBuffer struct {
 	b    bytes.Buffer
 	over bool
 }
 
+// errOutputOver is the error of a write past maxEffectsOutput.
+var errOutputOver = errors.New("the output was not read past the limit, and the command stopped")
+
 func (l *limitedBuffer) Write(p []byte) (int, error) {
-	if l.b.Len()+len(p) > maxEffectsOutput {
+	if l.over || l.b.Len()+len(p) > maxEffectsOutput {
 		l.over = true
-		return len(p), nil
+		return 0, errOutputOver
 	}
 	return l.b.Write(p)
 }

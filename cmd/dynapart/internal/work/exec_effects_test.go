@@ -145,3 +145,23 @@ func TestExecEffectsBadOutputFailsAtOnce(t *testing.T) {
 	require.Equal(t, &types.AttributeValueMemberN{Value: "1"}, it["dp_attempts"], "one attempt, not --max-attempts")
 	require.Nil(t, it["a"])
 }
+
+// TestExecEffectsEndlessOutputStopped: a CMD that writes without end (`yes '{}'`) is stopped once
+// its output passes the 4 MB limit (it reads SIGPIPE), and the attempt fails permanently saying so.
+// Before, the worker read and dropped the output until the claim's end killed CMD, and the
+// attempt's error blamed --claim-ttl; every attempt did the same (82 s, 5 attempts, helper-70).
+func TestExecEffectsEndlessOutputStopped(t *testing.T) {
+	c := clitest.New(t)
+	db := ddbtest.Client(t)
+	table, leases := c.SeededTables(t, 1)
+	status := filepath.Join(c.Dir, "yes-status") // yes's exit status, written once it has ended on its own
+	c.WorkOnce(table, leases, 1, "--exec", "cat >/dev/null; yes '{}'; echo $? >"+status, "--exec-effects",
+		"--claim-ttl", "10s", "--max-attempts", "3")
+	got, err := os.ReadFile(status)
+	require.NoError(t, err, "yes was killed with its process group at the claim's end, not stopped by its closed output")
+	require.Equal(t, "141\n", string(got), "yes died of SIGPIPE (128+13)")
+	it := scanItems(t, db, table)[0]
+	require.Equal(t, "failed", strAttr(it["dp_status"]))
+	require.Contains(t, strAttr(it["dp_error"]), "output is over 4194304 bytes")
+	require.Equal(t, &types.AttributeValueMemberN{Value: "1"}, it["dp_attempts"], "one attempt, not --max-attempts")
+}
