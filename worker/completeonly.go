@@ -153,8 +153,7 @@ func (p *pass) completeOnly(t task) {
 	res, err := p.e.ledger.CompleteOnlyWith(wctx, req, eff)
 	switch {
 	case errors.Is(err, ledger.ErrEffectRefused):
-		c.Logger.Warn("dynapart: the handler's effects were refused (complete-only); the item is dead-lettered", "slot", slot, "err", err)
-		p.completeOnlyFailed(wctx, t, err, took) // stored as claim mode stores it
+		p.completeOnlyFailed(wctx, t, err, took) // stored as claim mode stores it, and logged there
 	case ledger.IsValidation(err):
 		p.unprocessable(t, err) // e.g. too large for the inline ledger's attributes: no retry can help
 		return
@@ -204,6 +203,6 @@ func (p *pass) completeOnlyFailed(ctx context.Context, t task, herr error, took 
 		p.again(at)
 	default:
 		p.deadLettered(ctx, t.key, slot, 0, took)
-		c.Logger.Warn("dynapart: item dead-lettered (complete-only)", "slot", slot, "key", ledger.KeyText(t.key))
+		c.Logger.Warn("dynapart: item dead-lettered (complete-only)", "slot", slot, "key", ledger.KeyText(t.key), "err", herr)
 	}
 }

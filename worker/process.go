@@ -210,8 +210,8 @@ func (p *pass) completed(ctx context.Context, t task, claim Claim, err error, to
 	case errors.Is(err, ledger.ErrNotSent):
 		p.notSent(t, claim, err, took)
 	case errors.Is(err, ledger.ErrEffectRefused):
-		// The handler's effects cannot be committed (nothing was written): a permanent failure.
-		c.Logger.Warn("dynapart: the handler's effects were refused; the item is dead-lettered", "slot", claim.Slot, "err", err)
+		// The handler's effects cannot be committed (nothing was written): a permanent failure,
+		// which the dead letter's line tells with its error.
 		p.deadLetter(ctx, t, claim, err.Error(), took)
 	case ledger.IsValidation(err):
 		// The completion alone is refused for good (the item is near 400 KB): the claim stays
@@ -356,7 +356,7 @@ func (p *pass) deadLetter(ctx context.Context, t task, cl Claim, msg string, too
 	switch {
 	case err == nil:
 		p.deadLettered(ctx, cl.Key, cl.Slot, cl.Attempt, took)
-		c.Logger.Warn("dynapart: item dead-lettered", "slot", cl.Slot, "attempt", cl.Attempt, "err", msg)
+		c.Logger.Warn("dynapart: item dead-lettered", "slot", cl.Slot, "key", ledger.KeyText(cl.Key), "attempt", cl.Attempt, "err", msg)
 	case errors.Is(err, ErrClaimLost):
 		p.claimLost(cl, err, took)
 	case ledger.IsValidation(err):

@@ -3,6 +3,7 @@ package work
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/dynapart/dynapart/lock"
@@ -42,8 +43,25 @@ func (e *configFlagError) Error() string {
 	if e.Flag == "" {
 		return e.err.Error()
 	}
-	return fmt.Sprintf("%s: %s (worker.Config.%s)", e.Flag, e.err.Reason, e.err.Field)
+	return fmt.Sprintf("%s: %s (worker.Config.%s)", e.Flag, flagsInReason(e.err.Reason), e.err.Field)
 }
+
+// flagsInReason is a ConfigError's reason with the other Config fields it names written as their
+// flags ("cannot be combined with CompleteOnly" says --complete-only), unless it names flags itself.
+func flagsInReason(reason string) string {
+	if strings.Contains(reason, "--") {
+		return reason
+	}
+	return configField.ReplaceAllStringFunc(reason, func(field string) string {
+		if f := flagOfField(field); f != "" {
+			return f
+		}
+		return field
+	})
+}
+
+// configField is a word that may be a Config field's name.
+var configField = regexp.MustCompile(`\b[A-Z][A-Za-z]+\b`)
 
 func (e *configFlagError) Unwrap() error { return e.err }
 

@@ -55,3 +55,18 @@ func TestConfigErrorNamesTheFlag(t *testing.T) {
 	err := explainSetting(&worker.ConfigError{Field: "Clock", Reason: "bad"})
 	require.True(t, cli.IsUsage(err), "a field without a flag is still exit 2")
 }
+
+// A configuration error's reason names the other settings it mentions by their flags, not by the
+// Go fields a CLI user never typed (helper-70: "cannot be combined with CompleteOnly").
+func TestConfigErrorReasonNamesFlags(t *testing.T) {
+	for reason, want := range map[string]string{
+		"cannot be combined with CompleteOnly (complete-only makes no claims)": "cannot be combined with --complete-only (complete-only makes no claims)",
+		"must be at least Workers (4) in segment mode":                         "must be at least --workers (4) in segment mode",
+		"must exceed 2 x Heartbeat (1s), got 1s":                               "must exceed 2 x --heartbeat (1s), got 1s",
+		"required with Follow (a *dynamodbstreams.Client)":                     "required with --follow (a *dynamodbstreams.Client)",
+		"cannot be combined with Once (--once): a once-job ends":               "cannot be combined with Once (--once): a once-job ends",
+		"Client must be set": "Client must be set", // no flag
+	} {
+		require.Equal(t, want, flagsInReason(reason))
+	}
+}
