@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/dynapart/dynapart/internal/capacity"
@@ -274,7 +275,7 @@ func (l *core) commitAnswer(cm commit, n int, err error) (retry, applied bool, f
 			return false, false, ItemState{}, l.wrapErr("commit", l.row.table, err) // nothing applied
 		}
 		if refused(err) {
-			return false, false, ItemState{}, &EffectError{Write: refusedPart(cm.plan), Reason: "the commit was refused by DynamoDB, nothing of it applied", Err: err}
+			return false, false, ItemState{}, &EffectError{Write: refusedPart(cm.plan), Reason: refusedReason(cm.plan, err), Err: err}
 		}
 		return true, false, ItemState{}, nil // a conflict, throttling, or an unknown outcome
 	}
@@ -386,6 +387,37 @@ func (l *core) settleWriteRefused(ctx context.Context, cm commit, refusal *Effec
 
 // refusedPart is the EffectError.Write of a commit DynamoDB refused as a whole: the item's update
 // when it is the only effect, else WholeCommit.
+// refusedReason says why DynamoDB refused a commit as a whole (err): for a table that does not
+// exist, the tables its writes name (the item's own table exists: it was read).
+func refusedReason(p *effectPlan, err error) string {
+	var rnf *types.ResourceNotFoundException
+	if !errors.As(err, &rnf) || len(p.writes) == 0 {
+		return "the commit was refused by DynamoDB, nothing of it applied"
+	}
+	var tables []string
+	for _, w := range p.writes {
+		if t := writeTable(w); t != "" && !slices.Contains(tables, t) {
+			tables = append(tables, t)
+		}
+	}
+	return fmt.Sprintf("a table it writes does not exist (its writes name %q), nothing of it applied", tables)
+}
+
+// writeTable is the table a transaction's write names.
+func writeTable(w types.TransactWriteItem) string {
+	switch {
+	case w.Put != nil:
+		return aws.ToString(w.Put.TableName)
+	case w.Update != nil:
+		return aws.ToString(w.Update.TableName)
+	case w.Delete != nil:
+		return aws.ToString(w.Delete.TableName)
+	case w.ConditionCheck != nil:
+		return aws.ToString(w.ConditionCheck.TableName)
+	}
+	return ""
+}
+
 func refusedPart(p *effectPlan) int {
 	if len(p.writes) == 0 {
 		return -1

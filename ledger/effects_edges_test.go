@@ -148,3 +148,18 @@ func TestTableLedgerStateOutlivesARewrite(t *testing.T) {
 	lcSeeder(t, e.raw, e.source)(k) // another client rewrites the item with PutItem
 	require.Equal(t, StatusDone, lcState(t, e.l, k).Status)
 }
+
+// A commit whose write names a table that does not exist is refused as a whole: the error names
+// the tables the writes name (DynamoDB does not say which write), as a user who misspelt one needs
+// (helper-70: it said only "Cannot do operations on a non-existent table").
+func TestEffectsMissingTableNamed(t *testing.T) {
+	ctx := context.Background()
+	e := newEffectsEnv(t, "inline")
+	k := lcKey(0)
+	lcSeeder(t, e.raw, e.source)(k)
+	c := lcMustClaim(t, e.l, lcReq(k, "W1", 0, 1, lcT0), 1)
+	err := e.l.CompleteWith(ctx, c, lcT0, (&Effects{}).Update("no_such_counters", otherKey("count"), Add("n", 1)))
+	require.ErrorIs(t, err, ErrEffectRefused)
+	require.ErrorContains(t, err, `a table it writes does not exist (its writes name ["no_such_counters"])`)
+	require.Equal(t, StatusClaimed, lcState(t, e.l, k).Status, "nothing of the commit applied")
+}
