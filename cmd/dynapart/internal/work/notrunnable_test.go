@@ -48,3 +48,19 @@ func TestCommandNotRunnableStopsTheWorker(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	require.Equal(t, 6, counts()["done"])
 }
+
+// A worker that dead-lettered items says so at its end, with the commands that list them and
+// give them back: a --once run exits 0 with them (its items are all handled), and the summary's
+// dead_lettered count alone did not say what to do.
+func TestDeadLettersToldAtTheEnd(t *testing.T) {
+	c := clitest.New(t)
+	table, leases := c.SeededTables(t, 2)
+	_, stderr, code := c.Run("work", "--table", table, "--lease-table", leases, "--workers", "1", "--once", "--progress", "none",
+		"--exec", "exit 65")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stderr, "2 items dead-lettered by this worker: 'dynapart failed --table "+table+"'")
+	require.Contains(t, stderr, "'dynapart redrive --table "+table+"'")
+	out, stderr, code := c.Run("failed", "--table", table)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, "exit status 65")
+}

@@ -421,6 +421,22 @@ func (r *workRun) logDone(took time.Duration) {
 		"dead_lettered", st.DeadLettered, "skipped", st.Skipped, "released", st.Released, "takeovers", st.Takeovers,
 		"unprocessable", st.Unprocessable, "abandoned", st.Abandoned, "rcu", st.RCU, "wcu", st.WCU,
 		"write_throttles", st.WriteThrottles, "seconds", took.Seconds())
+	if st.DeadLettered > 0 {
+		r.log.Warn(fmt.Sprintf("dynapart: %d items dead-lettered by this worker: 'dynapart failed %s' lists them with their errors, "+
+			"'dynapart redrive %[2]s' gives them back to be handled again", st.DeadLettered, r.ledgerArgs()))
+	}
+}
+
+// ledgerArgs are the flags that name the worker's ledger to failed and redrive.
+func (r *workRun) ledgerArgs() string {
+	c := r.w.Config()
+	args := "--table " + c.Table
+	if c.Ledger == worker.LedgerTable {
+		args += " --ledger table --ledger-table " + c.LedgerTable + " --job " + c.Job
+	} else if c.AttrPrefix != worker.DefaultAttrPrefix {
+		args += " --attr-prefix " + c.AttrPrefix
+	}
+	return args
 }
 
 // estimateShare is the table's item count / N (DescribeTable's count, approximate on AWS), or 0.
