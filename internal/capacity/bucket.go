@@ -55,27 +55,12 @@ func (b *Bucket) SetRate(units float64) {
 // sent within its caller's timeout, and the rate holds on average. When ctx ends first, the tokens
 // are given back.
 func (b *Bucket) Wait(ctx context.Context, estimate float64) (int, error) {
-	want := b.tokens(estimate)
-	b.mu.Lock()
-	need := want - b.credit
-	b.credit = max(0, -need)
-	burst := b.burst
-	b.mu.Unlock()
-	var delay time.Duration
-	var rs []*rate.Reservation
-	for now := time.Now(); need > 0; {
-		n := min(need, burst)
-		r := b.lim.ReserveN(now, n)
-		if len(rs) == 0 {
-			delay = r.DelayFrom(now) // the first burst; the later ones are debt
-		}
-		rs = append(rs, r)
-		need -= n
-	}
-	if delay <= 0 {
+	now := time.Now()
+	want, rs := b.reserve(now, estimate)
+	if len(rs) == 0 || rs[0].DelayFrom(now) <= 0 {
 		return want, nil
 	}
-	t := time.NewTimer(delay)
+	t := time.NewTimer(rs[0].DelayFrom(now)) // the first burst; the later ones are debt
 	defer t.Stop()
 	select {
 	case <-t.C:
@@ -91,16 +76,24 @@ func (b *Bucket) Wait(ctx context.Context, estimate float64) (int, error) {
 // Charge takes the estimated cost of a request without waiting: the tokens are debt that delays
 // the following requests. It returns the tokens taken, for Settle.
 func (b *Bucket) Charge(estimate float64) int {
+	want, _ := b.reserve(time.Now(), estimate)
+	return want
+}
+
+// reserve takes the tokens of estimate at now, less any credit, in reservations of one burst at
+// most, and returns the tokens taken and the reservations (none when the credit paid for all).
+func (b *Bucket) reserve(now time.Time, estimate float64) (int, []*rate.Reservation) {
 	want := b.tokens(estimate)
 	b.mu.Lock()
 	need := want - b.credit
 	b.credit = max(0, -need)
 	burst := b.burst
 	b.mu.Unlock()
+	var rs []*rate.Reservation
 	for ; need > 0; need -= burst {
-		b.lim.ReserveN(time.Now(), min(need, burst))
+		rs = append(rs, b.lim.ReserveN(now, min(need, burst)))
 	}
-	return want
+	return want, rs
 }
 
 // Settle charges the difference between the tokens taken and the units consumed.
