@@ -151,6 +151,9 @@ func (l *core) updateConflicts(ctx context.Context, in *dynamodb.UpdateItemInput
 		if err == nil {
 			return out, nil
 		}
+		if round > 1 {
+			err = sentBefore(err) // the earlier round ended throttled: it may have landed
+		}
 		var ccf *types.ConditionalCheckFailedException
 		if errors.As(err, &ccf) {
 			l.condFailures.Add(1)

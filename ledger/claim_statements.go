@@ -55,6 +55,9 @@ func (b *claimBatch) claimStatementRound(ctx context.Context, pending []int, rou
 		stmts[j] = s
 	}
 	answers, err := l.executeStatements(ctx, stmts)
+	if round > 0 {
+		err = sentBefore(err) // pending are stmtAgain answers: they may have landed
+	}
 	switch {
 	case err != nil && capacity.IsThrottle(err):
 		return pending, nil, backoff(ctx, round+1)

@@ -29,6 +29,9 @@ func (b *completion) statements(ctx context.Context, pending []int, writes []fen
 			stmts[j] = s
 		}
 		answers, err := l.executeStatements(ctx, stmts)
+		if round > 0 {
+			err = sentBefore(err) // pending are stmtAgain answers: they may have landed
+		}
 		switch {
 		case err != nil && capacity.IsThrottle(err):
 			if berr := backoff(ctx, round+1); berr != nil {

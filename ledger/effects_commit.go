@@ -189,7 +189,7 @@ func (l *core) commitTx(ctx context.Context, cm commit, itemKey Key) (applied bo
 			return true, ItemState{}, nil
 		}
 		if errors.Is(err, ErrNotSent) {
-			return l.commitNotSent(ctx, cm, lost, err)
+			return l.commitNotSent(ctx, cm, lost+round-1, err) // any earlier round may have landed (throttled after a lost answer)
 		}
 		retry, applied, found, cerr := l.commitAnswer(cm, len(items), err)
 		var unsettled *unsettledRefusal

@@ -79,6 +79,19 @@ var ErrNotSent = errors.New("dynapart: not written: its wait for write capacity 
 // waited for the write gate. Nothing of it was applied (refused).
 var errNotAdmitted = fmt.Errorf("%w: stopped", ErrNotSent)
 
+// sentBefore is err, an ErrNotSent of a round sent again after an earlier round of the same writes
+// whose outcome is not known (it may have landed): no longer an ErrNotSent, so that callers settle
+// it by a read instead of taking it for nothing applied.
+func sentBefore(err error) error {
+	if !errors.Is(err, ErrNotSent) {
+		return err
+	}
+	return fmt.Errorf("sent again after a round of unknown outcome, then not sent: %s: %w", err.Error(), errRoundNotSent)
+}
+
+// errRoundNotSent: a later round of a write was not sent; an earlier one may have landed.
+var errRoundNotSent = errors.New("outcome of an earlier round unknown")
+
 // gateNotSent is the error of a wait for the write gate that ended before the write was sent (err
 // from the bucket, or errNotAdmitted): an ErrNotSent.
 func gateNotSent(err error) error {

@@ -3,6 +3,8 @@ package worker
 import (
 	"context"
 	"errors"
+
+	"github.com/dynapart/dynapart/ledger"
 )
 
 // changeUndone reports a claim, right after this worker's Renew of a done item, whose content as
@@ -33,6 +35,8 @@ func (p *pass) handledAlready(ctx context.Context, t task, claim Claim) {
 		p.w.itemEvent(OutcomeSkipped, claim.Key, claim.Slot, claim.Attempt, 0)
 	case errors.Is(err, ErrClaimLost):
 		p.claimLost(claim, err, 0)
+	case errors.Is(err, ledger.ErrNotSent):
+		p.notSent(t, claim, err, 0)
 	default:
 		c.Logger.Error("dynapart: complete an item whose change was undone", "slot", claim.Slot, "err", err)
 		p.unknown(claim, 0)

@@ -55,45 +55,61 @@ func (b *Bucket) SetRate(units float64) {
 // sent within its caller's timeout, and the rate holds on average. When ctx ends first, the tokens
 // are given back.
 func (b *Bucket) Wait(ctx context.Context, estimate float64) (int, error) {
+	want, need, credit := b.takeCredit(estimate)
+	if need <= 0 {
+		return want, nil
+	}
 	now := time.Now()
-	want, rs := b.reserve(now, estimate)
-	if len(rs) == 0 || rs[0].DelayFrom(now) <= 0 {
-		return want, nil
-	}
-	t := time.NewTimer(rs[0].DelayFrom(now)) // the first burst; the later ones are debt
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return want, nil
-	case <-ctx.Done():
-		for _, r := range rs {
+	first := min(need, b.burstNow())
+	r := b.lim.ReserveN(now, first) // one reservation, which a cancel gives back whole
+	if d := r.DelayFrom(now); d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
 			r.Cancel()
+			b.mu.Lock()
+			b.credit += credit
+			b.mu.Unlock()
+			return 0, ctx.Err()
 		}
-		return 0, ctx.Err()
 	}
+	b.debt(need - first) // the rest delays the requests after this one
+	return want, nil
 }
 
 // Charge takes the estimated cost of a request without waiting: the tokens are debt that delays
 // the following requests. It returns the tokens taken, for Settle.
 func (b *Bucket) Charge(estimate float64) int {
-	want, _ := b.reserve(time.Now(), estimate)
+	want, need, _ := b.takeCredit(estimate)
+	b.debt(need)
 	return want
 }
 
-// reserve takes the tokens of estimate at now, less any credit, in reservations of one burst at
-// most, and returns the tokens taken and the reservations (none when the credit paid for all).
-func (b *Bucket) reserve(now time.Time, estimate float64) (int, []*rate.Reservation) {
-	want := b.tokens(estimate)
+// takeCredit pays what it can of estimate from the credit: the tokens wanted, those still needed,
+// and the credit used.
+func (b *Bucket) takeCredit(estimate float64) (want, need, used int) {
+	want = b.tokens(estimate)
 	b.mu.Lock()
-	need := want - b.credit
-	b.credit = max(0, -need)
-	burst := b.burst
-	b.mu.Unlock()
-	var rs []*rate.Reservation
-	for ; need > 0; need -= burst {
-		rs = append(rs, b.lim.ReserveN(now, min(need, burst)))
+	defer b.mu.Unlock()
+	used = min(b.credit, want)
+	b.credit -= used
+	return want, want - used, used
+}
+
+// debt reserves n tokens without waiting for them: they delay the next requests.
+func (b *Bucket) debt(n int) {
+	for burst := b.burstNow(); n > 0; n -= burst {
+		b.lim.ReserveN(time.Now(), min(n, burst))
 	}
-	return want, rs
+}
+
+// burstNow is the most tokens one reservation may take.
+func (b *Bucket) burstNow() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.burst
 }
 
 // Settle charges the difference between the tokens taken and the units consumed.
@@ -103,9 +119,6 @@ func (b *Bucket) Settle(taken int, consumed float64) {
 	if used < taken {
 		b.credit += taken - used
 	}
-	burst := b.burst
 	b.mu.Unlock()
-	for debt := used - taken; debt > 0; debt -= burst {
-		b.lim.ReserveN(time.Now(), min(debt, burst)) // not waited for: it delays the next requests
-	}
+	b.debt(used - taken)
 }

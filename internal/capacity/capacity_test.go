@@ -82,6 +82,24 @@ func TestBucketLargeRequestWaitsOneBurst(t *testing.T) {
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 }
 
+// TestBucketCancelledWaitGivesTokensBack: a large request whose wait ends before it is let
+// through gives its tokens and its credit back (helper-72: of its reservations, cancelled first to
+// last, x/time/rate gave back only the last one's, leaving the bucket charged for a write never
+// sent: at 10/s a cancelled 30-unit wait left 2 s of debt).
+func TestBucketCancelledWaitGivesTokensBack(t *testing.T) {
+	b := NewBucket(10, 1) // 10 units/s, burst 10
+	_, err := b.Wait(context.Background(), 10)
+	require.NoError(t, err) // empty now
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	_, err = b.Wait(ctx, 30) // 3 bursts, cancelled while it waits for the first
+	cancel()
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	ctx, cancel = context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	_, err = b.Wait(ctx, 1) // about 0.1 s once the empty bucket refills; 2 s more with the debt kept
+	require.NoError(t, err)
+}
+
 // TestBucketSetRate: a lower rate makes the next request wait longer.
 func TestBucketSetRate(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
