@@ -385,8 +385,6 @@ func (l *core) settleWriteRefused(ctx context.Context, cm commit, refusal *Effec
 	return false, l.decodeState(row), nil
 }
 
-// refusedPart is the EffectError.Write of a commit DynamoDB refused as a whole: the item's update
-// when it is the only effect, else WholeCommit.
 // refusedReason says why DynamoDB refused a commit as a whole (err): for a table that does not
 // exist, the tables its writes name (the item's own table exists: it was read).
 func refusedReason(p *effectPlan, err error) string {
@@ -418,6 +416,8 @@ func writeTable(w types.TransactWriteItem) string {
 	return ""
 }
 
+// refusedPart is the EffectError.Write of a commit DynamoDB refused as a whole: the item's update
+// when it is the only effect, else WholeCommit.
 func refusedPart(p *effectPlan) int {
 	if len(p.writes) == 0 {
 		return -1
