@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
@@ -24,8 +23,9 @@ import (
 // (WithReservedTables: a worker's lease table) or the item itself as another write is refused
 // before anything is written (an *EffectError naming it). A condition of a write of the caller's (PutIfAbsent of an existing row, Check) that fails
 // cancels the whole commit: an *EffectError naming the write, nothing applied. Conflicts with other
-// transactions and throttling are retried with backoff. The zero value is empty and ready to use;
-// methods return e to chain.
+// transactions and throttling are retried with backoff. The zero value is empty and ready to use.
+// Its methods append to e and return it to chain: an Effects is built for one handler call (one
+// shared by calls gathers every call's writes, and races), and is not changed once returned.
 type Effects struct {
 	item   []Change
 	writes []Write
@@ -48,13 +48,18 @@ const (
 	changeRemove
 )
 
-// Set sets attribute name to v (a types.AttributeValue, or any Go value attributevalue.Marshal
-// takes). Names are attribute names, not paths: "a.b" is the attribute "a.b"; a name with [ or ]
-// is refused (an *EffectError), as DynamoDB's expressions cannot name it.
+// Set sets attribute name to v: a types.AttributeValue, or any Go value attributevalue.Marshal
+// takes, in which a map[string]any or []any may hold attribute values as they are (copied from an
+// Item's Attrs); an attribute value elsewhere in v (a struct's field) is refused, as Marshal would
+// store the struct behind it. A Go slice is a list (L): for a set, give a
+// types.AttributeValueMemberSS, NS or BS. Names are attribute names, not paths: "a.b" is the
+// attribute "a.b"; a name with [ or ] is refused (an *EffectError), as DynamoDB's expressions
+// cannot name it.
 func Set(name string, v any) Change { return change(changeSet, name, v) }
 
 // Add adds the number n to attribute name (starting from 0 when it is missing), or the members of
-// a set to a set attribute.
+// a set (a types.AttributeValueMemberSS, NS or BS: a Go slice is a list, which DynamoDB does not
+// add) to a set attribute.
 func Add(name string, n any) Change { return change(changeAdd, name, n) }
 
 // Remove removes attribute name.
@@ -69,13 +74,6 @@ func change(k changeKind, name string, v any) Change {
 		err = fmt.Errorf("attribute %q: %w", name, err)
 	}
 	return Change{kind: k, name: name, value: av, err: err}
-}
-
-func marshal(v any) (types.AttributeValue, error) {
-	if av, ok := v.(types.AttributeValue); ok {
-		return av, nil
-	}
-	return attributevalue.Marshal(v)
 }
 
 // WriteKind says what a Write does.
@@ -112,8 +110,8 @@ func (e *Effects) Item(changes ...Change) *Effects {
 	return e
 }
 
-// Put writes item (a map of attribute values, or a struct attributevalue.MarshalMap takes) to
-// table, replacing any item with its key.
+// Put writes item (a map of attribute values, a map[string]any as Set takes its values, or a
+// struct attributevalue.MarshalMap takes) to table, replacing any item with its key.
 func (e *Effects) Put(table string, item any) *Effects { return e.put(table, item, false) }
 
 // PutIfAbsent writes item to table only if no item has its key; if one has, the whole commit is
@@ -121,11 +119,7 @@ func (e *Effects) Put(table string, item any) *Effects { return e.put(table, ite
 func (e *Effects) PutIfAbsent(table string, item any) *Effects { return e.put(table, item, true) }
 
 func (e *Effects) put(table string, item any, ifAbsent bool) *Effects {
-	m, ok := item.(map[string]types.AttributeValue)
-	var err error
-	if !ok {
-		m, err = attributevalue.MarshalMap(item)
-	}
+	m, err := marshalMap(item)
 	e.writes = append(e.writes, Write{Kind: WritePut, Table: table, Item: m, IfAbsent: ifAbsent, err: err})
 	return e
 }

@@ -56,6 +56,9 @@ func (l *core) planEffects(itemKey Key, e *Effects) (*effectPlan, error) {
 		}
 		p.item = c
 	}
+	if err := sameItemTwice(e.writes); err != nil {
+		return nil, err
+	}
 	for i, w := range e.writes {
 		if err := l.checkWrite(i, itemKey, w); err != nil {
 			return nil, err
@@ -70,6 +73,26 @@ func (l *core) planEffects(itemKey Key, e *Effects) (*effectPlan, error) {
 		p.writes = append(p.writes, ti)
 	}
 	return p, nil
+}
+
+// sameItemTwice refuses two writes (updates, deletes, checks: those naming a Key) to one item,
+// which DynamoDB refuses in one transaction without saying which ("multiple operations on one
+// item"): the error names both.
+func sameItemTwice(writes []Write) error {
+	keys := make([]string, len(writes))
+	for i, w := range writes {
+		if w.Kind == WritePut || len(w.Key) == 0 {
+			continue
+		}
+		keys[i] = KeyText(w.Key)
+		for j := range i {
+			if keys[j] == keys[i] && sameTable(writes[j].Table, w.Table) {
+				return &EffectError{Write: i, Reason: fmt.Sprintf("writes[%d] writes the same item of %q "+
+					"(DynamoDB commits one write per item: give both changes in one update)", j, w.Table)}
+			}
+		}
+	}
+	return nil
 }
 
 // commitActions is the number of actions of e's commit: the completion, the item's own update when
@@ -184,6 +207,24 @@ func (l *core) isLedgerAttr(name string) bool {
 // checkWrite refuses a write to the ledger's own table (the table ledger's) or a reserved one
 // (WithReservedTables), to the item itself, with ledger attributes of another item of an inline
 // ledger's table, or without a table or key.
+// fieldNotOfKind names a field of w that its kind does not take, which would be ignored without a
+// word (an update with IfAbsent would not be conditional): "" when there is none.
+func fieldNotOfKind(w Write) string {
+	switch {
+	case w.IfAbsent && w.Kind != WritePut:
+		return fmt.Sprintf("IfAbsent on a write of kind %q (only a put takes it; give an update or a delete a Condition)", w.Kind)
+	case w.IfAbsent && w.Condition != nil:
+		return "a put with both IfAbsent and a Condition (IfAbsent is its condition: give one or the other)"
+	case len(w.Item) > 0 && w.Kind != WritePut:
+		return fmt.Sprintf("an Item on a write of kind %q (only a put takes one; the others name their item by Key)", w.Kind)
+	case len(w.Changes) > 0 && w.Kind != WriteUpdate:
+		return fmt.Sprintf("Changes on a write of kind %q (only an update takes them)", w.Kind)
+	case len(w.Key) > 0 && w.Kind == WritePut:
+		return "a Key on a put (a put's key is in its Item)"
+	}
+	return ""
+}
+
 func (l *core) checkWrite(i int, itemKey Key, w Write) error {
 	refuse := func(attr, reason string) error { return &EffectError{Write: i, Attr: attr, Reason: reason, Err: w.err} }
 	key := w.Key
@@ -207,6 +248,9 @@ func (l *core) checkWrite(i int, itemKey Key, w Write) error {
 		return refuse("", "a write to the item itself (change it with Effects.Item; from --exec-effects, the top-level set, add and remove)")
 	}
 	if reason := writeNotUTF8(w); reason != "" {
+		return refuse("", reason)
+	}
+	if reason := fieldNotOfKind(w); reason != "" {
 		return refuse("", reason)
 	}
 	switch w.Kind {

@@ -135,7 +135,9 @@
 // effects. Effects the ledger refuses (a key or ledger attribute, a failed condition of the
 // handler's own write, a table that does not exist) dead-letter the item with the error naming
 // the effect; nothing is applied. A commit IAM denies (a table the role may not write) fails the
-// pass instead (see Outages): every item that writes that table would meet it.
+// pass instead (see Outages): every item that writes that table would meet it. A wrapper between
+// Run and the WithEffects handler may pass on a new Item if it passes on Run's context; with
+// neither, effects returned fail the attempt ([ErrEffectsNotCarried]), never dropped.
 //
 // # Handler errors
 //

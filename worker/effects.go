@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"sync"
 
 	"github.com/dynapart/dynapart/ledger"
@@ -19,16 +20,41 @@ type Effects = ledger.Effects
 type EffectHandler func(ctx context.Context, item Item) (*Effects, error)
 
 // WithEffects makes h a Handler for Run, whose successful calls' effects commit with the item's
-// completion (in complete-only mode too).
+// completion (in complete-only mode too). A wrapper between Run and it (logging, tracing) may pass
+// on the Item Run gave, a copy of it (it2 := it, then change it2.Attrs), or a new Item, as long as
+// the context it passes on is Run's or derived from it: the effects find their way back by either.
+// Effects returned where neither leads back to Run (the handler called on its own) are an error
+// (ErrEffectsNotCarried), not dropped: the item must not be completed without them.
 func WithEffects(h EffectHandler) Handler {
 	return func(ctx context.Context, item Item) error {
 		eff, err := h(ctx, item)
-		if err == nil && item.effects != nil {
-			item.effects.set(eff)
+		if err != nil {
+			return err
 		}
-		return err
+		slot := item.effects
+		if slot == nil {
+			slot, _ = ctx.Value(effectSlotKey{}).(*effectSlot)
+		}
+		if slot == nil {
+			if eff.Empty() {
+				return nil
+			}
+			return Permanent(ErrEffectsNotCarried)
+		}
+		slot.set(eff)
+		return nil
 	}
 }
+
+// ErrEffectsNotCarried: a handler made by WithEffects returned effects, but neither its Item nor its
+// context came from Run (a wrapper built a new Item and passed another context), so there is no
+// completion to commit them with. The attempt fails permanently rather than complete the item
+// without them.
+var ErrEffectsNotCarried = errors.New("dynapart: the handler's effects cannot reach the completion: " +
+	"pass on the Item Run gave (or a copy, it2 := it) or Run's context to the WithEffects handler")
+
+// effectSlotKey is the context key of the handler call's effectSlot (runHandler).
+type effectSlotKey struct{}
 
 // effectSlot carries one handler call's effects from WithEffects back to the worker.
 type effectSlot struct {
