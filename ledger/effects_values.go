@@ -3,6 +3,7 @@ package ledger
 import (
 	"fmt"
 	"reflect"
+	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -18,13 +19,16 @@ import (
 func marshal(v any) (types.AttributeValue, error) {
 	switch x := v.(type) {
 	case types.AttributeValue:
+		if nilPointer(x) {
+			return &types.AttributeValueMemberNULL{Value: true}, nil // a failed type assertion's
+		}
 		return x, nil
 	case string, bool, int, int64, float64, []byte: // the common values, on every item's path
 		return attributevalue.Marshal(v)
 	}
 	v = lift(v)
-	if where := nestedAttributeValue(reflect.ValueOf(v), "the value", 0); where != "" {
-		return nil, fmt.Errorf("a types.AttributeValue in %s, which attributevalue.Marshal stores as a struct: "+
+	if where, ok := nestedAttributeValue(reflect.ValueOf(v), 0, map[uintptr]bool{}); ok {
+		return nil, fmt.Errorf("a types.AttributeValue in the value%s, which attributevalue.Marshal stores as a struct: "+
 			"give it alone, or in a map[string]any or []any", where)
 	}
 	av, err := attributevalue.Marshal(v)
@@ -35,13 +39,14 @@ func marshal(v any) (types.AttributeValue, error) {
 	return av, err
 }
 
-// opaque reports a struct (or a pointer to one) without exported fields, such as a *big.Int.
+// opaque reports a struct (or a pointer to one) without exported fields that does not marshal
+// itself, such as a *big.Int.
 func opaque(v any) bool {
 	t := reflect.TypeOf(v)
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	if t == nil || t.Kind() != reflect.Struct {
+	if t == nil || t.Kind() != reflect.Struct || marshals(t) {
 		return false
 	}
 	for i := range t.NumField() {
@@ -69,7 +74,7 @@ func marshalMap(item any) (map[string]types.AttributeValue, error) {
 	return m.Value, nil
 }
 
-// given is a types.AttributeValue taken as it is by attributevalue.Marshal.
+// given is a types.AttributeValue taken as it is by attributevalue.Marshal (a Marshaler).
 type given struct{ av types.AttributeValue }
 
 func (g given) MarshalDynamoDBAttributeValue() (types.AttributeValue, error) { return g.av, nil }
@@ -79,6 +84,9 @@ func (g given) MarshalDynamoDBAttributeValue() (types.AttributeValue, error) { r
 func lift(v any) any {
 	switch x := v.(type) {
 	case types.AttributeValue:
+		if nilPointer(x) {
+			return nil // NULL, as Marshal stores a nil
+		}
 		return given{x}
 	case map[string]types.AttributeValue:
 		return given{&types.AttributeValueMemberM{Value: x}}
@@ -102,46 +110,69 @@ func lift(v any) any {
 
 var (
 	attributeValueType = reflect.TypeFor[types.AttributeValue]()
-	givenType          = reflect.TypeFor[given]()
+	marshalerType      = reflect.TypeFor[attributevalue.Marshaler]()
 )
 
-// nestedAttributeValue is where v holds a types.AttributeValue that lift did not mark (a struct's
-// field, a typed map's or slice's element), "" when nowhere. at says where v is.
-func nestedAttributeValue(v reflect.Value, at string, depth int) string {
-	if !v.IsValid() || depth > maxNesting || v.Type() == givenType {
-		return ""
+// nilPointer reports a typed nil attribute value (s, _ := it.Attrs["x"].(*types.AttributeValueMemberS)).
+func nilPointer(av types.AttributeValue) bool {
+	v := reflect.ValueOf(av)
+	return v.Kind() == reflect.Pointer && v.IsNil()
+}
+
+// marshals reports a type whose values marshal themselves (attributevalue.Marshaler, given
+// included): Marshal calls the method and looks no further.
+func marshals(t reflect.Type) bool {
+	return t.Kind() != reflect.Interface && (t.Implements(marshalerType) || reflect.PointerTo(t).Implements(marshalerType))
+}
+
+// nestedAttributeValue reports whether v holds a types.AttributeValue that lift did not mark (in a
+// struct's field, a typed map's or slice's element) where Marshal would reach it, and where, as a
+// path from v (built only for the one found). seen holds the pointers and maps met, so that a value
+// referred to twice, or a cycle, is looked at once.
+func nestedAttributeValue(v reflect.Value, depth int, seen map[uintptr]bool) (string, bool) {
+	if !v.IsValid() || depth > maxNesting || marshals(v.Type()) {
+		return "", false
 	}
-	if depth > 0 && v.Type().Implements(attributeValueType) && !(v.Kind() == reflect.Interface && v.IsNil()) {
-		return at
+	if depth > 0 && v.Kind() != reflect.Interface && v.Type().Implements(attributeValueType) && !v.IsZero() {
+		return "", true
+	}
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Map:
+		if v.IsNil() || seen[v.Pointer()] {
+			return "", false
+		}
+		seen[v.Pointer()] = true
 	}
 	switch v.Kind() {
 	case reflect.Pointer, reflect.Interface:
-		return nestedAttributeValue(v.Elem(), at, depth+1)
+		return nestedAttributeValue(v.Elem(), depth+1, seen)
 	case reflect.Struct:
 		for i := range v.NumField() {
-			if f := v.Type().Field(i); f.IsExported() {
-				if w := nestedAttributeValue(v.Field(i), fmt.Sprintf("%s's field %s", at, f.Name), depth+1); w != "" {
-					return w
-				}
+			f := v.Type().Field(i)
+			if (!f.IsExported() && !f.Anonymous) || f.Tag.Get("dynamodbav") == "-" {
+				continue // Marshal skips it (an embedded struct's promoted fields it reads)
+			}
+			if w, ok := nestedAttributeValue(v.Field(i), depth+1, seen); ok {
+				return "'s field " + f.Name + w, true
 			}
 		}
 	case reflect.Map:
 		for it := v.MapRange(); it.Next(); {
-			if w := nestedAttributeValue(it.Value(), fmt.Sprintf("%s[%v]", at, it.Key()), depth+1); w != "" {
-				return w
+			if w, ok := nestedAttributeValue(it.Value(), depth+1, seen); ok {
+				return fmt.Sprintf("[%v]", it.Key()) + w, true
 			}
 		}
 	case reflect.Slice, reflect.Array:
 		if v.Type().Elem().Kind() == reflect.Uint8 {
-			return ""
+			return "", false
 		}
 		for i := range v.Len() {
-			if w := nestedAttributeValue(v.Index(i), fmt.Sprintf("%s[%d]", at, i), depth+1); w != "" {
-				return w
+			if w, ok := nestedAttributeValue(v.Index(i), depth+1, seen); ok {
+				return "[" + strconv.Itoa(i) + "]" + w, true
 			}
 		}
 	}
-	return ""
+	return "", false
 }
 
 // maxNesting bounds the search (DynamoDB stores 32 levels).

@@ -203,6 +203,6 @@ func (p *pass) completeOnlyFailed(ctx context.Context, t task, herr error, took 
 		p.again(at)
 	default:
 		p.deadLettered(ctx, t.key, slot, 0, took)
-		c.Logger.Warn("dynapart: item dead-lettered (complete-only)", "slot", slot, "key", ledger.KeyText(t.key), "err", herr)
+		c.Logger.Warn("dynapart: item dead-lettered (complete-only)", "slot", slot, "err", herr) // no key: 'dynapart failed' lists them
 	}
 }

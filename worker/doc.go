@@ -136,8 +136,9 @@
 // handler's own write, a table that does not exist) dead-letter the item with the error naming
 // the effect; nothing is applied. A commit IAM denies (a table the role may not write) fails the
 // pass instead (see Outages): every item that writes that table would meet it. A wrapper between
-// Run and the WithEffects handler may pass on a new Item if it passes on Run's context; with
-// neither, effects returned fail the attempt ([ErrEffectsNotCarried]), never dropped.
+// Run and the WithEffects handler passes on Run's Item or a copy (it2 := it): effects returned for
+// a new Item fail the attempt ([ErrEffectsNotCarried]), as do two calls' effects for one Item
+// ([ErrEffectsTwice]); they are never dropped.
 //
 // # Handler errors
 //

@@ -20,41 +20,38 @@ type Effects = ledger.Effects
 type EffectHandler func(ctx context.Context, item Item) (*Effects, error)
 
 // WithEffects makes h a Handler for Run, whose successful calls' effects commit with the item's
-// completion (in complete-only mode too). A wrapper between Run and it (logging, tracing) may pass
-// on the Item Run gave, a copy of it (it2 := it, then change it2.Attrs), or a new Item, as long as
-// the context it passes on is Run's or derived from it: the effects find their way back by either.
-// Effects returned where neither leads back to Run (the handler called on its own) are an error
-// (ErrEffectsNotCarried), not dropped: the item must not be completed without them.
+// completion (in complete-only mode too). The effects find their way back through the Item: a
+// wrapper between Run and it (logging, tracing, decoding) passes on the Item Run gave, or a copy of
+// it (it2 := it, then change it2.Attrs); a new Item built from its fields has no way back, and
+// effects returned for it fail the attempt permanently (ErrEffectsNotCarried) rather than be
+// dropped while the item completes. Two calls that both return effects for one Item fail the
+// attempt too (ErrEffectsTwice): return them from one.
 func WithEffects(h EffectHandler) Handler {
 	return func(ctx context.Context, item Item) error {
 		eff, err := h(ctx, item)
-		if err != nil {
+		switch {
+		case err != nil:
 			return err
-		}
-		slot := item.effects
-		if slot == nil {
-			slot, _ = ctx.Value(effectSlotKey{}).(*effectSlot)
-		}
-		if slot == nil {
-			if eff.Empty() {
-				return nil
-			}
+		case eff.Empty():
+			return nil // nothing to carry (another call's effects stay)
+		case item.effects == nil:
 			return Permanent(ErrEffectsNotCarried)
+		case !item.effects.set(eff):
+			return Permanent(ErrEffectsTwice)
 		}
-		slot.set(eff)
 		return nil
 	}
 }
 
-// ErrEffectsNotCarried: a handler made by WithEffects returned effects, but neither its Item nor its
-// context came from Run (a wrapper built a new Item and passed another context), so there is no
-// completion to commit them with. The attempt fails permanently rather than complete the item
-// without them.
+// ErrEffectsNotCarried: a handler made by WithEffects returned effects for an Item that did not
+// come from Run (a wrapper built a new one), so there is no completion to commit them with. The
+// attempt fails permanently rather than complete the item without them.
 var ErrEffectsNotCarried = errors.New("dynapart: the handler's effects cannot reach the completion: " +
-	"pass on the Item Run gave (or a copy, it2 := it) or Run's context to the WithEffects handler")
+	"pass on the Item Run gave, or a copy of it (it2 := it), not a new Item")
 
-// effectSlotKey is the context key of the handler call's effectSlot (runHandler).
-type effectSlotKey struct{}
+// ErrEffectsTwice: two calls of WithEffects handlers returned effects for one Item (a router
+// calling two of them); keeping one would drop the other's. Return them from one call.
+var ErrEffectsTwice = errors.New("dynapart: two WithEffects calls returned effects for one item: return them from one")
 
 // effectSlot carries one handler call's effects from WithEffects back to the worker.
 type effectSlot struct {
@@ -62,10 +59,15 @@ type effectSlot struct {
 	eff *Effects
 }
 
-func (s *effectSlot) set(e *Effects) {
+// set keeps e (non-empty), unless the slot holds other effects already: false then.
+func (s *effectSlot) set(e *Effects) bool {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.eff != nil && s.eff != e {
+		return false
+	}
 	s.eff = e
-	s.mu.Unlock()
+	return true
 }
 
 // get is the effects the call returned; nil when none (or the handler was abandoned).

@@ -209,9 +209,6 @@ func runHandler(ctx context.Context, h Handler, item Item) (err error) {
 			err = &PanicError{Value: r, Stack: debug.Stack()}
 		}
 	}()
-	if item.effects != nil {
-		ctx = context.WithValue(ctx, effectSlotKey{}, item.effects) // for WithEffects given another Item
-	}
 	return h(ctx, item)
 }
 

@@ -356,7 +356,7 @@ func (p *pass) deadLetter(ctx context.Context, t task, cl Claim, msg string, too
 	switch {
 	case err == nil:
 		p.deadLettered(ctx, cl.Key, cl.Slot, cl.Attempt, took)
-		c.Logger.Warn("dynapart: item dead-lettered", "slot", cl.Slot, "key", ledger.KeyText(cl.Key), "attempt", cl.Attempt, "err", msg)
+		c.Logger.Warn("dynapart: item dead-lettered", "slot", cl.Slot, "attempt", cl.Attempt, "err", msg) // no key: 'dynapart failed' lists them
 	case errors.Is(err, ErrClaimLost):
 		p.claimLost(cl, err, took)
 	case ledger.IsValidation(err):
