@@ -56,9 +56,6 @@ func (l *core) planEffects(itemKey Key, e *Effects) (*effectPlan, error) {
 		}
 		p.item = c
 	}
-	if err := sameItemTwice(e.writes); err != nil {
-		return nil, err
-	}
 	for i, w := range e.writes {
 		if err := l.checkWrite(i, itemKey, w); err != nil {
 			return nil, err
@@ -71,6 +68,9 @@ func (l *core) planEffects(itemKey Key, e *Effects) (*effectPlan, error) {
 			return nil, &EffectError{Write: i, Reason: reason}
 		}
 		p.writes = append(p.writes, ti)
+	}
+	if err := sameItemTwice(e.writes); err != nil { // on checked keys
+		return nil, err
 	}
 	return p, nil
 }
@@ -157,6 +157,9 @@ func (l *core) checkChanges(write int, table string, cs []Change) error {
 
 // changeNotUTF8 is why c's value is refused for text that is not UTF-8; "" when it is not.
 func changeNotUTF8(c Change) string {
+	if p, found := nilValue(c.value); found && c.kind != changeRemove {
+		return nilReason("the value", p)
+	}
 	if p, bad := notUTF8(c.value); bad {
 		return utf8Reason("the value", p)
 	}
@@ -227,6 +230,12 @@ func fieldNotOfKind(w Write) string {
 
 func (l *core) checkWrite(i int, itemKey Key, w Write) error {
 	refuse := func(attr, reason string) error { return &EffectError{Write: i, Attr: attr, Reason: reason, Err: w.err} }
+	if p, found := attrsNil(w.Key); found {
+		return refuse("", nilReason("the key's attribute ", p))
+	}
+	if p, found := attrsNil(w.Item); found {
+		return refuse("", nilReason("the item's attribute ", p))
+	}
 	key := w.Key
 	if w.Kind == WritePut {
 		key = pick(w.Item, l.keyAttrs)

@@ -14,6 +14,9 @@ import (
 // SDK's JSON encoder sends U+FFFD in place of each bad byte, so DynamoDB would store other text
 // than the effect says (and Effects.AppliedTo computes), or write another item than its key names.
 func notUTF8(v types.AttributeValue) (path string, bad bool) {
+	if v == nil || nilPointer(v) {
+		return "", false // a typed nil: refused as such (nilValue), not read here
+	}
 	switch x := v.(type) {
 	case *types.AttributeValueMemberS:
 		return "", !utf8.ValidString(x.Value)
@@ -81,4 +84,39 @@ func exprNotUTF8(ti types.TransactWriteItem) string {
 		}
 	}
 	return ""
+}
+
+// nilValue says where v holds a nil attribute value (a typed nil, which a failed type assertion
+// on an item's Attrs gives), as a path below v; the SDK cannot send one (its size and its JSON read
+// the nil pointer). found is false when there is none.
+func nilValue(v types.AttributeValue) (path string, found bool) {
+	if v == nil || nilPointer(v) {
+		return "", true
+	}
+	switch x := v.(type) {
+	case *types.AttributeValueMemberL:
+		for i, e := range x.Value {
+			if p, found := nilValue(e); found {
+				return fmt.Sprintf("[%d]%s", i, p), true
+			}
+		}
+	case *types.AttributeValueMemberM:
+		return attrsNil(x.Value)
+	}
+	return "", false
+}
+
+// attrsNil is nilValue for a map of attributes; the path starts with the attribute's name, quoted.
+func attrsNil(m map[string]types.AttributeValue) (path string, found bool) {
+	for _, name := range slices.Sorted(maps.Keys(m)) {
+		if p, found := nilValue(m[name]); found {
+			return fmt.Sprintf("[%q]%s", name, p), true
+		}
+	}
+	return "", false
+}
+
+// nilReason is the EffectError reason for a nil attribute value at path.
+func nilReason(what, path string) string {
+	return fmt.Sprintf("%s%s is a nil attribute value (a failed type assertion gives one): give a value, or leave it out", what, path)
 }

@@ -85,3 +85,26 @@ func TestEffectTypedNilCommitted(t *testing.T) {
 	require.Equal(t, &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"x": &types.AttributeValueMemberNULL{Value: true}}},
 		getItem(t, e.raw, e.other, otherKey("x"))["v"])
 }
+
+// A nil attribute value in a put's item or key, or inside a change's map, is refused naming it
+// (helper-74's typed nil, given as an attribute value: it crashed the commit's size estimate).
+func TestEffectNilAttributeValueRefused(t *testing.T) {
+	ctx := context.Background()
+	e := newEffectsEnv(t, "inline")
+	k := lcKey(0)
+	lcSeeder(t, e.raw, e.source)(k)
+	var s *types.AttributeValueMemberS
+	for eff, want := range map[*Effects]string{
+		(&Effects{}).Put(e.other, map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "x"}, "v": s}): `the item's attribute ["v"] is a nil attribute value`,
+		(&Effects{}).Update(e.other, Key{"pk": s}, Add("n", 1)):                                                            `the key's attribute ["pk"] is a nil attribute value`,
+		(&Effects{}).Update(e.other, otherKey("x"), Set("m", map[string]types.AttributeValue{"a": s})):                     `the value["a"] is a nil attribute value`,
+		(&Effects{}).Item(Set("m", []types.AttributeValue{s})):                                                             `the value[0] is a nil attribute value`,
+	} {
+		c := lcMustClaim(t, e.l, lcReq(k, "W1", 0, 1, lcT0), 1)
+		err := e.l.CompleteWith(ctx, c, lcT0, eff)
+		require.ErrorIs(t, err, ErrEffectRefused)
+		require.ErrorContains(t, err, want)
+		require.NoError(t, e.l.Release(ctx, c, lcT0))
+	}
+	require.Empty(t, getItem(t, e.raw, e.other, otherKey("x")))
+}
