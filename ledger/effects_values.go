@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"strconv"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -27,30 +28,25 @@ func marshal(v any) (types.AttributeValue, error) {
 		return attributevalue.Marshal(v)
 	}
 	v = lift(v)
-	if where, ok := nestedAttributeValue(reflect.ValueOf(v), 0, map[uintptr]bool{}); ok {
-		return nil, fmt.Errorf("a types.AttributeValue in the value%s, which attributevalue.Marshal stores as a struct: "+
-			"give it alone, or in a map[string]any or []any", where)
+	if where, t, found := unstorable(reflect.ValueOf(v), 0, map[uintptr]bool{}); found {
+		if t.Implements(attributeValueType) {
+			return nil, fmt.Errorf("a types.AttributeValue in the value%s, which attributevalue.Marshal stores as a struct: "+
+				"give it alone, or in a map[string]any or []any", where)
+		}
+		return nil, fmt.Errorf("a %s in the value%s has no exported fields: attributevalue.Marshal stores it as an empty map "+
+			"(for a big number, give a types.AttributeValueMemberN of its digits)", t, where)
 	}
-	av, err := attributevalue.Marshal(v)
-	if m, ok := av.(*types.AttributeValueMemberM); ok && len(m.Value) == 0 && opaque(v) {
-		return nil, fmt.Errorf("a %T has no exported fields: attributevalue.Marshal stores it as an empty map "+
-			"(for a big number, give a types.AttributeValueMemberN of its digits)", v)
-	}
-	return av, err
+	return attributevalue.Marshal(v)
 }
 
-// opaque reports a struct (or a pointer to one) without exported fields that does not marshal
-// itself, such as a *big.Int.
-func opaque(v any) bool {
-	t := reflect.TypeOf(v)
-	for t != nil && t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if t == nil || t.Kind() != reflect.Struct || marshals(t) {
+// opaque reports a struct type without exported fields that Marshal stores as an empty map (it
+// neither marshals itself nor is a time.Time, which Marshal writes as text), such as big.Int.
+func opaque(t reflect.Type) bool {
+	if t.Kind() != reflect.Struct || t == timeType || marshals(t) {
 		return false
 	}
 	for i := range t.NumField() {
-		if t.Field(i).IsExported() {
+		if f := t.Field(i); f.IsExported() || f.Anonymous { // an embedded struct's fields are promoted
 			return false
 		}
 	}
@@ -111,6 +107,7 @@ func lift(v any) any {
 var (
 	attributeValueType = reflect.TypeFor[types.AttributeValue]()
 	marshalerType      = reflect.TypeFor[attributevalue.Marshaler]()
+	timeType           = reflect.TypeFor[time.Time]()
 )
 
 // nilPointer reports a typed nil attribute value (s, _ := it.Attrs["x"].(*types.AttributeValueMemberS)).
@@ -125,54 +122,59 @@ func marshals(t reflect.Type) bool {
 	return t.Kind() != reflect.Interface && (t.Implements(marshalerType) || reflect.PointerTo(t).Implements(marshalerType))
 }
 
-// nestedAttributeValue reports whether v holds a types.AttributeValue that lift did not mark (in a
-// struct's field, a typed map's or slice's element) where Marshal would reach it, and where, as a
-// path from v (built only for the one found). seen holds the pointers and maps met, so that a value
-// referred to twice, or a cycle, is looked at once.
-func nestedAttributeValue(v reflect.Value, depth int, seen map[uintptr]bool) (string, bool) {
+// unstorable reports whether v holds, where Marshal would reach it, a value Marshal stores as
+// something else than it is: a types.AttributeValue that lift did not mark (in a struct's field, a
+// typed map's or slice's element), stored as the struct behind it, or an opaque struct (a big.Int),
+// stored as an empty map. It says where, as a path from v (built only for the one found), and the
+// value's type. seen holds the pointers and maps met, so that a value referred to twice, or a cycle,
+// is looked at once.
+func unstorable(v reflect.Value, depth int, seen map[uintptr]bool) (string, reflect.Type, bool) {
 	if !v.IsValid() || depth > maxNesting || marshals(v.Type()) {
-		return "", false
+		return "", nil, false
 	}
 	if depth > 0 && v.Kind() != reflect.Interface && v.Type().Implements(attributeValueType) && !v.IsZero() {
-		return "", true
+		return "", v.Type(), true
+	}
+	if opaque(v.Type()) {
+		return "", v.Type(), true
 	}
 	switch v.Kind() {
 	case reflect.Pointer, reflect.Map:
 		if v.IsNil() || seen[v.Pointer()] {
-			return "", false
+			return "", nil, false
 		}
 		seen[v.Pointer()] = true
 	}
 	switch v.Kind() {
 	case reflect.Pointer, reflect.Interface:
-		return nestedAttributeValue(v.Elem(), depth+1, seen)
+		return unstorable(v.Elem(), depth+1, seen)
 	case reflect.Struct:
 		for i := range v.NumField() {
 			f := v.Type().Field(i)
 			if (!f.IsExported() && !f.Anonymous) || f.Tag.Get("dynamodbav") == "-" {
 				continue // Marshal skips it (an embedded struct's promoted fields it reads)
 			}
-			if w, ok := nestedAttributeValue(v.Field(i), depth+1, seen); ok {
-				return "'s field " + f.Name + w, true
+			if w, t, ok := unstorable(v.Field(i), depth+1, seen); ok {
+				return "'s field " + f.Name + w, t, true
 			}
 		}
 	case reflect.Map:
 		for it := v.MapRange(); it.Next(); {
-			if w, ok := nestedAttributeValue(it.Value(), depth+1, seen); ok {
-				return fmt.Sprintf("[%v]", it.Key()) + w, true
+			if w, t, ok := unstorable(it.Value(), depth+1, seen); ok {
+				return fmt.Sprintf("[%v]", it.Key()) + w, t, true
 			}
 		}
 	case reflect.Slice, reflect.Array:
 		if v.Type().Elem().Kind() == reflect.Uint8 {
-			return "", false
+			return "", nil, false
 		}
 		for i := range v.Len() {
-			if w, ok := nestedAttributeValue(v.Index(i), depth+1, seen); ok {
-				return "[" + strconv.Itoa(i) + "]" + w, true
+			if w, t, ok := unstorable(v.Index(i), depth+1, seen); ok {
+				return "[" + strconv.Itoa(i) + "]" + w, t, true
 			}
 		}
 	}
-	return "", false
+	return "", nil, false
 }
 
 // maxNesting bounds the search (DynamoDB stores 32 levels).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/big"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -37,10 +38,12 @@ func TestEffectValuesHoldingAttributeValues(t *testing.T) {
 	for v, want := range map[any]string{
 		holder{Name: ada}:  "a types.AttributeValue in the value's field Name",
 		&holder{Name: ada}: "a types.AttributeValue in the value's field Name",
-		big.NewInt(7):      "a *big.Int has no exported fields",
+		big.NewInt(7):      "a big.Int in the value has no exported fields",
 	} {
 		require.ErrorContains(t, Set("v", v).err, want, "%#v", v)
 	}
+	require.ErrorContains(t, Set("v", map[string]any{"n": big.NewInt(7)}).err, "a big.Int in the value[n] has no exported fields")
+	require.NoError(t, Set("v", map[string]any{"t": time.Unix(1, 0)}).err, "a time.Time is text")
 	mapOfTyped := map[string][]types.AttributeValue{"l": {ada}} // a typed container lift does not rebuild
 	require.ErrorContains(t, Set("v", mapOfTyped).err, "a types.AttributeValue in the value[l][0]")
 
