@@ -58,19 +58,7 @@ func TestCompleteBatchNotSentAfterUnknownRound(t *testing.T) {
 	outs, err := e.plain.Claim(context.Background(), freshReqs(keys, "A", lcT0))
 	require.NoError(t, err)
 	claims := []Claim{outs[0].Claim, outs[1].Claim, outs[2].Claim}
-	n := 0
-	e.fc.OnCall(func(ctx context.Context, c ddbfault.Call, send ddbfault.Send) (any, error) {
-		n++
-		out, err := send(ctx, c.In)
-		if n == 1 && err == nil {
-			o := out.(*dynamodb.BatchExecuteStatementOutput)
-			for _, i := range []int{0, 1} { // landed, answered as a server error
-				o.Responses[i] = types.BatchStatementResponse{Error: &types.BatchStatementError{
-					Code: types.BatchStatementErrorCodeEnumInternalServerError, Message: aws.String("injected")}}
-			}
-		}
-		return out, err
-	}, ddbfault.OpBatchExecuteStatement)
+	e.fc.OnCall(landedAsServerError(), ddbfault.OpBatchExecuteStatement)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	errs := e.gated.CompleteBatch(ctx, claims, lcT0)
@@ -88,19 +76,7 @@ func TestClaimBatchNotSentAfterUnknownRound(t *testing.T) {
 	ddbtest.Need(t, ddbtest.CapPartiQLConditions)
 	e := newNSEnv(t, 3)
 	keys := lcKeys(0, 3)
-	n := 0
-	e.fc.OnCall(func(ctx context.Context, c ddbfault.Call, send ddbfault.Send) (any, error) {
-		n++
-		out, err := send(ctx, c.In)
-		if n == 1 && err == nil {
-			o := out.(*dynamodb.BatchExecuteStatementOutput)
-			for _, i := range []int{0, 1} {
-				o.Responses[i] = types.BatchStatementResponse{Error: &types.BatchStatementError{
-					Code: types.BatchStatementErrorCodeEnumInternalServerError, Message: aws.String("injected")}}
-			}
-		}
-		return out, err
-	}, ddbfault.OpBatchExecuteStatement)
+	e.fc.OnCall(landedAsServerError(), ddbfault.OpBatchExecuteStatement)
 	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel()
 	_, err := e.gated.Claim(ctx, freshReqs(keys, "A", lcT0))
@@ -121,17 +97,7 @@ func TestCompleteNotSentAfterThrottledRound(t *testing.T) {
 	e := newNSEnv(t, 1)
 	k := lcKey(0)
 	c := lcMustClaim(t, e.plain, lcReq(k, "A", 0, 1, lcT0), 1)
-	n := 0
-	e.fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
-		n++
-		if n == 1 {
-			if _, err := send(ctx, call.In); err != nil {
-				return nil, err
-			}
-			return nil, &types.ProvisionedThroughputExceededException{Message: aws.String("injected after landing")}
-		}
-		return send(ctx, call.In)
-	}, ddbfault.OpUpdateItem)
+	e.fc.OnCall(landedThenThrottled(), ddbfault.OpUpdateItem)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	err := e.gated.Complete(ctx, c, lcT0)
@@ -148,8 +114,21 @@ func TestCommitNotSentAfterThrottledRound(t *testing.T) {
 	other := ddbtest.CreateTable(t, e.db, ddbtest.Key{Name: "pk", Type: "S"})
 	k := lcKey(0)
 	c := lcMustClaim(t, e.plain, lcReq(k, "A", 0, 1, lcT0), 1)
+	e.fc.OnCall(landedThenThrottled(), ddbfault.OpTransactWriteItems)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	eff := (&Effects{}).Put(other, map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "x"}})
+	err := e.gated.CompleteWith(ctx, c, lcT0, eff)
+	require.Equal(t, StatusDone, e.status(t, k), "the commit landed in round 1")
+	require.NotEmpty(t, getItem(t, e.db, other, otherKey("x")), "its effect too")
+	require.False(t, errors.Is(err, ErrNotSent), "commit applied but reported ErrNotSent: %v", err)
+}
+
+// landedThenThrottled sends the first call, then answers it throttled (an SDK attempt landed, its
+// answer lost, the SDK's repeats throttled); later calls are sent.
+func landedThenThrottled() ddbfault.Hook {
 	n := 0
-	e.fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+	return func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
 		n++
 		if n == 1 {
 			if _, err := send(ctx, call.In); err != nil {
@@ -158,12 +137,23 @@ func TestCommitNotSentAfterThrottledRound(t *testing.T) {
 			return nil, &types.ProvisionedThroughputExceededException{Message: aws.String("injected after landing")}
 		}
 		return send(ctx, call.In)
-	}, ddbfault.OpTransactWriteItems)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	eff := (&Effects{}).Put(other, map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "x"}})
-	err := e.gated.CompleteWith(ctx, c, lcT0, eff)
-	require.Equal(t, StatusDone, e.status(t, k), "the commit landed in round 1")
-	require.NotEmpty(t, getItem(t, e.db, other, otherKey("x")), "its effect too")
-	require.False(t, errors.Is(err, ErrNotSent), "commit applied but reported ErrNotSent: %v", err)
+	}
+}
+
+// landedAsServerError sends the first statement batch and answers its statements 0 and 1 with
+// InternalServerError ("outcome unknown: sent again"), though they landed; later calls are sent.
+func landedAsServerError() ddbfault.Hook {
+	n := 0
+	return func(ctx context.Context, c ddbfault.Call, send ddbfault.Send) (any, error) {
+		n++
+		out, err := send(ctx, c.In)
+		if n == 1 && err == nil {
+			o := out.(*dynamodb.BatchExecuteStatementOutput)
+			for _, i := range []int{0, 1} {
+				o.Responses[i] = types.BatchStatementResponse{Error: &types.BatchStatementError{
+					Code: types.BatchStatementErrorCodeEnumInternalServerError, Message: aws.String("injected")}}
+			}
+		}
+		return out, err
+	}
 }
