@@ -75,6 +75,8 @@ func TestOutageTimeoutFlag(t *testing.T) {
 	require.Equal(t, 1, code, stderr)
 	require.Contains(t, stderr, "reading the tables at start failed, retrying", "it retried before giving up")
 	require.Contains(t, stderr, "giving up on the start reads after")
-	require.Contains(t, stderr, "connection reset")
+	// The proxy resets every connection; the client meets it as a reset, or (writing the request
+	// as the reset lands) as a closed connection or a broken pipe: the error it gave up on is told.
+	require.Regexp(t, `connection reset|use of closed network connection|broken pipe`, stderr)
 	require.Contains(t, c.MustRun("work", "--help"), "--outage-timeout")
 }
