@@ -251,8 +251,7 @@ func (l *core) applied(op Op, item map[string]types.AttributeValue, vals values)
 
 // wrapErr says which ledger, operation and table an error comes from.
 func (l *core) wrapErr(op, table string, err error) error {
-	var rnf *types.ResourceNotFoundException
-	if errors.As(err, &rnf) {
+	if missingTable(err) {
 		return fmt.Errorf("dynapart: %s: %s: table %q does not exist: %w", l.name, op, table, err)
 	}
 	return fmt.Errorf("dynapart: %s: %s on table %q: %w", l.name, op, table, err)

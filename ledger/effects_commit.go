@@ -274,8 +274,11 @@ func (l *core) commitAnswer(cm commit, n int, err error) (retry, applied bool, f
 		if accessDenied(err) {
 			return false, false, ItemState{}, l.wrapErr("commit", l.row.table, err) // nothing applied
 		}
+		if missingTable(err) {
+			return false, false, ItemState{}, l.missingTableErr(cm.plan, err) // nothing applied
+		}
 		if refused(err) {
-			return false, false, ItemState{}, &EffectError{Write: refusedPart(cm.plan), Reason: refusedReason(cm.plan, err), Err: err}
+			return false, false, ItemState{}, &EffectError{Write: refusedPart(cm.plan), Reason: "the commit was refused by DynamoDB, nothing of it applied", Err: err}
 		}
 		return true, false, ItemState{}, nil // a conflict, throttling, or an unknown outcome
 	}
@@ -385,20 +388,21 @@ func (l *core) settleWriteRefused(ctx context.Context, cm commit, refusal *Effec
 	return false, l.decodeState(row), nil
 }
 
-// refusedReason says why DynamoDB refused a commit as a whole (err): for a table that does not
-// exist, the tables its writes name (the item's own table exists: it was read).
-func refusedReason(p *effectPlan, err error) string {
-	var rnf *types.ResourceNotFoundException
-	if !errors.As(err, &rnf) || len(p.writes) == 0 {
-		return "the commit was refused by DynamoDB, nothing of it applied"
-	}
+// missingTableErr is a commit DynamoDB refused because a table it names does not exist: not the
+// item's (every item that writes that table meets it, so the worker stops its pass, as for a
+// commit IAM denies), naming the tables its writes name (the item's own table exists: it was read).
+func (l *core) missingTableErr(p *effectPlan, err error) error {
 	var tables []string
 	for _, w := range p.writes {
 		if t := writeTable(w); t != "" && !slices.Contains(tables, t) {
 			tables = append(tables, t)
 		}
 	}
-	return fmt.Sprintf("a table it writes does not exist (its writes name %q), nothing of it applied", tables)
+	if len(tables) == 0 {
+		return l.wrapErr("commit", l.row.table, err)
+	}
+	return fmt.Errorf("dynapart: %s: commit: a table it writes does not exist (its writes name %q), nothing of it applied: %w",
+		l.name, tables, err)
 }
 
 // writeTable is the table a transaction's write names.

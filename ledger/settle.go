@@ -136,8 +136,13 @@ func accessDenied(err error) bool {
 }
 
 func refused(err error) bool {
+	return IsValidation(err) || missingTable(err) || errors.Is(err, ErrNotSent)
+}
+
+// missingTable reports a ResourceNotFoundException: a table the request names does not exist.
+func missingTable(err error) bool {
 	var rnf *types.ResourceNotFoundException
-	return IsValidation(err) || errors.As(err, &rnf) || errors.Is(err, ErrNotSent)
+	return errors.As(err, &rnf)
 }
 
 // outcomeOfRefused settles a claim its condition refused: from the old item the answer carried or,

@@ -178,7 +178,9 @@ type Config struct {
 
 	// Once processes the slot's share one time (after retries have settled), then takes any other
 	// free, unfinished slot of the group the same way, and returns once every slot is finished or
-	// held by a live worker; otherwise the worker rescans every PollInterval until ctx ends.
+	// held by a live worker (one that renews its lease: a held slot whose lease runs out unrenewed,
+	// its holder dead, is taken over; so a once-worker watches the held slots for about one
+	// Heartbeat before it returns); otherwise the worker rescans every PollInterval until ctx ends.
 	// Defaults to false (continuous).
 	Once bool
 	// NoSteal stops a once-worker from stealing: by default, once its slot is finished and no

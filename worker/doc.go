@@ -73,7 +73,7 @@
 // # Work stealing
 //
 // A once-worker whose slot is finished first takes any free, unfinished slot; when none is left
-// (every slot finished or held by a live worker) it steals, unless Config.NoSteal: it keeps its
+// (every slot finished or held by a live worker: one whose lease is renewed; see Config.Once) it steals, unless Config.NoSteal: it keeps its
 // finished slot's lease and takes scan units (segments in segment and filter mode, shards in index
 // mode) that slots still working have not started, a few at a time (up to SubSegments, at most a
 // third of those left) from the end of their share, and reads them with the owner's plan and filter
@@ -133,9 +133,9 @@
 // commits them in the completion's own write (an update of an inline ledger's item alone) or in
 // one transaction with it, so a handler that runs twice (a crash, a lost lease) commits one run's
 // effects. Effects the ledger refuses (a key or ledger attribute, a failed condition of the
-// handler's own write, a table that does not exist) dead-letter the item with the error naming
-// the effect; nothing is applied. A commit IAM denies (a table the role may not write) fails the
-// pass instead (see Outages): every item that writes that table would meet it. A wrapper between
+// handler's own write) dead-letter the item with the error naming the effect; nothing is applied.
+// A commit IAM denies (a table the role may not write) or that names a table that does not exist
+// fails the pass instead (see Outages): every item that writes that table would meet it. A wrapper between
 // Run and the WithEffects handler passes on Run's Item or a copy (it2 := it): effects returned for
 // a new Item fail the attempt ([ErrEffectsNotCarried]), as do two calls' effects for one Item
 // ([ErrEffectsTwice]); they are never dropped.

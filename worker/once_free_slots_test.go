@@ -36,8 +36,9 @@ func TestOnceWorkerFinishesEveryFreeSlot(t *testing.T) {
 	require.True(t, finished, "every slot marked finished")
 }
 
-// TestOnceWorkerLeavesHeldSlots: a slot held by a live worker is not waited for: the once-worker
-// finishes the free slots and exits 0 while the held slot stays unfinished.
+// TestOnceWorkerLeavesHeldSlots: a slot held by a live worker is left to it: the once-worker
+// finishes the free slots, sees the holder renew its lease, and exits 0 while the held slot stays
+// unfinished.
 func TestOnceWorkerLeavesHeldSlots(t *testing.T) {
 	f := newFixture(t, 90)
 	c := fastTimings(f.config(LedgerInline))
@@ -66,4 +67,68 @@ func TestOnceWorkerLeavesHeldSlots(t *testing.T) {
 	for _, s := range st.Slots {
 		require.Equal(t, s.Slot != held.Slot(), s.Finished, "slot %d finished", s.Slot)
 	}
+}
+
+// TestOnceWorkerTakesOverADeadHoldersSlot: two once-workers, two slots, no standby. A takes a slot
+// and dies at its first item (its calls fail from then on: no renew, no release, as a SIGKILL
+// leaves it). B finishes its own slot and finds A's still held, its lease not yet run out: B
+// watches it, sees no renewal, takes it over when the lease runs out, and does A's share. Before
+// (helper-75), B exited 0 with "every slot is finished or held by a live worker" and 93 of 200
+// items not done, which nobody would ever handle.
+func TestOnceWorkerTakesOverADeadHoldersSlot(t *testing.T) {
+	const n = 200
+	f := newFixture(t, n)
+	cfg := func(owner string) Config {
+		c := fastTimings(f.config(LedgerInline))
+		c.Workers, c.Once, c.Owner, c.Segments = 2, true, owner, 2
+		c.LeaseTTL, c.Heartbeat = 8*time.Second, time.Second // A's lease outlives B's own share
+		return c
+	}
+	dbA := newCrashable(f.db)
+	ca := cfg("a")
+	ca.Client = dbA
+	a, err := New(ca)
+	require.NoError(t, err)
+	aDead := make(chan struct{})
+	var once sync.Once
+	stopA := runCrashing(a, func(context.Context, Item) error {
+		dbA.dead.Store(true)
+		once.Do(func() { close(aDead) })
+		return errCrashed
+	})
+	defer stopA()
+	<-aDead
+
+	b, err := New(cfg("b"))
+	require.NoError(t, err)
+	require.NoError(t, runOnceWithin(t, b, func(context.Context, Item) error { return nil }, 60*time.Second))
+	require.EqualValues(t, 1, b.Stats().Takeovers, "B took A's slot over")
+	l := f.ledger(t, LedgerInline, "")
+	for i := range n {
+		st, err := l.State(context.Background(), skey(itemKey(i)))
+		require.NoError(t, err)
+		require.Equal(t, StatusDone, st.Status, "item %d", i)
+	}
+	finished, err := b.JobFinished(context.Background())
+	require.NoError(t, err)
+	require.True(t, finished)
+}
+
+// watched: a watched slot is free once it is neither held nor finished (its lease ran out, or its
+// holder released it unfinished); a holder that renewed (the version moved) or finished is alive.
+func TestWatchedSlots(t *testing.T) {
+	watch := map[int]int64{0: 5, 1: 5, 2: 5, 3: 5}
+	st := &lock.GroupStatus{N: 5, Slots: []lock.SlotStatus{
+		{Slot: 0, Version: 5, Held: true},     // not renewed yet: still watched
+		{Slot: 1, Version: 6, Held: true},     // renewed: alive
+		{Slot: 2, Version: 6, Finished: true}, // finished
+		{Slot: 3, Version: 5, Held: true},
+		{Slot: 4, Version: 9, Held: true}, // not watched
+	}}
+	require.False(t, watched(st, watch))
+	require.Equal(t, map[int]int64{0: 5, 3: 5}, watch)
+	st.Slots[3] = lock.SlotStatus{Slot: 3, Version: 6, Released: true} // released unfinished: free
+	require.True(t, watched(st, watch))
+	st.Slots[3] = lock.SlotStatus{Slot: 3, Version: 5} // ran out unrenewed: free
+	require.True(t, watched(st, map[int]int64{3: 5}))
 }

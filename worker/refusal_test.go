@@ -105,6 +105,45 @@ func TestEffectCommitDeniedEndsTheRun(t *testing.T) {
 	require.EqualValues(t, items, w.Stats().Completed)
 }
 
+// An effect commit that names a table that does not exist (a typo in the handler's table name, a
+// table not yet deployed) ends the pass as a denied one does, in claim and complete-only mode: the
+// error names the table, nothing is dead-lettered and no attempt used, and a run whose handler
+// writes a table that exists commits the effects. Before, every item was dead-lettered with the
+// reason, its handler run once each, and a --once job exited 0: the whole job needed a redrive.
+func TestEffectTableMissingEndsTheRun(t *testing.T) {
+	for _, completeOnly := range []bool{false, true} {
+		t.Run(fmt.Sprintf("completeOnly=%v", completeOnly), func(t *testing.T) {
+			const items = 6
+			f := newFixture(t, items)
+			c := fastTimings(f.config(LedgerInline))
+			c.Workers, c.Once, c.Concurrency, c.CompleteOnly, c.OutageTimeout = 1, true, 2, completeOnly, 500*time.Millisecond
+			var table atomic.Value
+			missing := ddbtest.TableName(t, "missing")
+			table.Store(missing)
+			h := WithEffects(func(_ context.Context, it Item) (*Effects, error) {
+				return (&Effects{}).Put(table.Load().(string), map[string]any{"id": keyID(it.Key)}), nil
+			})
+			w, err := New(c)
+			require.NoError(t, err)
+			err = runOnceWithin(t, w, h, 30*time.Second)
+			require.ErrorContains(t, err, fmt.Sprintf("a table it writes does not exist (its writes name [%q])", missing))
+			require.ErrorContains(t, err, "OutageTimeout")
+			require.Zero(t, w.Stats().DeadLettered)
+			require.Zero(t, w.Stats().Completed)
+			st, err := f.ledger(t, LedgerInline, "").State(context.Background(), Key{"id": &types.AttributeValueMemberS{Value: itemKey(0)}})
+			require.NoError(t, err)
+			require.NotEqual(t, StatusFailed, st.Status)
+			require.Zero(t, st.Attempts, "no attempt used")
+
+			table.Store(ddbtest.CreateTable(t, f.db, ddbtest.Key{Name: "id", Type: "S"})) // the handler fixed
+			w, err = New(c)
+			require.NoError(t, err)
+			require.NoError(t, runOnceWithin(t, w, h, 30*time.Second))
+			require.EqualValues(t, items, w.Stats().Completed)
+		})
+	}
+}
+
 // A follower whose claim is refused for good fails its pass the same way and gives up after
 // OutageTimeout, also when the refused item is its only one, met in its first pass: the pass that
 // resumes the refused one, past the item, succeeds, and no longer ends the outage

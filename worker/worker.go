@@ -180,7 +180,8 @@ func (w *Worker) afterSlot(ctx context.Context, end slotEnd, stopAt time.Time) (
 }
 
 // acquire waits as a hot standby for a slot, or, when helping (a once-worker whose slot is
-// finished), makes one round over every slot and returns lock.ErrNoFreeSlot when none is free.
+// finished), makes one round over every slot and returns lock.ErrNoFreeSlot when none is free
+// and every holder of an unfinished slot is alive (help).
 func (w *Worker) acquire(ctx context.Context, e *env, state runState) (*lock.Lease, error) {
 	opts := []lock.AcquireOption{lock.WithGroupMeta(e.meta), lock.WithGroupMetaDefaults(e.metaDefaults)}
 	// A group that exists is joined at its current n (re-read every round, so a standby follows a
@@ -191,7 +192,9 @@ func (w *Worker) acquire(ctx context.Context, e *env, state runState) (*lock.Lea
 	}
 	take := e.locks.AcquireSlot
 	if state == runHelping {
-		take = e.locks.TryAcquireSlot
+		take = func(ctx context.Context, group string, n int, opts ...lock.AcquireOption) (*lock.Lease, error) {
+			return w.help(ctx, e, func() (*lock.Lease, error) { return e.locks.TryAcquireSlot(ctx, group, n, opts...) })
+		}
 	}
 	l, err := take(ctx, w.cfg.Group, n, opts...)
 	if n != 0 && w.resizedSinceCreated(ctx, e, err) {
