@@ -111,8 +111,10 @@ type Config struct {
 	// is refused (Run returns a *lock.BudgetBelowUsageError). Defaults to 0 (no budget; a budget
 	// already on the group stays).
 	MaxWCU, MaxRCU float64
-	// BudgetInterval is how often a slot holder of a group with a budget reports its consumption.
-	// Defaults to 5s.
+	// BudgetInterval is how often a slot holder of a group with a budget reports its consumption
+	// (the reports ride on its reads of the group's meta item, every Heartbeat; a shorter
+	// BudgetInterval makes those reads that frequent too). A worker also reports what is left when
+	// Run ends, having read the group first if it never saw a budget on it. Defaults to 5s.
 	BudgetInterval time.Duration
 	// PageSize is the number of items a scan request evaluates. Smaller pages checkpoint more
 	// often (a successor rescans less), larger ones cost fewer requests. Defaults to 1000 (or the

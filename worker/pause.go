@@ -150,7 +150,8 @@ func (p *pauseState) pausedTime(now time.Time) time.Duration {
 	return p.total
 }
 
-// watchGroup reads the group's meta item once per heartbeat while the lease is held, so a holder
+// watchGroup reads the group's meta item once per heartbeat (or per BudgetInterval, when the group
+// has a budget and that is shorter: groupReadEvery) while the lease is held, so a holder
 // learns of a pause, a resume or a resize within about one heartbeat at the cost of one eventually
 // consistent GetItem per heartbeat (lock.PeekGroup, half a read unit), whatever the group's size;
 // what a peek shows changed is read again consistently (lock.GroupState) before it is acted on. Its first read is a heartbeat
@@ -176,7 +177,7 @@ func (s *slot) watchGroup(replan func()) (stop func()) {
 				return
 			case <-lease.Done():
 				return
-			case <-w.cfg.Clock.After(w.cfg.Heartbeat):
+			case <-w.cfg.Clock.After(w.groupReadEvery()):
 			}
 			read()
 		}

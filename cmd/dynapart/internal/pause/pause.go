@@ -55,7 +55,8 @@ does not exist exits 2 and nothing is written.
 
 A group that paused itself at its budget (work --max-wcu/--max-rcu; status says "PAUSED (budget
 reached: ...)") needs a larger budget before it goes on: --max-wcu and --max-rcu record it first,
-then resume. A budget below what the group has consumed is refused with exit 2, the figures named,
+then resume; a resume without them of a group at its budget is refused (exit 2, the figures
+named, nothing written), as its workers would pause it again. A budget below what the group has consumed is refused with exit 2, the figures named,
 and nothing written.`
 		cmd.Example = `  dynapart resume --group users/default
   dynapart resume --group users/default --max-wcu 200000`
@@ -88,6 +89,11 @@ func runPause(cmd *cobra.Command, g *cli.Globals, a pauseArgs) error {
 	if err != nil {
 		return err
 	}
+	if !pause && a.limits == (lock.Limits{}) {
+		if err := refuseAtBudget(cmd, lc, group, leaseTable); err != nil {
+			return err
+		}
+	}
 	if a.limits != (lock.Limits{}) {
 		b, err := lc.SetBudget(ctx, group, a.limits)
 		if errors.Is(err, lock.ErrGroupNotFound) {
@@ -110,6 +116,24 @@ func runPause(cmd *cobra.Command, g *cli.Globals, a pauseArgs) error {
 		return err
 	}
 	return printPause(cmd, group, verb, changed)
+}
+
+// refuseAtBudget refuses a resume without a larger budget of a group that has reached its budget:
+// its workers would pause it again at their next report (helper-76: "resumed", then paused again
+// 16 items later). Nothing is written.
+func refuseAtBudget(cmd *cobra.Command, lc *lock.Client, group, leaseTable string) error {
+	st, err := lc.GroupState(cmd.Context(), group)
+	if errors.Is(err, lock.ErrGroupNotFound) {
+		return cli.GroupNotFound(group, leaseTable)
+	}
+	if err != nil {
+		return err
+	}
+	if !st.Budget.Reached() {
+		return nil
+	}
+	return cli.Usagef("group %s has reached its budget (%s): its workers would pause it again; resume with a larger "+
+		"--max-wcu or --max-rcu (nothing written)", group, BudgetText(st.Budget))
 }
 
 func printPause(cmd *cobra.Command, group, verb string, changed bool) error {
