@@ -99,7 +99,8 @@ func (l *Lease) MarkUnit(ctx context.Context, p UnitPass, unit int) (taken bool,
 }
 
 // TakeOverUnit moves the marker from (read by UnitMarkers or MarkUnit) to l, keeping its cursor
-// and done: false when it no longer names the lease it named then.
+// and done: false when it no longer names the lease it named then (unless it names l: the
+// take-over landed, its answer lost).
 func (l *Lease) TakeOverUnit(ctx context.Context, p UnitPass, from UnitMarker) (bool, error) {
 	what := fmt.Sprintf("take over unit %d (%s)", from.Unit, p.pk())
 	err := l.writeUnit(ctx, what, p, from.Unit, unitWrite{
@@ -111,10 +112,28 @@ func (l *Lease) TakeOverUnit(ctx context.Context, p UnitPass, from UnitMarker) (
 			":fromSlot": avN(int64(from.Slot)), ":fromToken": avN(from.Token),
 		},
 	})
-	if errors.Is(err, ErrUnitTakenOver) {
-		return false, nil
+	var moved *unitMovedError
+	if errors.As(err, &moved) {
+		return l.takeOverLanded(ctx, p, from.Unit, moved.found)
 	}
 	return err == nil, err
+}
+
+// takeOverLanded settles a take-over whose condition failed: the marker found (found, from the refusal;
+// read again when the answer carried none) may name l already, the take-over having landed with
+// its answer lost and the SDK's repeat refused by the write itself (helper-75: reported not taken,
+// and the pass failed "a unit marker of this slot changed under its holder").
+func (l *Lease) takeOverLanded(ctx context.Context, p UnitPass, unit int, found map[string]types.AttributeValue) (bool, error) {
+	if len(found) == 0 {
+		out, err := l.c.db.GetItem(ctx, &dynamodb.GetItemInput{
+			TableName: aws.String(l.c.table), Key: key(p.pk(), unit), ConsistentRead: aws.Bool(true),
+		})
+		if err != nil {
+			return false, fmt.Errorf("lock: read unit %d (%s) after its take-over was refused: %w", unit, p.pk(), l.c.readErr(err))
+		}
+		found = out.Item
+	}
+	return len(found) > 0 && decodeUnitMarker(found).HeldBy(l), nil
 }
 
 // SaveUnitCursor records the unit's scan position for l; an error wrapping ErrUnitTakenOver when
@@ -153,21 +172,31 @@ type unitWrite struct {
 	values       map[string]types.AttributeValue
 }
 
-// writeUnit sends w to the marker of unit while l has not ended; a failed condition is an error
-// wrapping ErrUnitTakenOver.
+// unitMovedError is a unit write's failed condition: an ErrUnitTakenOver, with the marker found.
+type unitMovedError struct {
+	what  string
+	found map[string]types.AttributeValue // empty when the answer carried none
+}
+
+func (e *unitMovedError) Error() string { return fmt.Sprintf("lock: %s: %v", e.what, ErrUnitTakenOver) }
+func (e *unitMovedError) Unwrap() error { return ErrUnitTakenOver }
+
+// writeUnit sends w to the marker of unit while l has not ended; a failed condition is a
+// *unitMovedError (an ErrUnitTakenOver).
 func (l *Lease) writeUnit(ctx context.Context, what string, p UnitPass, unit int, w unitWrite) error {
 	if err := l.ended(what); err != nil {
 		return err
 	}
 	_, err := l.c.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(l.c.table), Key: key(p.pk(), unit),
-		UpdateExpression:          aws.String(w.update),
-		ConditionExpression:       aws.String(w.cond),
-		ExpressionAttributeNames:  w.names,
-		ExpressionAttributeValues: w.values,
+		UpdateExpression:                    aws.String(w.update),
+		ConditionExpression:                 aws.String(w.cond),
+		ExpressionAttributeNames:            w.names,
+		ExpressionAttributeValues:           w.values,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
-	if _, ok := conditionFailed(err); ok {
-		return fmt.Errorf("lock: %s: %w", what, ErrUnitTakenOver)
+	if cf, ok := conditionFailed(err); ok {
+		return &unitMovedError{what: what, found: cf.Item}
 	}
 	if err != nil {
 		return fmt.Errorf("lock: %s: %w", what, l.c.tableErr(err))
