@@ -88,15 +88,7 @@ func TestEffectCommitDeniedEndsTheRun(t *testing.T) {
 	h := WithEffects(func(_ context.Context, it Item) (*Effects, error) {
 		return (&Effects{}).Put(rows, map[string]any{"id": keyID(it.Key)}), nil
 	})
-	err = runOnceWithin(t, w, h, 30*time.Second)
-	require.ErrorContains(t, err, "AccessDeniedException")
-	require.ErrorContains(t, err, "OutageTimeout")
-	require.Zero(t, w.Stats().DeadLettered)
-	require.Zero(t, w.Stats().Completed)
-	st, err := f.ledger(t, LedgerInline, "").State(context.Background(), Key{"id": &types.AttributeValueMemberS{Value: itemKey(0)}})
-	require.NoError(t, err)
-	require.NotEqual(t, StatusFailed, st.Status)
-	require.Zero(t, st.Attempts, "the claim given back, no attempt used")
+	requireRefusedRun(t, f, w, h, "AccessDeniedException")
 
 	deny.Store(false) // the operator grants the write
 	w, err = New(c)
@@ -125,15 +117,7 @@ func TestEffectTableMissingEndsTheRun(t *testing.T) {
 			})
 			w, err := New(c)
 			require.NoError(t, err)
-			err = runOnceWithin(t, w, h, 30*time.Second)
-			require.ErrorContains(t, err, fmt.Sprintf("a table it writes does not exist (its writes name [%q])", missing))
-			require.ErrorContains(t, err, "OutageTimeout")
-			require.Zero(t, w.Stats().DeadLettered)
-			require.Zero(t, w.Stats().Completed)
-			st, err := f.ledger(t, LedgerInline, "").State(context.Background(), Key{"id": &types.AttributeValueMemberS{Value: itemKey(0)}})
-			require.NoError(t, err)
-			require.NotEqual(t, StatusFailed, st.Status)
-			require.Zero(t, st.Attempts, "no attempt used")
+			requireRefusedRun(t, f, w, h, fmt.Sprintf("a table it writes does not exist (its writes name [%q])", missing))
 
 			table.Store(ddbtest.CreateTable(t, f.db, ddbtest.Key{Name: "id", Type: "S"})) // the handler fixed
 			w, err = New(c)
@@ -142,6 +126,22 @@ func TestEffectTableMissingEndsTheRun(t *testing.T) {
 			require.EqualValues(t, items, w.Stats().Completed)
 		})
 	}
+}
+
+// requireRefusedRun runs w once with h and requires the run to end with a refusal for good
+// (its error naming want, after OutageTimeout) that dead-lettered and completed nothing, and left
+// item 0 unfailed with no attempt used: its claim given back.
+func requireRefusedRun(t *testing.T, f *fixture, w *Worker, h Handler, want string) {
+	t.Helper()
+	err := runOnceWithin(t, w, h, 30*time.Second)
+	require.ErrorContains(t, err, want)
+	require.ErrorContains(t, err, "OutageTimeout")
+	require.Zero(t, w.Stats().DeadLettered)
+	require.Zero(t, w.Stats().Completed)
+	st, err := f.ledger(t, LedgerInline, "").State(context.Background(), Key{"id": &types.AttributeValueMemberS{Value: itemKey(0)}})
+	require.NoError(t, err)
+	require.NotEqual(t, StatusFailed, st.Status)
+	require.Zero(t, st.Attempts, "the claim given back, no attempt used")
 }
 
 // A follower whose claim is refused for good fails its pass the same way and gives up after
