@@ -152,15 +152,19 @@ func (w *Worker) unreported() bool {
 }
 
 // groupReadEvery is how often a slot holder reads the group's meta item (watchGroup): every
-// Heartbeat, or every BudgetInterval when the group has a budget and that is shorter, since the
-// consumption reports ride on those reads (with a 1s interval under a 3.3s heartbeat a budget
-// of 100 WCU was first checked at 2,142 WCU: helper-76).
+// Heartbeat, or every BudgetInterval (at least minGroupRead) when the group has a budget and that
+// is shorter, since the consumption reports ride on those reads (with a 1s interval under a 3.3s
+// heartbeat a budget of 100 WCU was first checked at 2,142 WCU: helper-76).
 func (w *Worker) groupReadEvery() time.Duration {
-	if bi := w.cfg.BudgetInterval; bi > 0 && bi < w.cfg.Heartbeat && w.budgetSeen() {
-		return bi
+	if bi := w.cfg.BudgetInterval; bi < w.cfg.Heartbeat && w.budgetSeen() {
+		return max(bi, minGroupRead)
 	}
 	return w.cfg.Heartbeat
 }
+
+// minGroupRead is the shortest time between a holder's reads of the group: a BudgetInterval of
+// 0 or 1ms made them a stream (helper-80: about 150 reads a second per holder).
+const minGroupRead = 250 * time.Millisecond
 
 // releaseRefused gives back a slot the worker took but will not work on (its budget was refused),
 // so that no other worker waits for its lease to expire.

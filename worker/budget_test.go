@@ -50,7 +50,7 @@ func TestGroupReadEveryFollowsTheBudgetInterval(t *testing.T) {
 	}{
 		{time.Second, false, 3 * time.Second},
 		{time.Second, true, time.Second},
-		{0, true, 3 * time.Second},
+		{time.Millisecond, true, minGroupRead}, // not a stream of reads (helper-80)
 		{5 * time.Second, true, 3 * time.Second},
 	} {
 		w := &Worker{cfg: Config{Heartbeat: 3 * time.Second, BudgetInterval: tc.interval}}

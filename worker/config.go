@@ -113,7 +113,7 @@ type Config struct {
 	MaxWCU, MaxRCU float64
 	// BudgetInterval is how often a slot holder of a group with a budget reports its consumption
 	// (the reports ride on its reads of the group's meta item, every Heartbeat; a shorter
-	// BudgetInterval makes those reads that frequent too). A worker also reports what is left when
+	// BudgetInterval makes those reads that frequent too, at most four a second). A worker also reports what is left when
 	// Run ends, having read the group first if it never saw a budget on it. Defaults to 5s.
 	BudgetInterval time.Duration
 	// PageSize is the number of items a scan request evaluates. Smaller pages checkpoint more

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/dynapart/dynapart/lock"
@@ -19,8 +20,12 @@ import (
 // the group (one Query) a few times.
 
 // help makes rounds of TryAcquireSlot until one takes a slot or every unfinished slot is held by a
-// live holder (lock.ErrNoFreeSlot).
+// live holder (lock.ErrNoFreeSlot). A watch whose read of the group fails is tried again, as a
+// failed pass is (1s, doubling up to 30s), for up to OutageTimeout; then, or at once for a refusal
+// for good, Run ends with the error: a worker that cannot tell whether a holder is alive does not
+// exit 0 as if it were (helper-80: one throttled read left a dead holder's share undone).
 func (w *Worker) help(ctx context.Context, e *env, take func() (*lock.Lease, error)) (*lock.Lease, error) {
+	var failing outage
 	for {
 		l, err := take()
 		if !errors.Is(err, lock.ErrNoFreeSlot) {
@@ -28,14 +33,24 @@ func (w *Worker) help(ctx context.Context, e *env, take func() (*lock.Lease, err
 		}
 		free, werr := w.awaitHolders(ctx, e)
 		switch {
-		case werr != nil && ctx.Err() != nil:
+		case werr == nil && !free:
+			return nil, err
+		case werr == nil:
+			failing = outage{}
+			continue
+		case ctx.Err() != nil:
 			return nil, ctx.Err()
-		case werr != nil:
-			w.cfg.Logger.Warn("dynapart: reading the group to see whether the holders of its unfinished slots are alive failed; "+
-				"exiting as if they were", "group", w.cfg.Group, "err", werr)
-			return nil, err
-		case !free:
-			return nil, err
+		}
+		werr = fmt.Errorf("dynapart: read the group to see whether the holders of its unfinished slots are alive: %w", werr)
+		if !lock.Retryable(werr) || failing.fail(w.cfg.Clock.Now(), w.cfg.OutageTimeout) {
+			return nil, werr
+		}
+		pause := backoff(time.Second, 30*time.Second, failing.failures)
+		w.cfg.Logger.Warn("dynapart: watching the group's held slots failed; retrying", "group", w.cfg.Group, "err", werr, "retry_in", pause)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-w.cfg.Clock.After(pause):
 		}
 	}
 }

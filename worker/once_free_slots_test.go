@@ -2,12 +2,19 @@ package worker
 
 import (
 	"context"
+	"runtime/debug"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/require"
 
+	"github.com/dynapart/dynapart/ddbfault"
 	"github.com/dynapart/dynapart/lock"
 )
 
@@ -45,7 +52,9 @@ func TestOnceWorkerLeavesHeldSlots(t *testing.T) {
 	c.Workers, c.Once = 3, true
 	w, err := New(c)
 	require.NoError(t, err)
-	locks, err := lock.New(f.db, f.leaseTable, lock.WithLeaseTTL(c.LeaseTTL), lock.WithHeartbeat(c.Heartbeat))
+	// A holder whose lease cannot lapse on a loaded machine (the worker watches it renew before it
+	// exits, and would take over a lease that ran out).
+	locks, err := lock.New(f.db, f.leaseTable, lock.WithLeaseTTL(20*time.Second), lock.WithHeartbeat(c.Heartbeat))
 	require.NoError(t, err)
 	ctx := context.Background()
 	held, err := locks.AcquireSlot(ctx, w.Config().Group, 3, lock.WithGroupMeta(testGroupMeta(w.Config())))
@@ -70,14 +79,47 @@ func TestOnceWorkerLeavesHeldSlots(t *testing.T) {
 }
 
 // TestOnceWorkerTakesOverADeadHoldersSlot: two once-workers, two slots, no standby. A takes a slot
-// and dies at its first item (its calls fail from then on: no renew, no release, as a SIGKILL
-// leaves it). B finishes its own slot and finds A's still held, its lease not yet run out: B
-// watches it, sees no renewal, takes it over when the lease runs out, and does A's share. Before
-// (helper-75), B exited 0 with "every slot is finished or held by a live worker" and 93 of 200
-// items not done, which nobody would ever handle.
+// and dies at its first item (deadHolder). B finishes its own slot and finds A's still held, its
+// lease not yet run out: B watches it, sees no renewal, takes it over when the lease runs out, and
+// does A's share. Before (helper-75), B exited 0 with "every slot is finished or held by a live
+// worker" and 93 of 200 items not done, which nobody would ever handle.
 func TestOnceWorkerTakesOverADeadHoldersSlot(t *testing.T) {
-	const n = 200
-	f := newFixture(t, n)
+	f, cfg := deadHolder(t)
+	b, err := New(cfg("b"))
+	require.NoError(t, err)
+	require.NoError(t, runOnceWithin(t, b, func(context.Context, Item) error { return nil }, 60*time.Second))
+	requireTookOverTheDeadHolder(t, f, b)
+}
+
+// TestOnceWorkerWatchOutlastsAFailedRead: B's first read of the group in its watch of the dead
+// holder is throttled (after the SDK's retries): the watch is tried again, and B still takes the
+// slot over. Before (helper-80), B exited 0 "as if they were" alive, the dead holder's share undone.
+func TestOnceWorkerWatchOutlastsAFailedRead(t *testing.T) {
+	f, cfg := deadHolder(t)
+	fc := ddbfault.New(f.db)
+	var throttled atomic.Bool
+	fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+		in := call.In.(*dynamodb.QueryInput)
+		if aws.ToString(in.TableName) == f.leaseTable && strings.Contains(string(debug.Stack()), "awaitHolders") &&
+			throttled.CompareAndSwap(false, true) {
+			return nil, &types.ProvisionedThroughputExceededException{Message: aws.String("test: throttled")}
+		}
+		return send(ctx, in)
+	}, ddbfault.OpQuery)
+	cb := cfg("b")
+	cb.Client = workerClient(fc)
+	b, err := New(cb)
+	require.NoError(t, err)
+	require.NoError(t, runOnceWithin(t, b, func(context.Context, Item) error { return nil }, 60*time.Second))
+	require.True(t, throttled.Load(), "the watch's read was throttled once")
+	requireTookOverTheDeadHolder(t, f, b)
+}
+
+// deadHolder is a group of two once-worker slots over 200 items of which worker A holds one and
+// has died at its first item (its calls fail from then on: no renew, no release, as a SIGKILL
+// leaves it), and the config of another worker of the group.
+func deadHolder(t *testing.T) (*fixture, func(owner string) Config) {
+	f := newFixture(t, 200)
 	cfg := func(owner string) Config {
 		c := fastTimings(f.config(LedgerInline))
 		c.Workers, c.Once, c.Owner, c.Segments = 2, true, owner, 2
@@ -91,20 +133,22 @@ func TestOnceWorkerTakesOverADeadHoldersSlot(t *testing.T) {
 	require.NoError(t, err)
 	aDead := make(chan struct{})
 	var once sync.Once
-	stopA := runCrashing(a, func(context.Context, Item) error {
+	t.Cleanup(runCrashing(a, func(context.Context, Item) error {
 		dbA.dead.Store(true)
 		once.Do(func() { close(aDead) })
 		return errCrashed
-	})
-	defer stopA()
+	}))
 	<-aDead
+	return f, cfg
+}
 
-	b, err := New(cfg("b"))
-	require.NoError(t, err)
-	require.NoError(t, runOnceWithin(t, b, func(context.Context, Item) error { return nil }, 60*time.Second))
+// requireTookOverTheDeadHolder requires that b took the dead holder's slot over and that every
+// item is done and the group finished.
+func requireTookOverTheDeadHolder(t *testing.T, f *fixture, b *Worker) {
+	t.Helper()
 	require.EqualValues(t, 1, b.Stats().Takeovers, "B took A's slot over")
 	l := f.ledger(t, LedgerInline, "")
-	for i := range n {
+	for i := range 200 {
 		st, err := l.State(context.Background(), skey(itemKey(i)))
 		require.NoError(t, err)
 		require.Equal(t, StatusDone, st.Status, "item %d", i)

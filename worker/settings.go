@@ -114,7 +114,7 @@ var settings = []Setting{
 	{Field: "MaxRCU", Flag: "max-rcu",
 		Help: "budget: the read units (scans, item reads, the table ledger's row reads) the group's workers may consume in all; reached, the group pauses itself (raise it with resume --max-rcu)"},
 	{Field: "BudgetInterval", Flag: "budget-interval", Default: 5 * time.Second,
-		Help: "how often each slot holder adds its consumption to the group's budget (one write; only while the group has a budget; shorter than --heartbeat, the holder reads the group that often too), and once more as the worker ends"},
+		Help: "how often each slot holder adds its consumption to the group's budget (one write; only while the group has a budget; shorter than --heartbeat, the holder reads the group that often too, at most every 250ms), and once more as the worker ends"},
 	// PageSize defaults to 1000, or to the scan package's automatic size when ReadRate is set.
 	{Field: "PageSize", Flag: "page-size", Help: "items per scan request; smaller pages checkpoint more often"},
 

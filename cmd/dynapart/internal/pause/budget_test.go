@@ -56,7 +56,7 @@ func TestBudgetPausesAndResumeRaises(t *testing.T) {
 	require.Contains(t, stderr, "--max-wcu 100 is below the")
 	_, stderr, code = c.Run("resume", "--group", group, "--lease-table", leases) // without a larger budget
 	require.Equal(t, 2, code, stderr)
-	require.Contains(t, stderr, "has reached its budget")
+	require.Contains(t, stderr, "would still be at its budget")
 	require.Contains(t, stderr, fmt.Sprintf("of %d WCU", budget))
 	doc = statusDoc(t, c, group, leases)
 	require.True(t, doc.Paused, "a refused resume changes nothing")

@@ -55,8 +55,9 @@ does not exist exits 2 and nothing is written.
 
 A group that paused itself at its budget (work --max-wcu/--max-rcu; status says "PAUSED (budget
 reached: ...)") needs a larger budget before it goes on: --max-wcu and --max-rcu record it first,
-then resume; a resume without them of a group at its budget is refused (exit 2, the figures
-named, nothing written), as its workers would pause it again. A budget below what the group has consumed is refused with exit 2, the figures named,
+then resume; a resume that leaves the group at its budget (without them, or with a limit not above
+what a unit at its budget used) is refused (exit 2, the figures named, nothing written), as its
+workers would pause it again. A budget below what the group has consumed is refused with exit 2, the figures named,
 and nothing written.`
 		cmd.Example = `  dynapart resume --group users/default
   dynapart resume --group users/default --max-wcu 200000`
@@ -89,8 +90,8 @@ func runPause(cmd *cobra.Command, g *cli.Globals, a pauseArgs) error {
 	if err != nil {
 		return err
 	}
-	if !pause && a.limits == (lock.Limits{}) {
-		if err := refuseAtBudget(cmd, lc, group, leaseTable); err != nil {
+	if !pause {
+		if err := refuseAtBudget(cmd, lc, group, leaseTable, a.limits); err != nil {
 			return err
 		}
 	}
@@ -118,10 +119,12 @@ func runPause(cmd *cobra.Command, g *cli.Globals, a pauseArgs) error {
 	return printPause(cmd, group, verb, changed)
 }
 
-// refuseAtBudget refuses a resume without a larger budget of a group that has reached its budget:
+// refuseAtBudget refuses a resume of a group that would still be at its budget once limits are
+// recorded (no larger budget given, another unit's raised, or a limit equal to the consumption):
 // its workers would pause it again at their next report (helper-76: "resumed", then paused again
-// 16 items later). Nothing is written.
-func refuseAtBudget(cmd *cobra.Command, lc *lock.Client, group, leaseTable string) error {
+// 16 items later; helper-80: the same through --max-rcu or --max-wcu). A limit below the
+// consumption is left to SetBudget, which refuses it naming the figures. Nothing is written.
+func refuseAtBudget(cmd *cobra.Command, lc *lock.Client, group, leaseTable string, limits lock.Limits) error {
 	st, err := lc.GroupState(cmd.Context(), group)
 	if errors.Is(err, lock.ErrGroupNotFound) {
 		return cli.GroupNotFound(group, leaseTable)
@@ -129,11 +132,21 @@ func refuseAtBudget(cmd *cobra.Command, lc *lock.Client, group, leaseTable strin
 	if err != nil {
 		return err
 	}
-	if !st.Budget.Reached() {
+	b := st.Budget
+	if limits.WCU < b.UsedWCU && limits.WCU > 0 || limits.RCU < b.UsedRCU && limits.RCU > 0 {
+		return nil // below the consumption: SetBudget's refusal says so
+	}
+	if limits.WCU > 0 {
+		b.MaxWCU = limits.WCU
+	}
+	if limits.RCU > 0 {
+		b.MaxRCU = limits.RCU
+	}
+	if !b.Reached() {
 		return nil
 	}
-	return cli.Usagef("group %s has reached its budget (%s): its workers would pause it again; resume with a larger "+
-		"--max-wcu or --max-rcu (nothing written)", group, BudgetText(st.Budget))
+	return cli.Usagef("group %s would still be at its budget (%s): its workers would pause it again; resume with "+
+		"a --max-wcu or --max-rcu above what it used, for each unit at its budget (nothing written)", group, BudgetText(b))
 }
 
 func printPause(cmd *cobra.Command, group, verb string, changed bool) error {
