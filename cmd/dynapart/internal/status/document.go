@@ -79,12 +79,12 @@ type slotProgress struct {
 	Scanned int64 `json:"scanned"` // items read in the current pass
 	Pass    int   `json:"pass"`    // the current pass, from 1
 	// ElapsedSeconds is the current pass's working time (pauses excluded); Rate is Scanned per
-	// second of it (0 once finished).
+	// second of it (0 once finished, and while no live worker holds the slot).
 	ElapsedSeconds float64 `json:"elapsed_seconds"`
 	Rate           float64 `json:"rate"`
 	// ShareEstimate is the items the slot reads per pass: the table's ItemCount / N, an estimate;
 	// null when unknown. ETASeconds is the rest of the share at Rate (0 when finished), null when
-	// it cannot be told.
+	// it cannot be told (no live worker holds the slot, or no rate yet).
 	ShareEstimate *int64   `json:"share_estimate"`
 	ETASeconds    *float64 `json:"eta_seconds"`
 }
@@ -114,7 +114,8 @@ type throughput struct {
 	RateWindow float64 `json:"rate_window_seconds"`
 	RateSource string  `json:"rate_source"`
 	// ETASeconds is Left at Rate, the shares of free slots counted at the group's rate: 0 when
-	// nothing is left; null when it cannot be told (no counts, no progress, or the group paused).
+	// nothing is left; null when it cannot be told (no counts, no progress, the group paused, or
+	// no live worker holding a slot that is left to read).
 	ETASeconds *float64 `json:"eta_seconds"`
 	// Samples are the slots' counts at each sample, oldest first, with the rate of items done
 	// over the samples of the 10 s before (0 for the first); one per IntervalSeconds,

@@ -30,7 +30,8 @@ type groupProgress struct {
 	Done    int64 `json:"done"`
 	Failed  int64 `json:"failed"`
 	Scanned int64 `json:"scanned"`
-	// Rate is items read per second in the current passes (the sum over working slots).
+	// Rate is items read per second in the current passes (the sum over working slots: those a
+	// live worker holds; a slot nobody holds reads nothing, whatever its last checkpoint says).
 	Rate float64 `json:"rate"`
 	// ItemsEstimate is the source table's ItemCount from DescribeTable, an estimate; null when
 	// unknown.
@@ -42,11 +43,12 @@ type groupProgress struct {
 	// ETASeconds is the group's: 0 when every slot is finished (or follows the stream, its share
 	// read) or nothing is left; else Left at Rate, so the shares of free slots (no worker) count
 	// at the rate of the working ones, and no sooner than the slowest working slot's own ETA; null
-	// when it cannot be told (no estimate, or no slot reading).
+	// when it cannot be told (no estimate, or no slot reading: WorkingSlots 0 means no worker).
 	ETASeconds *float64 `json:"eta_seconds"`
 	// FreeSlots counts the slots 0..N-1 neither finished, following nor held: their shares wait
-	// for a worker.
-	FreeSlots int `json:"free_slots"`
+	// for a worker. WorkingSlots counts those a live worker holds, neither finished nor following.
+	FreeSlots    int `json:"free_slots"`
+	WorkingSlots int `json:"working_slots"`
 }
 
 // estimateItems is the source table's item count from DescribeTable (nil when unknown).
@@ -75,8 +77,9 @@ func shareOf(items *int64, n int) *int64 {
 
 // slotProgressOf reads a slot's counts from its checkpoint: nil (unknown) when it has none or it
 // cannot be read. fraction is the share's items the slot has moved to done or failed (1 when
-// finished or following the stream: the share was read), nil when unknown; the ETA is the rest of
-// the current pass's reading at its rate.
+// finished or following the stream: the share was read), nil when unknown; the rate and the ETA
+// (the rest of the current pass's reading at that rate) only while a live worker holds the slot:
+// the checkpoint of a slot nobody holds is where its last holder stopped, not a pace.
 func slotProgressOf(s lock.SlotStatus, share *int64) (p *slotProgress, fraction *float64) {
 	read := s.Finished || followsStream(s.Checkpoint)
 	if read {
@@ -92,7 +95,7 @@ func slotProgressOf(s lock.SlotStatus, share *int64) (p *slotProgress, fraction 
 	}
 	p = &slotProgress{Done: sp.Done, Failed: sp.Failed, Scanned: sp.Scanned, Pass: sp.Pass + 1,
 		ElapsedSeconds: sp.Elapsed.Seconds(), ShareEstimate: share}
-	if !read {
+	if !read && s.Held {
 		p.Rate = sp.Rate()
 	}
 	switch {
@@ -121,6 +124,8 @@ func groupProgressOf(slots []slotDoc, n int, items *int64) *groupProgress {
 			finished++
 		case s.Slot < n && !s.Held:
 			g.FreeSlots++
+		case s.Slot < n:
+			g.WorkingSlots++
 		}
 		p := s.Progress
 		if p == nil {
@@ -128,7 +133,7 @@ func groupProgressOf(slots []slotDoc, n int, items *int64) *groupProgress {
 		}
 		known = true
 		g.Done, g.Failed, g.Scanned = g.Done+p.Done, g.Failed+p.Failed, g.Scanned+p.Scanned
-		if s.Finished || s.Following {
+		if s.Finished || s.Following || !s.Held {
 			continue
 		}
 		g.Rate += p.Rate
@@ -208,7 +213,8 @@ func printProgressText(w io.Writer, slots []lock.SlotStatus, n int, items *int64
 	fmt.Fprintln(tw, "SLOT\tPASS\tDONE\tFAILED\tSCANNED\tRATE/s\tETA")
 	for _, d := range docs {
 		if p := d.Progress; p != nil {
-			fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%.1f\t%s\n", d.Slot, p.Pass, p.Done, p.Failed, p.Scanned, p.Rate, etaText(p.ETASeconds))
+			rate, eta := paceText(d)
+			fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%s\t%s\n", d.Slot, p.Pass, p.Done, p.Failed, p.Scanned, rate, eta)
 		} else {
 			fmt.Fprintf(tw, "%d\t-\t-\t-\t-\t-\t-\n", d.Slot)
 		}
@@ -228,17 +234,34 @@ func groupSummary(g *groupProgress, paused bool) string {
 	if g.Left != nil {
 		s += fmt.Sprintf(", %d left", *g.Left)
 	}
-	s += ", ETA " + etaText(g.ETASeconds)
+	if g.ETASeconds == nil && g.WorkingSlots == 0 {
+		s += ", ETA unknown: no worker holds a slot"
+	} else {
+		s += ", ETA " + etaText(g.ETASeconds)
+	}
 	if paused && g.ETASeconds != nil && *g.ETASeconds > 0 {
 		s += " once resumed (PAUSED)"
 	}
 	switch {
+	case g.WorkingSlots == 0 && g.FreeSlots == 1:
+		s += "; 1 slot free (dynapart work to go on)"
+	case g.WorkingSlots == 0 && g.FreeSlots > 1:
+		s += fmt.Sprintf("; %d slots free (dynapart work to go on)", g.FreeSlots)
 	case g.FreeSlots == 1:
 		s += "; 1 slot free, its share counted at the group's rate"
 	case g.FreeSlots > 1:
 		s += fmt.Sprintf("; %d slots free, their shares counted at the group's rate", g.FreeSlots)
 	}
 	return s
+}
+
+// paceText is a slot row's rate and ETA: "-" for a slot no live worker holds (unless its share is
+// read: finished, or following the stream), whose last checkpoint is no pace.
+func paceText(d slotDoc) (rate, eta string) {
+	if !d.Held && !d.Finished && !d.Following {
+		return "-", "no worker"
+	}
+	return fmt.Sprintf("%.1f", d.Progress.Rate), etaText(d.Progress.ETASeconds)
 }
 
 func etaText(s *float64) string {

@@ -63,7 +63,9 @@ its budget: work --max-wcu/--max-rcu), and a budget line shows the units its wor
 consuming against it (JSON: "paused_reason" and "budget"). Below the slots, each
 slot's progress as saved with its checkpoint: pass, items done and failed, items read in this
 pass, the rate and the ETA of the pass, the group's sums, and a line with the group's fraction
-done, items left and ETA (the shares of free slots counted at the group's rate). A slot's share
+done, items left and ETA (the shares of free slots counted at the group's rate). Rates and ETAs
+come only from slots a live worker holds: a slot nobody holds shows "-" and "no worker", and a
+group with shares left and no worker says "ETA unknown" (JSON: eta_seconds null). A slot's share
 is estimated as the table's item count (DescribeTable) / N, so the ETA is an estimate. No scan
 of the table.
 
@@ -212,7 +214,7 @@ func printText(w io.Writer, st statusJSON) {
 		if s.Retired {
 			units = "retired (beyond N)"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%v\t%s\t%v\t%s\t%s\n", s.Slot, orDash(s.Owner), s.Token, s.Held, exp, s.Finished, units, positionSummary(s.Checkpoint))
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%v\t%s\t%v\t%s\t%s\n", s.Slot, orDash(s.Owner), s.Token, s.Held, exp, s.Finished, units, positionSummary(s.Checkpoint)+oldPlanNote(s.Checkpoint, st.Epoch))
 	}
 	_ = tw.Flush()
 }
@@ -246,6 +248,19 @@ func positionSummary(cp string) string {
 		s += ", another pass needed"
 	}
 	return s
+}
+
+// oldPlanNote marks a position saved under an earlier plan than the group's epoch (a slot not
+// taken again since a scale): its segments are the old plan's, not the slot's now.
+func oldPlanNote(cp string, epoch int64) string {
+	if cp == "" {
+		return ""
+	}
+	p, err := worker.ParseSlotProgress(cp)
+	if (err != nil && !followsStream(cp) && !rescansTable(cp)) || p.Epoch >= epoch {
+		return ""
+	}
+	return fmt.Sprintf(" (plan epoch %d's, before a scale)", p.Epoch)
 }
 
 // newSlotJSON is the slot s of a lock group under its current plan.

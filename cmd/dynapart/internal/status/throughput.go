@@ -41,7 +41,16 @@ func throughputOf(samples []sample, read *ledgerRead, doc *Document, every time.
 		tp.Fraction, tp.FailedFraction = &f, &ff
 	}
 	tp.ETASeconds = etaOf(left, tp.Rate, doc.Paused)
+	if left > 0 && noWorker(doc) {
+		tp.ETASeconds = nil // what the samples measured went with the last worker
+	}
 	return tp
+}
+
+// noWorker reports a group with slots left to read and none of them held by a live worker:
+// nothing it has left moves, whatever the rate measured before.
+func noWorker(doc *Document) bool {
+	return doc.Progress != nil && doc.Progress.WorkingSlots == 0 && doc.Progress.FreeSlots > 0
 }
 
 // countsNow are the items done and failed now: the ledger's counts at its last read plus what the
@@ -78,7 +87,7 @@ func rateOf(samples []sample, g *groupProgress) (rate, window float64, source st
 }
 
 // etaOf is left at rate: 0 when nothing is left, nil when it cannot be told (no rate) or the
-// group is paused.
+// group is paused (throughputOf: or no worker holds a slot).
 func etaOf(left int64, rate float64, paused bool) *float64 {
 	var eta float64
 	switch {
