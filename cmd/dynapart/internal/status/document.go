@@ -20,6 +20,9 @@ type Document struct {
 	Epoch    int64             `json:"epoch"` // the plan epoch: +1 per 'dynapart scale'
 	Meta     map[string]string `json:"meta,omitempty"`
 	Finished bool              `json:"finished"`
+	// Exists is false while the group has not started (no 'dynapart work' of it yet, or a typo):
+	// only the page (--serve) shows such a group; status and status --json exit 2 naming it.
+	Exists bool `json:"exists"`
 	// Paused is the group's pause flag (dynapart pause / resume), PausedReason why: "operator"
 	// (dynapart pause), "budget" (the group reached its budget); null when not paused (or paused
 	// before reasons were kept).
@@ -178,7 +181,7 @@ func (r *reader) read(ctx context.Context, now time.Time) (*Document, error) {
 	if err != nil {
 		return nil, err
 	}
-	doc := &Document{Group: r.group, Workers: st.N, Epoch: st.Epoch, Meta: st.Meta, Finished: groupFinished(st), Paused: st.Paused, GeneratedAt: now.UTC(),
+	doc := &Document{Group: r.group, Workers: st.N, Epoch: st.Epoch, Meta: st.Meta, Finished: groupFinished(st), Exists: groupExists(st), Paused: st.Paused, GeneratedAt: now.UTC(),
 		PausedReason: pausedReason(st), Budget: newBudgetDoc(st.Budget), Slots: []slotDoc{}, Throughput: throughput{Samples: []sample{}}}
 	plan := planOf(st)
 	for _, s := range st.Slots {

@@ -178,6 +178,9 @@ func (s *pageFlags) newPage(cmd *cobra.Command, g *cli.Globals, group, leaseTabl
 	if err != nil {
 		return nil, err
 	}
+	if s.serve == "" && !groupExists(st) { // the page waits for a group about to start
+		return nil, cli.GroupNotFound(group, leaseTable)
+	}
 	if err := checkLedgerFlags(cmd.Flags(), s.ledger, st.Meta); err != nil {
 		return nil, err
 	}

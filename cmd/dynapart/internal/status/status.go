@@ -86,6 +86,10 @@ The source table, the ledger, the job, the ledger table and the attribute prefix
 the group's meta item (the work command recorded them): --table and the ledger flags are not
 needed, and one that disagrees with the group is refused (exit 2).
 
+A group that does not exist (no 'dynapart work' of it has started, or a typo) exits 2 naming
+it, also with --json; --serve serves it anyway (a page started before the job), with "exists":
+false until a worker takes a slot.
+
 --json prints one JSON document: the slots (with their state: working, finished, released,
 expired or free, and progress), the paused flag, the group's progress, throughput and ETA; with
 --table also the ledger's exact item counts and dead letters (one read of the ledger: a scan).
@@ -144,14 +148,13 @@ func printStatus(cmd *cobra.Command, g *cli.Globals, group, leaseTable string, l
 	if err != nil {
 		return err
 	}
+	if !groupExists(st) {
+		return cli.GroupNotFound(group, leaseTable)
+	}
 	if err := checkLedgerFlags(cmd.Flags(), ledger, st.Meta); err != nil {
 		return err
 	}
 	out := cmd.OutOrStdout()
-	if st.N == 0 {
-		fmt.Fprintf(out, "group %q has never run (no slots in %q)\n", group, leaseTable)
-		return nil
-	}
 	text := statusJSON{Group: group, Workers: st.N, Epoch: st.Epoch, Meta: st.Meta, Finished: groupFinished(st), Paused: st.Paused,
 		Reason: st.PausedReason, Budget: st.Budget}
 	plan := planOf(st)
@@ -269,6 +272,9 @@ func newSlotJSON(s lock.SlotStatus, plan groupPlan) slotJSON {
 		ExpiresAt: s.ExpiresAt, Released: s.Released, Finished: s.Finished, Checkpoint: s.Checkpoint,
 		Epoch: s.Epoch, Segments: plan.units(s.Slot), Retired: s.Slot >= plan.n && plan.n > 0}
 }
+
+// groupExists reports a group that has a plan or slots: a 'dynapart work' of it has started.
+func groupExists(st *lock.GroupStatus) bool { return st.N > 0 || len(st.Slots) > 0 }
 
 // groupFinished reports a group whose slots 0..N-1 are all finished under its current plan
 // (slots beyond N, left by a scale-down, do not count).

@@ -80,11 +80,23 @@ func TestStatusReadsTheLedgerFromTheGroup(t *testing.T) {
 		}
 	}
 
-	// A group that has not run records no table: --table is taken as given, and checked.
-	_, stderr, code := c.Run("status", "--group", "never-ran", "--lease-table", leases, "--json", "--table", "no-such-table")
-	require.Equal(t, 2, code, stderr)
-	require.Contains(t, stderr, `--table "no-such-table": table does not exist`)
-
 	text := c.MustRun("status", "--group", group, "--lease-table", leases)
 	require.Contains(t, text, "group: 30 of ~30 done (100.0%), 0 left, ETA done\n")
+}
+
+// TestStatusOfAGroupThatDoesNotExist: a misspelt group (no 'work' of it has started) is bad
+// usage, exit 2 naming it, in text and --json (with or without --table), as pause, resume and
+// scale treat it: a script polling for "finished" stops instead of waiting for ever.
+func TestStatusOfAGroupThatDoesNotExist(t *testing.T) {
+	c := clitest.New(t)
+	table, leases := c.SeededTables(t, 5)
+	c.WorkOnce(table, leases, 1)
+	for _, extra := range [][]string{nil, {"--json"}, {"--json", "--table", table}, {"--json", "--table", "no-such-table"}} {
+		args := append([]string{"status", "--group", table + "/defualt", "--lease-table", leases}, extra...)
+		stdout, stderr, code := c.Run(args...)
+		require.Equal(t, 2, code, "%v: %s", args, stderr)
+		require.Contains(t, stderr, `group "`+table+`/defualt" does not exist in "`+leases+`"`)
+		require.Empty(t, stdout)
+	}
+	c.MustRun("status", "--group", table+"/default", "--lease-table", leases)
 }
