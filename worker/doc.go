@@ -190,7 +190,8 @@
 // stopped. A group with a capacity budget ([Config].MaxWCU, MaxRCU) pauses itself the same way
 // when its workers' reported consumption reaches it (budget.go; see lock.Client.SetBudget). Each
 // slot's checkpoint also carries its counts (items done and failed, items read and
-// working time in the current pass), which [ParseSlotProgress] reads back for `dynapart status`.
+// working time in the current pass), which [ParseSlotProgress] reads back for `dynapart status`;
+// a following slot's done and failed include the items the stream brought.
 //
 // # Following the stream
 //

@@ -71,16 +71,30 @@ func (s *slot) nextPass() slotCheckpoint {
 // by it whether the stream may have dropped records nobody read (judgeDowntime), however many
 // generations of shards closed and went since, which neither its own take nor a parent's lease
 // can hide. A group behind by possibleLoss ends the slot's following with a *follow.TrimmedError:
-// the slot rescans the table.
+// the slot rescans the table. It also saves, every CheckpointInterval while they change and when
+// stopped, the slot's done and failed counts with the items the stream brought (followedCounts),
+// so that `dynapart status` counts them.
 func (s *slot) keepFollowing(p *pass, r *follow.Reader, cp slotCheckpoint, stop <-chan struct{}) keptFollowing {
 	if cp.counts.since.IsZero() {
 		cp.counts.since = s.lease.PreviousExpiry() // as judgeDowntime judged it
 	}
+	base, saved := cp.counts, cp
+	save := func() {
+		cp.counts = followedCounts(base, cp.counts.since, p)
+		if cp != saved && s.saveCheckpoint(cp.encode()) == nil { // a failed save: an older since
+			saved = cp
+		}
+	}
 	for {
 		select {
 		case <-stop:
-			return keptFollowing{since: cp.counts.since}
-		case <-s.w.cfg.Clock.After(s.untilReadThrough()):
+			save()
+			return keptFollowing{counts: cp.counts}
+		case <-s.w.cfg.Clock.After(min(s.untilReadThrough(), s.w.cfg.CheckpointInterval)):
+		}
+		if s.untilReadThrough() > 0 {
+			save()
+			continue
 		}
 		s.throughAt = s.w.cfg.Clock.Now()
 		// Judged before since moves: a shard the stream dropped since the last look, unread, is no
@@ -89,19 +103,28 @@ func (s *slot) keepFollowing(p *pass, r *follow.Reader, cp slotCheckpoint, stop 
 			te := &follow.TrimmedError{Err: errGroupBehind, Reason: fmt.Sprintf(
 				"the group has records from %s ago not yet read, and the stream keeps records %s", behind.Round(time.Second), follow.Retention)}
 			p.endFetch(te)
-			return keptFollowing{since: cp.counts.since, behind: te}
+			return keptFollowing{counts: followedCounts(base, cp.counts.since, p), behind: te}
 		}
 		if through, err := s.readThrough(p, r); err == nil && through.After(cp.counts.since) {
 			cp.counts.since = through.Truncate(time.Millisecond)
-			_ = s.saveCheckpoint(cp.encode()) // a failed save is judged conservatively: an older since
 		}
+		save()
 	}
 }
 
-// keptFollowing is how keepFollowing ended: the last since, and the group found behind by the
-// retention (nil when it was not).
+// followedCounts are the slot's counts base with what the following pass p moved to done and
+// failed, and since.
+func followedCounts(base slotCounts, since time.Time, p *pass) slotCounts {
+	base.done += p.counts.done.Load()
+	base.failed += p.counts.failed.Load()
+	base.since = since
+	return base
+}
+
+// keptFollowing is how keepFollowing ended: the slot's counts (with the last since), and the group
+// found behind by the retention (nil when it was not).
 type keptFollowing struct {
-	since  time.Time
+	counts slotCounts
 	behind error
 }
 

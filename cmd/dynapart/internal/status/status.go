@@ -78,7 +78,8 @@ resolved) and lag (JSON: "stream", null for other groups). A read of the stream 
 DescribeStream and, per shard not finished, one GetItem of its lease, one GetShardIterator and
 one GetRecords of one record (and a DescribeTable for the stream's ARN once a minute); the page
 reads it at most every 5 s. Record creation times are rounded down by DynamoDB (DynamoDB
-Local: to the minute), so a lag is rounded up. The versions handled, superseded and unchanged are
+Local: to the minute), so a lag is rounded up. A following slot's done and failed include the
+items the stream brought (saved with its checkpoint). The versions superseded and unchanged are
 each worker's counters, not in the lease table: they are in its --progress and --metrics-addr
 (dynapart_follow_*, and its page's worker section).
 
