@@ -27,7 +27,10 @@ lease-ttl/3), so within one heartbeat the running workers stop claiming at the n
 save their positions, release their slots and take a slot again under the new N. Workers beyond
 the new N become standbys; the new slots are taken by standbys or by new workers ('dynapart work'
 without --workers joins at the group's current N). Slots finished under the old plan are open
-again; a once-job ends when every slot of the new plan is finished.
+again; a once-job ends when every slot of the new plan is finished. Scaling a finished group
+opens it again (status: finished=false; scale says so): the next 'work --once' of it finishes
+the new plan's slots handling no item already done (segment and index mode read nothing again,
+filter mode reads each new share once more), and continuous workers go on as before.
 
 What a resize costs:
   segment mode  nothing is read again. The group's parallel-scan segments are fixed when it is
@@ -71,6 +74,10 @@ func runScale(cmd *cobra.Command, g *cli.Globals, group, leaseTable string, m in
 	if err != nil {
 		return err
 	}
+	before, err := lc.GroupStatus(ctx, group) // for the message only: whether the scale reopens it
+	if err != nil {
+		return err
+	}
 	res, err := worker.Resize(ctx, lc, group, m)
 	var ce *worker.ConfigError
 	switch {
@@ -88,5 +95,19 @@ func runScale(cmd *cobra.Command, g *cli.Globals, group, leaseTable string, m in
 	}
 	fmt.Fprintf(out, "group %s: %d -> %d slots (plan epoch %d); running workers re-plan within one heartbeat\n",
 		group, res.OldN, res.NewN, res.Epoch)
+	if cli.GroupFinished(before) {
+		fmt.Fprintln(out, reopenedText(before.Meta["mode"]))
+	}
 	return nil
+}
+
+// reopenedText says what scaling a finished group did: its slots are open again under the new
+// plan, and the next 'work --once' finishes them handling nothing done already.
+func reopenedText(mode string) string {
+	reads := "reading nothing again"
+	if mode == "filter" {
+		reads = "each slot reading its new share again, reads only"
+	}
+	return "the group had finished: it is open again (finished=false) until a 'dynapart work --once' " +
+		"of it finishes the new plan's slots, handling no item already done (" + reads + ")"
 }

@@ -156,7 +156,7 @@ func printStatus(cmd *cobra.Command, g *cli.Globals, group, leaseTable string, l
 		return err
 	}
 	out := cmd.OutOrStdout()
-	text := statusJSON{Group: group, Workers: st.N, Epoch: st.Epoch, Meta: st.Meta, Finished: groupFinished(st), Paused: st.Paused,
+	text := statusJSON{Group: group, Workers: st.N, Epoch: st.Epoch, Meta: st.Meta, Finished: cli.GroupFinished(st), Paused: st.Paused,
 		Reason: st.PausedReason, Budget: st.Budget}
 	plan := planOf(st)
 	for _, s := range st.Slots {
@@ -276,21 +276,3 @@ func newSlotJSON(s lock.SlotStatus, plan groupPlan) slotJSON {
 
 // groupExists reports a group that has a plan or slots: a 'dynapart work' of it has started.
 func groupExists(st *lock.GroupStatus) bool { return st.N > 0 || len(st.Slots) > 0 }
-
-// groupFinished reports a group whose slots 0..N-1 are all finished under its current plan
-// (slots beyond N, left by a scale-down, do not count).
-func groupFinished(st *lock.GroupStatus) bool {
-	if st.N == 0 {
-		return false
-	}
-	seen := 0
-	for _, s := range st.Slots {
-		if s.Slot < st.N {
-			if !s.Finished {
-				return false
-			}
-			seen++
-		}
-	}
-	return seen == st.N
-}
