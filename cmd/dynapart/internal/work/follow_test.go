@@ -18,8 +18,9 @@ func TestWorkFollowNeedsAStream(t *testing.T) {
 	require.Equal(t, 2, code, stderr)
 	require.Contains(t, stderr, "--follow")
 	require.Contains(t, stderr, "init --table "+table+" --stream")
-	out := c.MustRun("status", "--group", table+"/default", "--lease-table", leases)
-	require.Contains(t, out, "slots", "the group exists only as far as status shows it: %s", out)
+	_, stderr, code = c.Run("status", "--group", table+"/default", "--lease-table", leases)
+	require.Equal(t, 2, code, "no slot taken, the group not created: %s", stderr)
+	require.Contains(t, stderr, "does not exist")
 
 	_, stderr, code = c.Run("work", "--table", table, "--lease-table", leases, "--workers", "1", "--follow", "--once")
 	require.Equal(t, 2, code, stderr)
@@ -27,6 +28,6 @@ func TestWorkFollowNeedsAStream(t *testing.T) {
 	require.Contains(t, stderr, "--once")
 
 	c.MustRun("init", "--table", table, "--lease-table", leases, "--stream")
-	out = c.MustRun("work", "--table", table, "--lease-table", leases, "--workers", "1", "--follow", "--dry-run")
+	out := c.MustRun("work", "--table", table, "--lease-table", leases, "--workers", "1", "--follow", "--dry-run")
 	require.Regexp(t, `(?m)^all +20 +20 `, out, "the dry run reads the share: %s", out)
 }
