@@ -74,7 +74,7 @@ func (d *demo) summary(a demoAudit, wall time.Duration) error {
 	}
 	resized := d.sayResize()
 	items := d.f.items
-	d.say("throughput:        %d items in %.1fs = %.0f items/s", items, wall.Seconds(), float64(items)/wall.Seconds())
+	d.say("throughput:        %s in %.1fs = %.0f items/s", cli.Count(items, "item"), wall.Seconds(), float64(items)/wall.Seconds())
 	d.say("completed twice:   %d", a.twice)
 	d.say("missing:           %d", a.missing)
 	d.say("verify:            total %d, done %d, pending %d, claimed %d, failed %d", a.sum.Total, a.sum.Done, a.sum.Pending, a.sum.Claimed, a.sum.Failed)
@@ -93,7 +93,7 @@ func (d *demo) summary(a demoAudit, wall time.Duration) error {
 		return &cli.ExitError{Code: cli.ExitRuntime, Msg: msg}
 	}
 	if d.resize != nil {
-		d.say("\nOK: every item done exactly once, despite the SIGKILL and the resize to %d slots.", d.resize.to)
+		d.say("\nOK: every item done exactly once, despite the SIGKILL and the resize to %s.", cli.Count(d.resize.to, "slot"))
 		return nil
 	}
 	d.say("\nOK: every item done exactly once, despite the SIGKILL.")

@@ -164,7 +164,7 @@ func (d *demo) createTables(ctx context.Context) error {
 	var sfx [3]byte
 	_, _ = rand.Read(sfx[:])
 	d.table = "dynapart-demo-" + hex.EncodeToString(sfx[:])
-	d.say("== creating table %s with %d items", d.table, d.f.items)
+	d.say("== creating table %s with %s", d.table, cli.Count(d.f.items, "item"))
 	schema := cli.KeySchema{Partition: cli.KeySpec{Name: "id", Type: "S"}}
 	if _, _, err := cli.EnsureSourceTable(ctx, d.db, cli.SourceTable{Name: d.table, Schema: schema, Explicit: true}); err != nil {
 		return err
@@ -189,7 +189,7 @@ func (d *demo) startWorkers() error {
 	if err != nil {
 		return err
 	}
-	d.say("== starting %d workers for %d slots (%d hot standby), lease TTL %s", d.f.workers, d.f.slots, d.f.workers-d.f.slots, d.f.leaseTTL)
+	d.say("== starting %s for %s (%d hot standby), lease TTL %s", cli.Count(d.f.workers, "worker"), cli.Count(d.f.slots, "slot"), d.f.workers-d.f.slots, d.f.leaseTTL)
 	for i := range d.f.workers {
 		p, err := startDemoProc(d.workerCmd(self, i, false), d.dir)
 		if err != nil {

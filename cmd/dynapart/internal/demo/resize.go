@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"strings"
 
+	"github.com/dynapart/dynapart/cmd/dynapart/internal/cli"
 	"github.com/dynapart/dynapart/lock"
 )
 
@@ -86,8 +87,8 @@ func (d *demo) sayResize() bool {
 		}
 		return true
 	}
-	d.say("resize:            dynapart scale %d -> %d slots at %d/%d done; %s joined without --workers",
-		r.from, r.to, r.at, d.f.items, strings.Join(r.joined, ", "))
+	d.say("resize:            dynapart scale %d -> %s at %d/%d done; %s joined without --workers",
+		r.from, cli.Count(r.to, "slot"), r.at, d.f.items, strings.Join(r.joined, ", "))
 	if r.endErr != nil {
 		d.say("                   reading the group's plan failed: %v", r.endErr)
 		return false

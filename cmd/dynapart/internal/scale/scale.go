@@ -90,11 +90,11 @@ func runScale(cmd *cobra.Command, g *cli.Globals, group, leaseTable string, m in
 	}
 	out := cmd.OutOrStdout()
 	if !res.Changed {
-		fmt.Fprintf(out, "group %s: already %d slots (no change)\n", group, res.NewN)
+		fmt.Fprintf(out, "group %s: already %s (no change)\n", group, cli.Count(res.NewN, "slot"))
 		return nil
 	}
-	fmt.Fprintf(out, "group %s: %d -> %d slots (plan epoch %d); running workers re-plan within one heartbeat\n",
-		group, res.OldN, res.NewN, res.Epoch)
+	fmt.Fprintf(out, "group %s: %d -> %s (plan epoch %d); running workers re-plan within one heartbeat\n",
+		group, res.OldN, cli.Count(res.NewN, "slot"), res.Epoch)
 	if cli.GroupFinished(before) {
 		fmt.Fprintln(out, reopenedText(before.Meta["mode"]))
 	}

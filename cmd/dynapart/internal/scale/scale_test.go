@@ -105,7 +105,7 @@ func TestScaleCLI(t *testing.T) {
 	require.Equal(t, 2, code, stderr)
 	require.Contains(t, stderr, "can be scaled up to 8 slots", "not 6 x 4")
 	out = c.MustRun("scale", "--lease-table", f.leases, "--group", "seg", "--workers", "1")
-	require.Contains(t, out, "group seg: 6 -> 1 slots (plan epoch 2)")
+	require.Contains(t, out, "group seg: 6 -> 1 slot (plan epoch 2)")
 
 	out = c.MustRun("scale", "--lease-table", f.leases, "--group", "idx", "--workers", "4")
 	require.Contains(t, out, "2 -> 4 slots (plan epoch 1)")

@@ -156,7 +156,7 @@ func (j Job) Run(ctx context.Context, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "seeded %d items into %q\n", written.Load(), table)
+	fmt.Fprintf(stderr, "seeded %s into %q\n", cli.Count(written.Load(), "item"), table)
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/dynapart/dynapart/cmd/dynapart/internal/cli"
 	"github.com/dynapart/dynapart/lock"
 	"github.com/dynapart/dynapart/worker"
 )
@@ -206,7 +207,7 @@ func printProgressText(w io.Writer, slots []lock.SlotStatus, n int, items *int64
 	}
 	note := "share unknown"
 	if share != nil {
-		note = fmt.Sprintf("share ~%d items per slot: the table's item count / N, an estimate", *share)
+		note = fmt.Sprintf("share ~%s per slot: the table's item count / N, an estimate", cli.Count(*share, "item"))
 	}
 	fmt.Fprintf(w, "progress (from the checkpoints; %s):\n", note)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

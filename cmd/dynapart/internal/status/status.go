@@ -192,7 +192,7 @@ func printText(w io.Writer, st statusJSON) {
 	case st.Paused:
 		paused = ", PAUSED (dynapart resume to go on)"
 	}
-	fmt.Fprintf(w, "group %s: %d slots, plan epoch %d, finished=%v%s\n", st.Group, st.Workers, st.Epoch, st.Finished, paused)
+	fmt.Fprintf(w, "group %s: %s, plan epoch %d, finished=%v%s\n", st.Group, cli.Count(st.Workers, "slot"), st.Epoch, st.Finished, paused)
 	if st.Budget.Set() {
 		fmt.Fprintf(w, "budget: %s consumed\n", pause.BudgetText(st.Budget))
 	}
@@ -236,7 +236,7 @@ func positionSummary(cp string) string {
 		return fmt.Sprintf("pass %d, rescanning the whole table (the stream may have lost records)", p.Pass+1)
 	}
 	if err != nil {
-		return fmt.Sprintf("unreadable checkpoint (%d bytes)", len(cp))
+		return fmt.Sprintf("unreadable checkpoint (%s)", cli.Count(len(cp), "byte"))
 	}
 	unit := "segments"
 	if p.Position.Mode == scan.ModeIndex {

@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/dynapart/dynapart/cmd/dynapart/internal/cli"
 	"github.com/dynapart/dynapart/follow"
 	"github.com/dynapart/dynapart/lock"
 )
@@ -172,7 +173,7 @@ func printStreamText(w io.Writer, d *streamDoc) {
 	if d.LagSeconds != nil && *d.LagSeconds == 0 {
 		lag += " (caught up)"
 	}
-	fmt.Fprintf(w, "stream %s: %s, %d shards (lag: the age of the oldest record after a shard's position)\n", orDash(d.ARN), lag, len(d.Shards))
+	fmt.Fprintf(w, "stream %s: %s, %s (lag: the age of the oldest record after a shard's position)\n", orDash(d.ARN), lag, cli.Count(len(d.Shards), "shard"))
 	if d.Error != "" {
 		fmt.Fprintf(w, "  reading the stream failed: %s\n", d.Error)
 	}

@@ -47,7 +47,7 @@ the source since are reported as orphaned (and in --json as "orphaned" when ther
 				}
 			}
 			if s.Done != s.Total {
-				return &cli.ExitError{Code: cli.ExitRuntime, Msg: fmt.Sprintf("%d of %d items are not done", s.Total-s.Done, s.Total)}
+				return &cli.ExitError{Code: cli.ExitRuntime, Msg: notDone(s.Total-s.Done, s.Total)}
 			}
 			return nil
 		}),
@@ -88,7 +88,7 @@ error) with their key, the number of attempts and the last error.`,
 				return err
 			}
 			if !asJSON {
-				fmt.Fprintf(cmd.ErrOrStderr(), "%d failed items\n", n)
+				fmt.Fprintf(cmd.ErrOrStderr(), "%s\n", cli.Count(n, "failed item"))
 			}
 			return nil
 		}),
@@ -96,4 +96,13 @@ error) with their key, the number of attempts and the last error.`,
 	lf.Add(cmd.Flags())
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per line")
 	return cmd
+}
+
+// notDone is verify's error: "1 of 3 items is not done", "2 of 3 items are not done".
+func notDone(left, total int64) string {
+	verb := "are"
+	if left == 1 {
+		verb = "is"
+	}
+	return fmt.Sprintf("%d of %s %s not done", left, cli.Count(total, "item"), verb)
 }

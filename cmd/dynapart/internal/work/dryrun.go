@@ -239,8 +239,8 @@ func (d *dryRun) itemRCU(fp ledger.Footprint, scanned int) float64 {
 }
 
 func (d *dryRun) print(out io.Writer, slots []slotDryRun) error {
-	fmt.Fprintf(out, "dry run of %s: %d slots, mode %s, ledger %s (no lease taken, nothing written)\n",
-		d.f.cfg.Table, d.plan.Slots, d.plan.Mode, d.f.cfg.Ledger)
+	fmt.Fprintf(out, "dry run of %s: %s, mode %s, ledger %s (no lease taken, nothing written)\n",
+		d.f.cfg.Table, cli.Count(d.plan.Slots, "slot"), d.plan.Mode, d.f.cfg.Ledger)
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SLOT\tTO PROCESS\tREAD\tDONE\tFAILED\tRCU\tEST. WCU\tSAMPLE KEYS")
 	var total slotDryRun

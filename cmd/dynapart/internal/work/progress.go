@@ -87,7 +87,7 @@ func followNote(f *worker.FollowStats) string {
 	if f == nil || len(f.Shards) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("  stream: %d shards, %d versions, lag %s", len(f.Shards), f.Handled, f.Lag.Round(time.Second))
+	return fmt.Sprintf("  stream: %s, %s, lag %s", cli.Count(len(f.Shards), "shard"), cli.Count(f.Handled, "version"), f.Lag.Round(time.Second))
 }
 
 // throttleNote is the progress bar's note of throttled writes and the write rate allowed now.

@@ -422,8 +422,8 @@ func (r *workRun) logDone(took time.Duration) {
 		"unprocessable", st.Unprocessable, "abandoned", st.Abandoned, "rcu", st.RCU, "wcu", st.WCU,
 		"write_throttles", st.WriteThrottles, "seconds", took.Seconds())
 	if st.DeadLettered > 0 {
-		r.log.Warn(fmt.Sprintf("dynapart: %d items dead-lettered by this worker: 'dynapart failed %s' lists them with their errors, "+
-			"'dynapart redrive %[2]s' gives them back to be handled again", st.DeadLettered, r.ledgerArgs()))
+		r.log.Warn(fmt.Sprintf("dynapart: %s dead-lettered by this worker: 'dynapart failed %s' lists them with their errors, "+
+			"'dynapart redrive %[2]s' gives them back to be handled again", cli.Count(st.DeadLettered, "item"), r.ledgerArgs()))
 	}
 }
 
