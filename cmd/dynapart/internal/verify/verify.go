@@ -65,7 +65,9 @@ func NewFailed(g *cli.Globals) *cobra.Command {
 		Use:   "failed",
 		Short: "List dead-lettered items with their last error",
 		Long: `Lists the items that were dead-lettered (after --max-attempts failed attempts, or a permanent
-error) with their key, the number of attempts and the last error.`,
+error) with their key, the number of attempts and the last error, one item a line: an error with
+a newline, a tab or another character that does not print as itself (or that begins with a
+double quote) is written quoted, as a Go string ("line one\nline two"). --json writes it as it is.`,
 		Example: `  dynapart failed --table users
   dynapart failed --table users --ledger table --job campaign-42 --json`,
 		Args: cli.UsageArgs(cobra.NoArgs),
@@ -81,7 +83,7 @@ error) with their key, the number of attempts and the last error.`,
 				if asJSON {
 					return enc.Encode(map[string]any{"key": json.RawMessage(key), "attempts": d.Attempts, "error": d.Error, "at": d.At})
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s\tattempts=%d\tat=%s\t%s\n", key, d.Attempts, d.At.Format(time.RFC3339), d.Error)
+				fmt.Fprintf(cmd.OutOrStdout(), "%s\tattempts=%d\tat=%s\t%s\n", key, d.Attempts, d.At.Format(time.RFC3339), cli.OneLine(d.Error))
 				return nil
 			})
 			if err != nil {
