@@ -25,6 +25,10 @@ type settingFlags struct {
 // PageSize's (1000, or the scan package's automatic size with ReadRate); the CLI sends 1000.
 var cliDefaults = map[string]any{"page-size": int32(1000)}
 
+// cliHelp is what a flag's help says besides its row's: what zero means where the CLI's default
+// is not the library's.
+var cliHelp = map[string]string{"page-size": "; 0 with --read-rate: pages sized to the rate (refused without it)"}
+
 // add defines a flag for every worker setting that has one.
 func (f *settingFlags) add(fl *pflag.FlagSet) {
 	cfg := reflect.ValueOf(&f.cfg).Elem()
@@ -36,6 +40,7 @@ func (f *settingFlags) add(fl *pflag.FlagSet) {
 		if !ok {
 			def = s.Default
 		}
+		s.Help += cliHelp[s.Flag]
 		f.bind(fl, s, cfg.FieldByName(s.Field).Addr().Interface(), def)
 	}
 }
@@ -88,7 +93,21 @@ func (f *settingFlags) check(changed func(flag string) bool) error {
 			return err
 		}
 	}
+	if err := f.pageSizeZero(changed); err != nil {
+		return err
+	}
 	return f.zeroGiven(changed)
+}
+
+// pageSizeZero refuses --page-size 0 without --read-rate: worker.Config takes a zero PageSize for
+// its computed default, which is 1000 (the CLI's default) without ReadRate, so 0 ran with 1000
+// unsaid; with --read-rate it is the scan package's pages sized to the rate, a setting of its own.
+func (f *settingFlags) pageSizeZero(changed func(flag string) bool) error {
+	if !changed("page-size") || f.cfg.PageSize != 0 || f.cfg.ReadRate > 0 {
+		return nil
+	}
+	return cli.Usagef("--page-size 0 would mean the default, 1000, without --read-rate (with it, pages sized to the rate): " +
+		"give another value, or leave --page-size out for the default")
 }
 
 // zeroGiven refuses a setting flag given as the zero value of its type (0, 0s, "") when its row

@@ -57,19 +57,28 @@ func TestEmptyExecRefused(t *testing.T) {
 }
 
 // A setting given as zero (or "") where worker.Config takes zero for its default is bad usage: it
-// ran with the default unsaid (--max-attempts 0 with 5, helper-68). Settings without a default
-// (--workers 0 joins the group at its size; --page-size 0 sizes pages by --read-rate) keep zero.
+// ran with the default unsaid (--max-attempts 0 with 5, helper-68; --page-size 0 without
+// --read-rate with 1000). A zero that is a setting of its own is taken (--workers 0 joins the
+// group at its size, --read-rate 0 is unlimited, --page-size 0 with --read-rate sizes pages by it).
 func TestZeroThatMeansTheDefaultRefused(t *testing.T) {
 	c := clitest.New(t)
 	table, leases := c.SeededTables(t, 2)
 	work := []string{"work", "--table", table, "--lease-table", leases, "--workers", "1", "--once", "--progress", "none"}
 	for flag, zero := range map[string]string{"max-attempts": "0", "claim-ttl": "0s", "concurrency": "0", "lease-ttl": "0",
-		"max-clock-skew": "0s", "mode": "", "job": ""} {
+		"max-clock-skew": "0s", "mode": "", "job": "", "page-size": "0"} {
 		requireRefused(t, c, table, work, flag, zero, "would mean the default")
 	}
+	requireRefused(t, c, table, append(work, "--read-rate", "0"), "page-size", "0", "would mean the default, 1000")
 	// A setting of another mode or ledger than the run's is not looked at: an environment set
 	// up for init (DYNAPART_LEDGER_TABLE= creates no ledger table) runs an inline worker.
 	_, stderr, code := c.RunEnv(map[string]string{"DYNAPART_LEDGER_TABLE": "", "DYNAPART_SHARDS": "0"},
-		"work", "--table", table, "--lease-table", leases, "--workers", "1", "--once", "--progress", "none", "--page-size", "0")
+		"work", "--table", table, "--lease-table", leases, "--workers", "1", "--once", "--progress", "none")
+	require.Equal(t, 0, code, stderr)
+	// --page-size 0 with --read-rate is the scan's pages sized to the rate; --read-rate 0 is no limit.
+	_, stderr, code = c.Run("work", "--table", table, "--lease-table", leases, "--workers", "1", "--once", "--progress", "none",
+		"--page-size", "0", "--read-rate", "1000")
+	require.Equal(t, 0, code, stderr)
+	_, stderr, code = c.Run("work", "--table", table, "--lease-table", leases, "--workers", "1", "--once", "--progress", "none",
+		"--read-rate", "0")
 	require.Equal(t, 0, code, stderr)
 }

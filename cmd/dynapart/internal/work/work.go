@@ -134,8 +134,11 @@ slot and retries from its checkpoint, 1s doubling up to 30s apart; after --outag
 15m; negative: for ever) it exits 1 with the last error. A worker started during an outage retries
 its start reads on the same terms; a standby waits through any outage.
 
-A setting given as 0 or "" where that would mean its default (--max-attempts 0, --claim-ttl 0s) is
-refused (exit 2): leave the flag out for the default.
+A setting given as 0 or "" where that would mean its default (--max-attempts 0, --claim-ttl 0s,
+--page-size 0 without --read-rate) is refused (exit 2): leave the flag out for the default. A zero
+that is a setting of its own is taken: --read-rate 0 is unlimited (as when it is left out),
+--exec-timeout 0 kills CMD only before its claim expires, --page-size 0 with --read-rate sizes
+each page to the rate.
 
 SIGTERM or SIGINT stop gracefully: no new claims, handlers in flight get --drain-timeout, the
 claims left are released, the checkpoint saved and the slot released so a standby takes over at
