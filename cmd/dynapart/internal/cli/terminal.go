@@ -25,12 +25,12 @@ func Bar(done, total int64, width int) string {
 	return strings.Repeat("█", n) + strings.Repeat("░", width-n)
 }
 
-// ETA formats the time left at rate items/s, or "?" when unknown.
+// ETA formats the time left at rate items/s, rounded to the second, or "-" when unknown.
 func ETA(done, total int64, rate float64) string {
 	if total <= 0 || rate <= 0 || done >= total {
 		return "-"
 	}
-	return (time.Duration(float64(total-done)/rate) * time.Second).Round(time.Second).String()
+	return time.Duration(float64(total-done) / rate * float64(time.Second)).Round(time.Second).String()
 }
 
 // RateMeter turns a growing counter into a rate over a sliding window.

@@ -13,9 +13,10 @@ import (
 // progressView shows a worker's progress per --progress: a bar on stderr, a log line every 5s,
 // JSON lines on stdout, or nothing.
 type progressView struct {
-	mode  string // auto, bar, log, json or none
-	w     *worker.Worker
-	total int64 // the items expected, or 0
+	mode  string              // auto, bar, log, json or none
+	stats func() worker.Stats // the worker's (Worker.Stats)
+	every time.Duration       // the time between lines; 0: the mode's (200ms, 5s, 250ms)
+	total int64               // the items of one slot's share, or 0 when not known
 	// estimate, when set, tells total; the bar asks it in the background when it starts (the
 	// other modes show no total), so the worker's start does not wait on it.
 	estimate func() int64
@@ -36,16 +37,23 @@ func (v progressView) start() func() {
 			v.mode = "bar"
 		}
 	}
-	every := map[string]time.Duration{"bar": 200 * time.Millisecond, "log": 5 * time.Second, "json": 250 * time.Millisecond}[v.mode]
+	every := v.every
+	if every == 0 {
+		every = map[string]time.Duration{"bar": 200 * time.Millisecond, "log": 5 * time.Second, "json": 250 * time.Millisecond}[v.mode]
+	}
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		// The rate is measured from the start, so the first line's is the items done since then
+		// (it said 0 with 334 items done).
+		var m cli.RateMeter
+		m.Update(time.Now(), v.stats().Completed)
 		if v.mode == "bar" && v.estimate != nil {
 			v.total = v.estimate()
 		}
-		var m cli.RateMeter
-		cli.Ticks(stop, every, func(now time.Time) { v.show(now, &m) })
+		bar := newSlotBar(v.total)
+		cli.Ticks(stop, every, func(now time.Time) { v.show(now, &m, bar) })
 		if v.mode == "bar" {
 			v.line.Clear()
 		}
@@ -54,20 +62,12 @@ func (v progressView) start() func() {
 }
 
 // show shows the progress once.
-func (v progressView) show(now time.Time, m *cli.RateMeter) {
-	s := v.w.Stats()
+func (v progressView) show(now time.Time, m *cli.RateMeter, bar *slotBar) {
+	s := v.stats()
 	rate := m.Update(now, s.Completed)
 	switch v.mode {
 	case "bar":
-		slot := "standby"
-		if s.Slot >= 0 {
-			slot = fmt.Sprintf("slot %d (token %d)", s.Slot, s.Token)
-		}
-		if s.Paused {
-			slot += " PAUSED"
-		}
-		v.line.Set(fmt.Sprintf("%-20s ▕%s▏ %d done %6.0f/s ETA %s  retried %d failed %d%s%s",
-			slot, cli.Bar(s.Completed, v.total, 24), s.Completed, rate, cli.ETA(s.Completed, v.total, rate), s.Retried, s.DeadLettered, throttleNote(s), followNote(s.Follow)))
+		v.line.Set(bar.text(s, rate))
 	case "log":
 		args := []any{"slot", s.Slot, "state", s.State, "paused", s.Paused, "completed", s.Completed,
 			"rate", int(rate), "retried", s.Retried, "dead_lettered", s.DeadLettered, "scanned", s.Scanned,

@@ -175,7 +175,7 @@ func (f *workFlags) add(fl *pflag.FlagSet) {
 	fl.DurationVar(&f.execTimeout, "exec-timeout", 0, "kill --exec after this long, if that comes before its claim's end (it is always killed shortly before its claim expires: --claim-ttl; 0, the default: that alone)")
 	fl.BoolVar(&f.execEffects, "exec-effects", false, "read --exec's stdout as a JSON object of effects committed with the item's completion (see above)")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics (/metrics) and the live status page (/, /api/status) on this address, e.g. :9090")
-	fl.StringVar(&f.progress, "progress", "auto", "progress: auto (bar on a terminal, else a log line every 5s), bar, log, json (a line every 250ms on stdout), none")
+	fl.StringVar(&f.progress, "progress", "auto", "progress: auto (bar on a terminal, else a log line every 5s), bar (the slot held now: items done of one slot's share, ETA), log, json (a line every 250ms on stdout), none")
 	fl.StringVar(&f.record, "record", "", "append the key of every item this worker completes to this file (for audits and the demo)")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "read each slot's share as a run would and print, per slot, the items to process, sample keys and estimated RCU/WCU; no lease, no writes")
 }
@@ -347,7 +347,7 @@ func (r *workRun) run(parent context.Context) error {
 		warnReadBill(ctx, r.log, r.db, r.f.cfg.Table, readBill{Mode: r.w.Config().Mode, Workers: r.plan.Slots,
 			Consistent: r.f.cfg.ConsistentRead, PollInterval: r.w.Config().PollInterval})
 	}
-	show := progressView{mode: r.f.progress, w: r.w, estimate: func() int64 { return estimateShare(ctx, r.db, r.f.cfg.Table, r.plan.Slots) },
+	show := progressView{mode: r.f.progress, stats: r.w.Stats, estimate: func() int64 { return estimateShare(ctx, r.db, r.f.cfg.Table, r.plan.Slots) },
 		log: r.log, line: r.line, stderr: r.stderr, json: r.json}
 	stopProgress := show.start()
 	start := time.Now()
