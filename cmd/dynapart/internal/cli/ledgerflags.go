@@ -12,6 +12,8 @@ import (
 // LedgerFlags select a ledger the way `work` does.
 type LedgerFlags struct {
 	Table, Job, Kind, LedgerTable, Prefix string
+	// LeaseTable is where verify, failed and redrive look for the groups of Table (AddLeaseTable).
+	LeaseTable string
 }
 
 // Add defines --table, --job, --ledger, --ledger-table and --attr-prefix.

@@ -53,7 +53,9 @@ Running the same redrive again is safe: it moves what is failed then (without --
 that failed since). To leave out an item whose move DynamoDB refuses (it stops there each time),
 name the others with --key.
 
-In index mode, a redriven item is not back in the pending index; a filter or segment pass picks it up.`,
+In index mode, a redriven item is not back in the pending index; a filter or segment pass picks it up.
+
+` + cli.LedgerUsedHelp("it moved nothing"),
 		Example: `  dynapart redrive --table users
   dynapart redrive --table users --key user-17 --key user-42
   dynapart redrive --table users --ledger table --job campaign-42 --key '{"id":"user-17"}' --json`,
@@ -73,10 +75,14 @@ In index mode, a redriven item is not back in the pending index; a filter or seg
 			if res.Moved > 0 {
 				fmt.Fprintln(cmd.ErrOrStderr(), "dynapart: the items moved are pending again; a worker of a group that is not finished claims them (a finished --once group does not pass again: run work with a new --group)")
 			}
+			if err == nil && res.Moved == 0 {
+				err = lf.Unused(ctx, g, l, nil)
+			}
 			return report(cmd.OutOrStdout(), res, stopped(ctx, err), asJSON)
 		},
 	}
 	lf.Add(cmd.Flags())
+	lf.AddLeaseTable(cmd.Flags())
 	cmd.Flags().StringArrayVar(&keys, "key", nil, `item to redrive (repeatable): {"id":"user-1"}, or the bare value for a partition-key-only table (default: every dead letter)`)
 	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"moved":..,"not_failed":..}`)
 	return cmd

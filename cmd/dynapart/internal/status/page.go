@@ -212,7 +212,7 @@ func (s *pageFlags) newPage(cmd *cobra.Command, g *cli.Globals, group, leaseTabl
 // ledgerOf is the group's ledger as its meta records it, else (a group that has not run yet)
 // the flags' when --table was given.
 func (s *pageFlags) ledgerOf(meta map[string]string) (cli.LedgerFlags, bool) {
-	if lf, _, ok := recordedLedger(meta); ok {
+	if lf, _, ok := cli.RecordedLedger(meta); ok {
 		return lf, true
 	}
 	return s.ledger, s.ledger.Table != ""

@@ -27,7 +27,9 @@ state: done, pending (never claimed, or waiting for a retry), claimed (in flight
 Only items that exist in the source table count. With --ledger table, rows of items deleted from
 the source since are reported as orphaned (and in --json as "orphaned" when there are any).
 
---json prints {"total":..,"done":..,"pending":..,"claimed":..,"failed":..}.`,
+--json prints {"total":..,"done":..,"pending":..,"claimed":..,"failed":..}.
+
+` + cli.LedgerUsedHelp("no item is done, claimed or failed"),
 		Example: `  dynapart verify --table users
   dynapart verify --table users --ledger table --job campaign-42 --json`,
 		Args: cli.UsageArgs(cobra.NoArgs),
@@ -46,6 +48,11 @@ the source since are reported as orphaned (and in --json as "orphaned" when ther
 					fmt.Fprintf(cmd.OutOrStdout(), "orphaned %d (ledger rows of items no longer in the source table, not counted)\n", s.Orphaned)
 				}
 			}
+			if s.Done+s.Claimed+s.Failed == 0 {
+				if err := lf.Unused(ctx, g, l, &s); err != nil {
+					return err
+				}
+			}
 			if s.Done != s.Total {
 				return &cli.ExitError{Code: cli.ExitRuntime, Msg: notDone(s.Total-s.Done, s.Total)}
 			}
@@ -53,6 +60,7 @@ the source since are reported as orphaned (and in --json as "orphaned" when ther
 		}),
 	}
 	lf.Add(cmd.Flags())
+	lf.AddLeaseTable(cmd.Flags())
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON for scripts")
 	return cmd
 }
@@ -67,7 +75,9 @@ func NewFailed(g *cli.Globals) *cobra.Command {
 		Long: `Lists the items that were dead-lettered (after --max-attempts failed attempts, or a permanent
 error) with their key, the number of attempts and the last error, one item a line: an error with
 a newline, a tab or another character that does not print as itself (or that begins with a
-double quote) is written quoted, as a Go string ("line one\nline two"). --json writes it as it is.`,
+double quote) is written quoted, as a Go string ("line one\nline two"). --json writes it as it is.
+
+` + cli.LedgerUsedHelp("it finds no dead letter"),
 		Example: `  dynapart failed --table users
   dynapart failed --table users --ledger table --job campaign-42 --json`,
 		Args: cli.UsageArgs(cobra.NoArgs),
@@ -92,10 +102,14 @@ double quote) is written quoted, as a Go string ("line one\nline two"). --json w
 			if !asJSON {
 				fmt.Fprintf(cmd.ErrOrStderr(), "%s\n", cli.Count(n, "failed item"))
 			}
+			if n == 0 {
+				return lf.Unused(ctx, g, l, nil)
+			}
 			return nil
 		}),
 	}
 	lf.Add(cmd.Flags())
+	lf.AddLeaseTable(cmd.Flags())
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per line")
 	return cmd
 }
