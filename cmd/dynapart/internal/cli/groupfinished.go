@@ -3,8 +3,8 @@ package cli
 import "github.com/dynapart/dynapart/lock"
 
 // GroupFinished reports a group whose slots 0..N-1 are all finished under its current plan
-// (slots beyond N, left by a scale-down, do not count): what status calls finished, and what a
-// scale of it opens again.
+// (slots beyond N, left by a scale-down, do not count): what status calls finished, what a
+// scale of it opens again, and a group a --once worker has nothing to do in.
 func GroupFinished(st *lock.GroupStatus) bool {
 	if st.N == 0 {
 		return false

@@ -51,14 +51,21 @@ type dryRun struct {
 	ledger   worker.Ledger // nil for the inline ledger: its state is on the scanned items
 	// footprints sizes the ledger's writes of a pending item as a run's worker would write them.
 	footprints *worker.Footprints
+	// finished names the group when a --once run of it would process nothing (dryrun_finished.go).
+	finished string
 }
 
-func runDryRun(ctx context.Context, g *cli.Globals, f *workFlags, plan scan.Plan, out io.Writer) error {
+func runDryRun(ctx context.Context, g *cli.Globals, f *workFlags, plan scan.Plan, group string, out io.Writer) error {
 	db, t, err := g.DescribeSource(ctx, f.cfg.Table)
 	if err != nil {
 		return err
 	}
 	d := &dryRun{db: db, f: f, plan: plan, keyAttrs: cli.TableSchema(t).Names()}
+	if finished, err := finishedOnceGroup(ctx, g, f, group); err != nil {
+		return err
+	} else if finished {
+		d.finished = group
+	}
 	if f.cfg.Ledger == worker.LedgerTable {
 		lf := f.ledgerFlags()
 		if d.ledger, err = lf.Open(ctx, g); err != nil {
@@ -241,6 +248,7 @@ func (d *dryRun) itemRCU(fp ledger.Footprint, scanned int) float64 {
 func (d *dryRun) print(out io.Writer, slots []slotDryRun) error {
 	fmt.Fprintf(out, "dry run of %s: %s, mode %s, ledger %s (no lease taken, nothing written)\n",
 		d.f.cfg.Table, cli.Count(d.plan.Slots, "slot"), d.plan.Mode, d.f.cfg.Ledger)
+	d.printFinished(out)
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SLOT\tTO PROCESS\tREAD\tDONE\tFAILED\tRCU\tEST. WCU\tSAMPLE KEYS")
 	var total slotDryRun
@@ -258,8 +266,8 @@ func (d *dryRun) print(out io.Writer, slots []slotDryRun) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "estimated cost of the job: %.0f WCU and %.1f RCU in all (the scans as DynamoDB reported them, "+
-		"the %s at DynamoDB's rates if every item succeeds at its first attempt, effects not counted", total.WCU, total.RCU+total.ReadRCU, d.writesText())
+	fmt.Fprintf(out, "%s: %.0f WCU and %.1f RCU in all (the scans as DynamoDB reported them, "+
+		"the %s at DynamoDB's rates if every item succeeds at its first attempt, effects not counted", d.costLabel(), total.WCU, total.RCU+total.ReadRCU, d.writesText())
 	if d.txFactor() == 2 {
 		fmt.Fprint(out, ", approximate with --transaction-batches: a batch of one item is a single write, "+
 			"and a transaction one refused claim cancels is billed and sent again without it")

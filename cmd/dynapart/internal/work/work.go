@@ -126,7 +126,9 @@ of each done or failed item; in --mode index the pending index's writes; approxi
 carries writes to other items is a transaction, 2 WCU per item it writes). Its total adds
 the reads a run makes besides its scans: items read again after their claims with --versions,
 ledger rows with --ledger table --complete-only or --transaction-batches. It takes no lease and
-writes nothing.
+writes nothing. With --once, on a group whose every slot is finished (a run of it processes
+nothing: a finished once-group does not pass again), it says so first and that its figures are
+what a run of a new group would process (--group with a new name, and --workers).
 
 Outages: a slot holder whose passes fail (DynamoDB unreachable or throttled beyond the SDK's
 retries, or refusing a ledger write for every item alike: AccessDenied, a table gone) keeps its
@@ -177,7 +179,7 @@ func (f *workFlags) add(fl *pflag.FlagSet) {
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics (/metrics) and the live status page (/, /api/status) on this address, e.g. :9090")
 	fl.StringVar(&f.progress, "progress", "auto", "progress: auto (bar on a terminal, else a log line every 5s), bar (the slot held now: items done of one slot's share, ETA), log, json (a line every 250ms on stdout), none")
 	fl.StringVar(&f.record, "record", "", "append the key of every item this worker completes to this file (for audits and the demo)")
-	fl.BoolVar(&f.dryRun, "dry-run", false, "read each slot's share as a run would and print, per slot, the items to process, sample keys and estimated RCU/WCU; no lease, no writes")
+	fl.BoolVar(&f.dryRun, "dry-run", false, "read each slot's share as a run would and print, per slot, the items to process, sample keys and estimated RCU/WCU; no lease, no writes (with --once on a finished group: says a run processes nothing, figures for a new --group)")
 }
 
 // check is what only the CLI can tell about its flags; worker.New checks the settings themselves.
@@ -244,7 +246,7 @@ func runWork(cmd *cobra.Command, g *cli.Globals, f *workFlags) error {
 		if err != nil {
 			return explainSetting(err)
 		}
-		return runDryRun(ctx, g, f, plan, cmd.OutOrStdout())
+		return runDryRun(ctx, g, f, plan, w.Config().Group, cmd.OutOrStdout())
 	}
 	log, line, err := g.Logger()
 	if err != nil {
