@@ -172,7 +172,8 @@ func (d *demo) createTables(ctx context.Context) error {
 	if err := lock.CreateTable(ctx, d.db, d.leaseTable); err != nil {
 		return err
 	}
-	seed := seed.Job{DB: d.db, Table: d.table, Schema: schema, Items: d.f.items, PayloadBytes: 100, Parallel: 8}
+	// The table is new and empty: batch writes, nothing to replace.
+	seed := seed.Job{DB: d.db, Table: d.table, Schema: schema, Items: d.f.items, PayloadBytes: 100, Parallel: 8, Overwrite: true}
 	return seed.Run(ctx, d.stderr)
 }
 
