@@ -25,7 +25,10 @@ func New(_ *cli.Globals) *cobra.Command {
 127.0.0.1 until interrupted. The first run installs it with npm into the cache folder.
 
 Tables live in memory unless --db-path is given. -sharedDb is always on, so every client sees the
-same tables whatever credentials and region it uses.`,
+same tables whatever credentials and region it uses.
+
+A --port that something already listens on (a DynamoDB Local started before) is refused with
+exit 2 before anything starts.`,
 		Example: `  dynapart local                       # in-memory on :8000
   dynapart local --port 8001 --db-path ./ddb-data
   export DYNAPART_ENDPOINT=http://127.0.0.1:8000`,
@@ -33,6 +36,9 @@ same tables whatever credentials and region it uses.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if port < 1 || port > 65535 {
 				return cli.Usagef("--port %d: want 1..65535", port)
+			}
+			if err := checkPortFree(port); err != nil {
+				return err
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
