@@ -69,7 +69,7 @@ func (s *slot) tail() (err error) {
 	defer func() {
 		close(stopKeep)
 		<-done
-		s.cp.counts = kept.counts // with the stream's items; a reader started again judges from how far the group had read
+		s.cp.counts = kept.final(p) // with the stream's items; a reader started again judges from how far the group had read
 		if kept.behind != nil && !errors.Is(err, follow.ErrTrimmed) {
 			err = kept.behind
 		}

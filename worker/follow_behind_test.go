@@ -306,3 +306,16 @@ func TestFollowerFailuresFarApart(t *testing.T) {
 	default:
 	}
 }
+
+// keptFollowing.final counts what the following pass moved to done and failed until its handlers
+// were done, not what keepFollowing counted when it returned: found behind, it returns while
+// handlers still run, and the items they finished after were never counted (helper-81).
+func TestKeptFollowingCountsTheHandlersFinishedLate(t *testing.T) {
+	since := time.UnixMilli(1_700_000_000_000)
+	p := &pass{}
+	p.counts.done.Store(2)
+	k := keptFollowing{base: slotCounts{done: 5, failed: 1, scanned: 9}, counts: slotCounts{done: 7, failed: 1, scanned: 9, since: since}}
+	p.counts.done.Store(4) // two more handlers finished after keepFollowing returned
+	p.counts.failed.Store(1)
+	require.Equal(t, slotCounts{done: 9, failed: 2, scanned: 9, since: since}, k.final(p))
+}

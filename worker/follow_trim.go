@@ -89,7 +89,7 @@ func (s *slot) keepFollowing(p *pass, r *follow.Reader, cp slotCheckpoint, stop 
 		select {
 		case <-stop:
 			save()
-			return keptFollowing{counts: cp.counts}
+			return keptFollowing{base: base, counts: cp.counts}
 		case <-s.w.cfg.Clock.After(min(s.untilReadThrough(), s.w.cfg.CheckpointInterval)):
 		}
 		if s.untilReadThrough() > 0 {
@@ -103,7 +103,7 @@ func (s *slot) keepFollowing(p *pass, r *follow.Reader, cp slotCheckpoint, stop 
 			te := &follow.TrimmedError{Err: errGroupBehind, Reason: fmt.Sprintf(
 				"the group has records from %s ago not yet read, and the stream keeps records %s", behind.Round(time.Second), follow.Retention)}
 			p.endFetch(te)
-			return keptFollowing{counts: followedCounts(base, cp.counts.since, p), behind: te}
+			return keptFollowing{base: base, counts: followedCounts(base, cp.counts.since, p), behind: te}
 		}
 		if through, err := s.readThrough(p, r); err == nil && through.After(cp.counts.since) {
 			cp.counts.since = through.Truncate(time.Millisecond)
@@ -121,12 +121,19 @@ func followedCounts(base slotCounts, since time.Time, p *pass) slotCounts {
 	return base
 }
 
-// keptFollowing is how keepFollowing ended: the slot's counts (with the last since), and the group
-// found behind by the retention (nil when it was not).
+// keptFollowing is how keepFollowing ended: the slot's counts before the following pass (base)
+// and at the end (with the last since), and the group found behind by the retention (nil when it
+// was not). Found behind, keepFollowing returns while handlers still run: the caller counts again
+// (final) once they are done.
 type keptFollowing struct {
-	counts slotCounts
-	behind error
+	base, counts slotCounts
+	behind       error
 }
+
+// final are the slot's counts once the following pass p's handlers are done: what they moved to
+// done and failed after keepFollowing returned counts too (helper-81: found behind, the handlers
+// in flight finished later and their items were never counted).
+func (k keptFollowing) final(p *pass) slotCounts { return followedCounts(k.base, k.counts.since, p) }
 
 // untilReadThrough is the wait before keepFollowing's next look at how far the group has read:
 // readThroughEvery after the last (or after the slot's first reader started), also when the

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/dynapart/dynapart/lock"
 	"github.com/dynapart/dynapart/worker"
 )
 
@@ -40,7 +41,7 @@ func (l *LedgerFlags) AddLeaseTable(f *pflag.FlagSet) {
 // when the lease table cannot be read, it returns nil.
 func (l *LedgerFlags) Unused(ctx context.Context, g *Globals, led worker.Ledger, sum *worker.Summary) error {
 	db, err := g.DynamoClient(ctx)
-	if err != nil {
+	if err != nil || l.ownGroupRecords(ctx, db) {
 		return nil
 	}
 	groups, err := TableGroups(ctx, db, l.LeaseTable, l.Table)
@@ -65,6 +66,22 @@ func (l *LedgerFlags) Unused(ctx context.Context, g *Globals, led worker.Ledger,
 	return Usagef("no job of %q used the ledger read (%s): none of its %d items has state there, and the groups of %q in "+
 		"lease table %q record another: %s; give those flags (--lease-table names another lease table)",
 		l.Table, l.Args(), sum.Total, l.Table, l.LeaseTable, recordedText(groups))
+}
+
+// ownGroupRecords reports whether the group work gives the job by default (TABLE/JOB) records the
+// ledger l names: one GetItem settles the usual case, where the scan of the lease table for every
+// group of the table (its cost grows with the table's history: helper-81) is not needed.
+func (l *LedgerFlags) ownGroupRecords(ctx context.Context, db lock.DynamoDBClient) bool {
+	lc, err := lock.New(db, l.LeaseTable)
+	if err != nil {
+		return false
+	}
+	st, err := lc.GroupState(ctx, l.Table+"/"+l.Job)
+	if err != nil {
+		return false
+	}
+	rec, _, ok := RecordedLedger(st.Meta)
+	return ok && rec.Table == l.Table && sameLedger(*l, rec)
 }
 
 // sameLedger reports whether a and b name the same item state: the same kind, and the same job

@@ -26,8 +26,9 @@ An item whose key exists is left as it is, its content and its ledger state (a p
 done): each item is one PutItem conditioned on its key not existing, --parallel requests in
 flight, and seed prints how many items already existed besides how many it wrote. --overwrite
 replaces existing items instead, their ledger state too (they are pending again), with
-BatchWriteItem, 25 items a request; a table seed creates is written that way too (it has nothing
-to replace). Unprocessed items are retried.`,
+BatchWriteItem, 25 items a request; a table that is empty when seed starts (one seed creates, or
+one init just created) is written that way too (it has nothing to replace). Unprocessed items are
+retried.`,
 		Example: `  dynapart seed --table users --items 20000
   dynapart seed --table users --start 20000 --items 500     # 500 more items
   dynapart seed --table users --items 20000 --overwrite     # back to fresh, unprocessed items
@@ -52,8 +53,14 @@ to replace). Unprocessed items are retried.`,
 			if err != nil {
 				return err
 			}
+			empty := created
+			if !overwrite && !created {
+				if empty, err = tableEmpty(ctx, db, table); err != nil {
+					return err
+				}
+			}
 			job := Job{DB: db, Table: table, Schema: schema, start: start, Items: items, PayloadBytes: payload, Parallel: parallel,
-				Overwrite: overwrite || created}
+				Overwrite: overwrite || empty}
 			return job.Run(ctx, cmd.ErrOrStderr())
 		},
 	}

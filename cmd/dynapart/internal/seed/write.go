@@ -3,6 +3,7 @@ package seed
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -51,4 +52,15 @@ func (j Job) batchWrite(ctx context.Context, items []map[string]types.AttributeV
 		}
 	}
 	return nil
+}
+
+// tableEmpty reports whether table holds no item (a consistent Scan of one item), so that seed
+// can write it in batches: nothing in it to leave alone (helper-81: init then seed of 20,000 items
+// took 15.9 s one PutItem at a time, 2.6 s in batches).
+func tableEmpty(ctx context.Context, db dynamodb.ScanAPIClient, table string) (bool, error) {
+	out, err := db.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(table), Limit: aws.Int32(1), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return false, fmt.Errorf("seed: look whether %q is empty: %w", table, err)
+	}
+	return len(out.Items) == 0 && len(out.LastEvaluatedKey) == 0, nil
 }
