@@ -73,31 +73,31 @@
 // # Work stealing
 //
 // A once-worker whose slot is finished first takes any free, unfinished slot; when none is left
-// (every slot finished or held by a live worker: one whose lease is renewed; see Config.Once) it steals, unless Config.NoSteal: it keeps its
-// finished slot's lease and takes scan units (segments in segment and filter mode, shards in index
-// mode) that slots still working have not started, a few at a time (up to SubSegments, at most a
-// third of those left) from the end of their share, and reads them with the owner's plan and filter
-// under its own lease; then it releases its slot and exits as before (a slot of a one-slot plan,
-// with nothing to steal, is marked finished, checkpointed and released by one write). Holders read
-// from the front of their share, SubSegments units at once and whole pages ahead of their handlers,
-// so units of one page each may all be started early and leave nothing to steal. Units stay
-// exclusive through one marker item per unit per pass in the lease table, written with a
-// conditional put before anyone reads the unit: every once-worker (also with NoSteal) of a plan of
-// more than one slot marks the units of its passes, one conditional write per unit per pass (64 per
-// pass of the group with 64 segments; a thief adds a few writes per stolen unit: its marker, its
-// cursor every CheckpointInterval, done at the end). Units are stolen only among the slots of one
-// plan, so a one-slot plan has no thief and its passes write no markers. An owner's pass is
-// complete (and the slot may be marked finished) only when every unit a thief took is done; a thief
-// that dies leaves its units, with the cursors it saved, to the owner, which reads them once the
-// thief's lease has ended; an owner that dies leaves its markers to its slot's next holder.
-// Handlers run exactly as in the owner's pass, so the guarantees above hold (a stolen item is
-// claimed, and reported in Item.Slot and ItemEvent.Slot, under the thief's slot); in complete-only
-// mode the markers alone keep two workers from reading a unit at once. A resize ends stealing like
-// any pass, and the new plan composes its cursors from slot checkpoints only: a unit a thief had
-// begun is read again from its owner's position (reads only: items done are skipped without a
-// handler call). Continuous workers never steal. steal.go (the thief), share.go (the owner's
-// markedShare), unitpass.go and unitmarker.go hold it; package lock stores the markers
-// (lock.UnitPass, lock.Lease.MarkUnit).
+// (every slot finished or held by a live worker: one whose lease is renewed; see Config.Once) it
+// steals, unless Config.NoSteal: it keeps its finished slot's lease and takes scan units (segments
+// in segment and filter mode, shards in index mode) that slots still working have not started, a
+// few at a time (up to SubSegments, at most a third of those left) from the end of their share, and
+// reads them with the owner's plan and filter under its own lease; then it releases its slot and
+// exits as before (a slot of a one-slot plan, with nothing to steal, is marked finished,
+// checkpointed and released by one write). Holders read from the front of their share, SubSegments
+// units at once and whole pages ahead of their handlers, so units of one page each may all be
+// started early and leave nothing to steal. Units stay exclusive through one marker item per unit
+// per pass in the lease table, written with a conditional put before anyone reads the unit: every
+// once-worker (also with NoSteal) of a plan of more than one slot marks the units of its passes,
+// one conditional write per unit per pass (64 per pass of the group with 64 segments; a thief adds
+// a few writes per stolen unit: its marker, its cursor every CheckpointInterval, done at the end).
+// Units are stolen only among the slots of one plan, so a one-slot plan has no thief and its passes
+// write no markers. An owner's pass is complete (and the slot may be marked finished) only when
+// every unit a thief took is done; a thief that dies leaves its units, with the cursors it saved,
+// to the owner, which reads them once the thief's lease has ended; an owner that dies leaves its
+// markers to its slot's next holder. Handlers run exactly as in the owner's pass, so the guarantees
+// above hold (a stolen item is claimed, and reported in Item.Slot and ItemEvent.Slot, under the
+// thief's slot); in complete-only mode the markers alone keep two workers from reading a unit at
+// once. A resize ends stealing like any pass, and the new plan composes its cursors from slot
+// checkpoints only: a unit a thief had begun is read again from its owner's position (reads only:
+// items done are skipped without a handler call). Continuous workers never steal. steal.go (the
+// thief), share.go (the owner's markedShare), unitpass.go and unitmarker.go hold it; package lock
+// stores the markers (lock.UnitPass, lock.Lease.MarkUnit).
 //
 // # Ledgers
 //
@@ -130,15 +130,15 @@
 //
 // A handler wrapped with [WithEffects] returns, with its result, writes to commit with the item's
 // completion: an update of the item itself and writes to other items (ledger.Effects). The ledger
-// commits them in the completion's own write (an update of an inline ledger's item alone) or in
-// one transaction with it, so a handler that runs twice (a crash, a lost lease) commits one run's
+// commits them in the completion's own write (an update of an inline ledger's item alone) or in one
+// transaction with it, so a handler that runs twice (a crash, a lost lease) commits one run's
 // effects. Effects the ledger refuses (a key or ledger attribute, a failed condition of the
-// handler's own write) dead-letter the item with the error naming the effect; nothing is applied.
-// A commit IAM denies (a table the role may not write) or that names a table that does not exist
-// fails the pass instead (see Outages): every item that writes that table would meet it. A wrapper between
-// Run and the WithEffects handler passes on Run's Item or a copy (it2 := it): effects returned for
-// a new Item fail the attempt ([ErrEffectsNotCarried]), as do two calls' effects for one Item
-// ([ErrEffectsTwice]); they are never dropped.
+// handler's own write) dead-letter the item with the error naming the effect; nothing is applied. A
+// commit IAM denies (a table the role may not write) or that names a table that does not exist
+// fails the pass instead (see Outages): every item that writes that table would meet it. A wrapper
+// between Run and the WithEffects handler passes on Run's Item or a copy (it2 := it): effects
+// returned for a new Item fail the attempt ([ErrEffectsNotCarried]), as do two calls' effects for
+// one Item ([ErrEffectsTwice]); they are never dropped.
 //
 // # Handler errors
 //
