@@ -9,10 +9,7 @@ import (
 
 // New is `dynapart seed`.
 func New(g *cli.Globals) *cobra.Command {
-	var table string
-	var sf cli.SchemaFlags
-	var items, start, payload, parallel int
-	var overwrite bool
+	var a seedArgs
 	cmd := &cobra.Command{
 		Use:   "seed",
 		Short: "Write N demo items into a table, with progress",
@@ -35,42 +32,55 @@ retried.`,
   dynapart seed --table files --items 1000000 --key file_id:N --payload-bytes 400`,
 		Args: cli.UsageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if table == "" {
-				return cli.Usagef("--table is required")
-			}
-			if items < 0 || start < 0 || payload < 0 {
-				return cli.Usagef("--items, --start and --payload-bytes must not be negative")
-			}
-			if parallel < 1 {
-				return cli.Usagef("--parallel must be at least 1, got %d", parallel)
-			}
-			src, err := sf.Source(cmd.Flags(), table)
-			if err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			db, schema, created, err := g.EnsureSource(ctx, src)
-			if err != nil {
-				return err
-			}
-			empty := created
-			if !overwrite && !created {
-				if empty, err = tableEmpty(ctx, db, table); err != nil {
-					return err
-				}
-			}
-			job := Job{DB: db, Table: table, Schema: schema, start: start, Items: items, PayloadBytes: payload, Parallel: parallel,
-				Overwrite: overwrite || empty}
-			return job.Run(ctx, cmd.ErrOrStderr())
+			return a.run(cmd, g)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&table, "table", "", "table to write (required)")
-	sf.Add(f)
-	f.IntVar(&items, "items", 1000, "number of items")
-	f.IntVar(&start, "start", 0, "first key number")
-	f.IntVar(&payload, "payload-bytes", 100, "size of each item's payload attribute")
-	f.IntVar(&parallel, "parallel", 8, "write requests in flight")
-	f.BoolVar(&overwrite, "overwrite", false, "replace items that exist, content and ledger state (default: leave them as they are)")
+	f.StringVar(&a.table, "table", "", "table to write (required)")
+	a.sf.Add(f)
+	f.IntVar(&a.items, "items", 1000, "number of items")
+	f.IntVar(&a.start, "start", 0, "first key number")
+	f.IntVar(&a.payload, "payload-bytes", 100, "size of each item's payload attribute")
+	f.IntVar(&a.parallel, "parallel", 8, "write requests in flight")
+	f.BoolVar(&a.overwrite, "overwrite", false, "replace items that exist, content and ledger state (default: leave them as they are)")
 	return cmd
+}
+
+// seedArgs are seed's flags.
+type seedArgs struct {
+	table                           string
+	sf                              cli.SchemaFlags
+	items, start, payload, parallel int
+	overwrite                       bool
+}
+
+// run checks the flags, makes the table if it is missing, and writes the items.
+func (a *seedArgs) run(cmd *cobra.Command, g *cli.Globals) error {
+	if a.table == "" {
+		return cli.Usagef("--table is required")
+	}
+	if a.items < 0 || a.start < 0 || a.payload < 0 {
+		return cli.Usagef("--items, --start and --payload-bytes must not be negative")
+	}
+	if a.parallel < 1 {
+		return cli.Usagef("--parallel must be at least 1, got %d", a.parallel)
+	}
+	src, err := a.sf.Source(cmd.Flags(), a.table)
+	if err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	db, schema, created, err := g.EnsureSource(ctx, src)
+	if err != nil {
+		return err
+	}
+	empty := created
+	if !a.overwrite && !created {
+		if empty, err = tableEmpty(ctx, db, a.table); err != nil {
+			return err
+		}
+	}
+	job := Job{DB: db, Table: a.table, Schema: schema, start: a.start, Items: a.items, PayloadBytes: a.payload,
+		Parallel: a.parallel, Overwrite: a.overwrite || empty}
+	return job.Run(ctx, cmd.ErrOrStderr())
 }
