@@ -3,44 +3,20 @@ package status_test
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/dynapart/dynapart/cmd/dynapart/internal/clitest"
 	"github.com/dynapart/dynapart/cmd/dynapart/internal/status"
-	"github.com/dynapart/dynapart/follow"
-	"github.com/dynapart/dynapart/internal/ddbtest"
-	"github.com/dynapart/dynapart/lock"
-	"github.com/dynapart/dynapart/worker"
 )
 
 // TestStatusCountsTheItemsTheStreamBrought: a follower read its share (5 items) and follows the
 // stream; an item written then is handled from the stream. status counts it: 6 of ~6 done, as
 // verify says, not 5 of ~6 for good.
 func TestStatusCountsTheItemsTheStreamBrought(t *testing.T) {
-	f := &followedGroup{c: clitest.New(t), db: ddbtest.Client(t), streams: ddbtest.Streams(t)}
-	f.table, f.leases = f.c.SeededTables(t, 5)
-	f.c.MustRun("init", "--table", f.table, "--key", "id:S", "--lease-table", f.leases, "--stream")
-	f.group = f.table + "/default"
-	_, _, err := follow.EnableStream(context.Background(), f.db, f.table)
-	require.NoError(t, err)
-	f.locks, err = lock.New(f.db, f.leases)
-	require.NoError(t, err)
-
-	ctx, cancel := context.WithCancel(context.Background())
-	w, err := worker.New(worker.Config{Client: f.db, Streams: f.streams, Table: f.table, LeaseTable: f.leases, Workers: 1,
-		Owner: "follower", Follow: true, StreamPoll: 50 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	require.NoError(t, err)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx, func(context.Context, worker.Item) error { return nil }) }()
-	stop := sync.OnceValue(func() error { cancel(); return <-done })
-	t.Cleanup(func() { _ = stop() })
+	f, w, stop := startFollowedGroup(t)
 	require.Eventually(t, func() bool { // the worker reads on its own clock: no signal to wait on
 		st, err := f.locks.GroupStatus(context.Background(), f.group)
 		return err == nil && len(st.Slots) == 1 && strings.HasSuffix(st.Slots[0].Checkpoint, "|follow")

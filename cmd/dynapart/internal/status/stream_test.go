@@ -95,24 +95,7 @@ type followedGroup struct {
 // and stops it.
 func newFollowedGroup(t *testing.T) *followedGroup {
 	t.Helper()
-	f := &followedGroup{c: clitest.New(t), db: ddbtest.Client(t), streams: ddbtest.Streams(t)}
-	f.table, f.leases = f.c.SeededTables(t, 5)
-	f.c.MustRun("init", "--table", f.table, "--key", "id:S", "--lease-table", f.leases, "--stream")
-	f.group = f.table + "/default"
-	var err error
-	f.arn, _, err = follow.EnableStream(context.Background(), f.db, f.table)
-	require.NoError(t, err)
-	f.locks, err = lock.New(f.db, f.leases)
-	require.NoError(t, err)
-
-	ctx, cancel := context.WithCancel(context.Background())
-	w, err := worker.New(worker.Config{Client: f.db, Streams: f.streams, Table: f.table, LeaseTable: f.leases, Workers: 1,
-		Owner: "follower", Follow: true, StreamPoll: 50 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	require.NoError(t, err)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx, func(context.Context, worker.Item) error { return nil }) }()
-	stop := sync.OnceValue(func() error { cancel(); return <-done })
-	t.Cleanup(func() { _ = stop() }) // also when the test fails before it stops the worker
+	f, w, stop := startFollowedGroup(t)
 	for i := range 3 {
 		f.put(t, fmt.Sprintf("new-%d", i))
 	}
@@ -212,4 +195,29 @@ func (f *followedGroup) shardOf(t *testing.T, d status.Document) status.StreamSh
 	}
 	t.Fatalf("shard %s not in %+v", f.shard, d.Stream.Shards)
 	return status.StreamShard{}
+}
+
+// startFollowedGroup makes a table of 5 items with its stream on and starts a worker that follows
+// it (work --follow); stop stops the worker and returns Run's error (also when the test ends).
+func startFollowedGroup(t *testing.T) (f *followedGroup, w *worker.Worker, stop func() error) {
+	t.Helper()
+	f = &followedGroup{c: clitest.New(t), db: ddbtest.Client(t), streams: ddbtest.Streams(t)}
+	f.table, f.leases = f.c.SeededTables(t, 5)
+	f.c.MustRun("init", "--table", f.table, "--key", "id:S", "--lease-table", f.leases, "--stream")
+	f.group = f.table + "/default"
+	var err error
+	f.arn, _, err = follow.EnableStream(context.Background(), f.db, f.table)
+	require.NoError(t, err)
+	f.locks, err = lock.New(f.db, f.leases)
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err = worker.New(worker.Config{Client: f.db, Streams: f.streams, Table: f.table, LeaseTable: f.leases, Workers: 1,
+		Owner: "follower", Follow: true, StreamPoll: 50 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx, func(context.Context, worker.Item) error { return nil }) }()
+	stop = sync.OnceValue(func() error { cancel(); return <-done })
+	t.Cleanup(func() { _ = stop() }) // also when the test fails before it stops the worker
+	return f, w, stop
 }
