@@ -6,9 +6,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/dynapart/dynapart/internal/ddbtest"
-	"github.com/dynapart/dynapart/lock"
 )
 
 // TestPageOfAGroupNotStartedYet: the page (status --serve) may be started before the job, so it
@@ -16,12 +13,7 @@ import (
 // has taken a slot.
 func TestPageOfAGroupNotStartedYet(t *testing.T) {
 	ctx := context.Background()
-	db := ddbtest.Client(t)
-	leases := ddbtest.TableName(t, "lease")
-	require.NoError(t, lock.CreateTable(ctx, db, leases))
-	ddbtest.DeleteOnCleanup(t, db, leases)
-	lc, err := lock.New(db, leases, lock.WithOwner("w-test"))
-	require.NoError(t, err)
+	_, _, lc := testLeaseTable(t)
 	rd := &reader{locks: lc, group: "g1"}
 
 	doc, err := rd.read(ctx, time.Now())

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/stretchr/testify/require"
 
 	"github.com/dynapart/dynapart/cmd/dynapart/internal/cli"
@@ -275,12 +276,7 @@ func TestWorkerPageSamplesOnlyWhenWatched(t *testing.T) {
 // and that views read nothing from DynamoDB (the page's reads are counted from the answers).
 func TestStatusPageHandlers(t *testing.T) {
 	ctx := context.Background()
-	db := ddbtest.Client(t)
-	leases := ddbtest.TableName(t, "lease")
-	require.NoError(t, lock.CreateTable(ctx, db, leases))
-	ddbtest.DeleteOnCleanup(t, db, leases)
-	lc, err := lock.New(db, leases, lock.WithOwner("w-test"))
-	require.NoError(t, err)
+	db, leases, lc := testLeaseTable(t)
 	lease, err := lc.AcquireSlot(ctx, "g1", 2)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = lease.Release(context.Background()) })
@@ -357,4 +353,17 @@ func httpGet(t *testing.T, url string) (*http.Response, string) {
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	return resp, string(b)
+}
+
+// testLeaseTable is a new lease table on the test DynamoDB (deleted when the test ends), with a
+// lock client of owner "w-test".
+func testLeaseTable(t *testing.T) (db *dynamodb.Client, leases string, lc *lock.Client) {
+	t.Helper()
+	db = ddbtest.Client(t)
+	leases = ddbtest.TableName(t, "lease")
+	require.NoError(t, lock.CreateTable(context.Background(), db, leases))
+	ddbtest.DeleteOnCleanup(t, db, leases)
+	lc, err := lock.New(db, leases, lock.WithOwner("w-test"))
+	require.NoError(t, err)
+	return db, leases, lc
 }
