@@ -107,31 +107,33 @@ func (s *slot) reportUsage(ctx context.Context, st lock.GroupState, force bool) 
 }
 
 // flushUsage reports what is left of the worker's consumption when Run ends (best effort,
-// bounded), so the group's figures include all of it. A worker that has not seen a budget on the
-// group (it joined one whose budget another worker recorded, and ended before its first read of
-// the group) reads the group first: without that read a short --once worker's consumption was
-// never counted (helper-76: 1,498 of the group's 3,000 WCU missing from its budget).
+// bounded), so the group's figures include all of it, also when the worker saw the budget only in
+// the start's read of the group (env.started): it joined a group whose budget another worker had
+// recorded, and ended before its first read of the group as a holder. Such a short --once worker's
+// consumption was never counted (helper-76: 1,498 of the group's 3,000 WCU missing from its
+// budget). A budget recorded after the start, in a run shorter than a heartbeat, still goes
+// unreported by that worker.
 func (w *Worker) flushUsage(e *env) {
-	if e == nil || e.locks == nil || !w.unreported() {
+	if e == nil || e.locks == nil {
+		return
+	}
+	dw, dr, ok := w.usageDue(e.started.Budget.Set(), true)
+	if !ok {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.LeaseWriteTimeout)
 	defer cancel()
-	set := w.budgetSeen()
-	if !set {
-		st, err := e.locks.GroupState(ctx, w.cfg.Group)
-		if err != nil {
-			return // no group (nothing was claimed), or unreadable: no budget to report to
-		}
-		set = st.Budget.Set()
-	}
-	dw, dr, ok := w.usageDue(set, true)
-	if !ok {
-		return
-	}
 	if _, err := e.locks.AddUsage(ctx, w.cfg.Group, dw, dr); err != nil {
 		w.cfg.Logger.Warn("dynapart: report the last consumption to the group's budget", "err", err)
 	}
+}
+
+// budgetFound records that a read of the group found a budget on it (set).
+func (w *Worker) budgetFound(set bool) {
+	b := &w.budget
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.set = b.set || set
 }
 
 // budgetSeen reports whether the worker has seen a budget on the group (recorded it, or read it).
@@ -140,15 +142,6 @@ func (w *Worker) budgetSeen() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.set
-}
-
-// unreported reports whether the worker has consumption it has not reported.
-func (w *Worker) unreported() bool {
-	b := &w.budget
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	st := w.Stats()
-	return st.WCU > b.wcu || st.RCU > b.rcu
 }
 
 // groupReadEvery is how often a slot holder reads the group's meta item (watchGroup): every

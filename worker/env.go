@@ -98,6 +98,7 @@ func (w *Worker) prepare(ctx context.Context) (*env, error) {
 		return nil, err
 	}
 	e.started = r.group
+	w.budgetFound(r.group.Budget.Set()) // a budget on the group: reads and reports at its interval from the start
 	return e, nil
 }
 

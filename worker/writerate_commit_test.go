@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -57,12 +58,23 @@ func TestCommitLargerThanWriteTimeoutOfTheRate(t *testing.T) {
 // attempt (ledger.ErrNotSent), and the item is handled again. Before, the worker took it for a
 // write of unknown outcome: the claim expired, the next claim counted an attempt, and with
 // MaxAttempts 1 the items were dead-lettered, their handlers having succeeded.
+//
+// A commit the gate lets through near the end of its WriteTimeout may land with its answer cut by
+// the deadline, and the settling read may come before the server applies it: its outcome is
+// unknown (OutcomeUnknown, not Completed), and the next pass finds the item done. Such an item is
+// done once all the same (CI of e624b82 met one: Completed 7, every item done).
 func TestCompletionNotSentGivesTheClaimBack(t *testing.T) {
 	f := newFixture(t, 8)
 	counters := ddbtest.CreateTable(t, f.db, ddbtest.Key{Name: "pk", Type: "S"})
 	c := fastTimings(f.config(LedgerInline))
 	c.Workers, c.Once, c.Concurrency = 1, true, 8
 	c.WriteRate, c.WriteTimeout, c.ClaimTTL, c.MaxAttempts = 10, 2*time.Second, 5*time.Second, 1
+	var unknown atomic.Int64
+	c.Hooks.OnItem = func(ev ItemEvent) {
+		if ev.Outcome == OutcomeUnknown {
+			unknown.Add(1)
+		}
+	}
 	w, err := New(c)
 	require.NoError(t, err)
 	var mu sync.Mutex
@@ -80,8 +92,13 @@ func TestCompletionNotSentGivesTheClaimBack(t *testing.T) {
 		return &e, nil
 	})))
 	st := w.Stats()
-	require.Equal(t, int64(8), st.Completed)
+	require.Equal(t, int64(8), st.Completed+unknown.Load(), "completed, or completed with the answer lost")
 	require.Equal(t, int64(0), st.DeadLettered)
+	for i := range 8 {
+		s, err := f.ledger(t, LedgerInline, "").State(context.Background(), skey(itemKey(i)))
+		require.NoError(t, err)
+		require.Equal(t, StatusDone, s.Status, "item %d", i)
+	}
 	require.Positive(t, st.Released, "some completions were held past WriteTimeout and given back")
 	require.Equal(t, map[int]int{1: attempts[1]}, attempts, "no attempt counted for a completion not sent")
 	for i := range 4 {
