@@ -113,8 +113,10 @@ type Config struct {
 	MaxWCU, MaxRCU float64
 	// BudgetInterval is how often a slot holder of a group with a budget reports its consumption
 	// (the reports ride on its reads of the group's meta item, every Heartbeat; a shorter
-	// BudgetInterval makes those reads that frequent too, at most four a second). A worker also reports what is left when
-	// Run ends, having read the group first if it never saw a budget on it. Defaults to 5s.
+	// BudgetInterval makes those reads that frequent too, at most four a second). A worker also
+	// reports what is left when Run ends, when it saw a budget on the group (in Run's first read
+	// of the group, or later as a holder): a budget recorded after that first read, in a run
+	// shorter than a heartbeat, goes unreported by that worker. Defaults to 5s.
 	BudgetInterval time.Duration
 	// PageSize is the number of items a scan request evaluates. Smaller pages checkpoint more
 	// often (a successor rescans less), larger ones cost fewer requests. Defaults to 1000 (or the
