@@ -117,7 +117,10 @@
 // ClientRequestToken derived from the claim's id. The completion's condition is the guard: it
 // admits one completion per claim, so the effects of a handler that ran twice, or of a commit sent
 // twice, land once. A failed condition of the caller's own write cancels the whole commit (an
-// *EffectError naming it); conflicts and throttling are retried. Effects that would write the
+// *EffectError naming it); conflicts and throttling are retried. A commit DynamoDB refuses for a
+// table it names that does not exist, or that IAM denies, is returned as an error naming the
+// ledger (and the tables its writes name), no *EffectError, nothing applied: every item writing
+// that table would meet it, so the worker fails its pass. Effects that would write the
 // ledger's own state (a ledger attribute, the table ledger's table, the item itself as another
 // write) are refused before anything is written, a table named by ARN as by name, and so is text
 // that is not UTF-8 (DynamoDB would store U+FFFD for its bad bytes: the item would not be what the

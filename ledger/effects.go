@@ -170,8 +170,9 @@ func (e *Effects) Writes() []Write { return e.writes }
 var ErrEffectRefused = errors.New("dynapart: effect refused")
 
 // WholeCommit is EffectError.Write when DynamoDB refused a commit with writes to other items as a
-// whole, without saying which of its parts it refused (a ValidationException: a table that does
-// not exist, a key that does not match its table's key schema, ...).
+// whole, without saying which of its parts it refused (a ValidationException: a key that does not
+// match its table's key schema, ...). A commit naming a table that does not exist is no
+// EffectError: the ledger returns it as an error naming the tables, and the worker fails its pass.
 const WholeCommit = -2
 
 // EffectError names the effect that was refused, before anything was written or by the failed

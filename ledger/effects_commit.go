@@ -261,8 +261,9 @@ func (l *core) sourceUpdate(c *clauses, key Key) types.TransactWriteItem {
 }
 
 // commitAnswer reads a commit's error: retry (a conflict, throttling, or an unknown outcome), the
-// completion's condition refused (applied is whether the row shows this very commit), or a
-// permanent error (an *EffectError naming the write).
+// completion's condition refused (applied is whether the row shows this very commit), an
+// *EffectError naming the write refused, or a plain error, nothing applied, for a commit IAM
+// denies, one naming a table that does not exist, or one sent before with other effects.
 func (l *core) commitAnswer(cm commit, n int, err error) (retry, applied bool, found ItemState, _ error) {
 	var tce *types.TransactionCanceledException
 	var ipm *types.IdempotentParameterMismatchException

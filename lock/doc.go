@@ -108,7 +108,9 @@
 //     (BOOL), and once written: cursor (the unit's scan position), dirty (BOOL), done_items,
 //     failed_items, scanned_items (what a thief counted, see [UnitMarker]). Put by
 //     [Lease.MarkUnit] where none exists; then written only by [Lease.TakeOverUnit] (conditioned
-//     on the slot and token it names), [Lease.SaveUnitCursor] and [Lease.FinishUnit] (conditioned
+//     on the slot and token it names; a take-over whose answer was lost and whose repeat fails
+//     that condition is settled by the marker the refusal returns, or a consistent read of it:
+//     taken when it names the caller), [Lease.SaveUnitCursor] and [Lease.FinishUnit] (conditioned
 //     on the writer's slot and token). Read by [Client.UnitMarkers]. The worker's once-workers
 //     mark the units of their passes so that finished slots can steal units of slots still
 //     working.

@@ -119,10 +119,10 @@ func (l *Lease) TakeOverUnit(ctx context.Context, p UnitPass, from UnitMarker) (
 	return err == nil, err
 }
 
-// takeOverLanded settles a take-over whose condition failed: the marker found (found, from the refusal;
-// read again when the answer carried none) may name l already, the take-over having landed with
-// its answer lost and the SDK's repeat refused by the write itself (helper-75: reported not taken,
-// and the pass failed "a unit marker of this slot changed under its holder").
+// takeOverLanded settles a take-over whose condition failed: the marker found (found, from the
+// refusal; read again when the answer carried none) may name l already, the take-over having
+// landed with its answer lost and the SDK's repeat refused by the write itself (helper-75:
+// reported not taken, and the pass failed "a unit marker of this slot changed under its holder").
 func (l *Lease) takeOverLanded(ctx context.Context, p UnitPass, unit int, found map[string]types.AttributeValue) (bool, error) {
 	if len(found) == 0 {
 		out, err := l.c.db.GetItem(ctx, &dynamodb.GetItemInput{

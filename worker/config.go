@@ -236,7 +236,8 @@ type Config struct {
 	// Between failed passes the holder keeps its lease (while the heartbeat gets through) and waits
 	// 1s, doubling up to 30s. A negative value retries for ever, like a standby. A *ConfigError ends
 	// Run at once. A worker whose start reads (the tables' descriptions, the group) fail the same
-	// way retries them on the same terms. Defaults to 15m.
+	// way retries them on the same terms, and so does a once-worker whose reads of the group fail
+	// while it watches the held slots before it returns (Once). Defaults to 15m.
 	OutageTimeout time.Duration
 	// DrainTimeout is how long handlers in flight may finish after shutdown starts. Defaults to 10s.
 	DrainTimeout time.Duration

@@ -73,12 +73,13 @@
 // # Work stealing
 //
 // A once-worker whose slot is finished first takes any free, unfinished slot; when none is left
-// (every slot finished or held by a live worker: one whose lease is renewed; see Config.Once) it
-// steals, unless Config.NoSteal: it keeps its finished slot's lease and takes scan units (segments
-// in segment and filter mode, shards in index mode) that slots still working have not started, a
-// few at a time (up to SubSegments, at most a third of those left) from the end of their share, and
-// reads them with the owner's plan and filter under its own lease; then it releases its slot and
-// exits as before (a slot of a one-slot plan, with nothing to steal, is marked finished,
+// (every slot finished or held: a lease not run out) it steals, unless Config.NoSteal: it keeps its
+// finished slot's lease and takes scan units (segments in segment and filter mode, shards in index
+// mode) that slots still working have not started, a few at a time (up to SubSegments, at most a
+// third of those left) from the end of their share, and reads them with the owner's plan and filter
+// under its own lease; then it releases its slot and, before it exits, takes any slot freed
+// meanwhile, watching the held ones until each holder renews its lease or one runs out (helping.go;
+// see Config.Once) (a slot of a one-slot plan, with nothing to steal, is marked finished,
 // checkpointed and released by one write). Holders read from the front of their share, SubSegments
 // units at once and whole pages ahead of their handlers, so units of one page each may all be
 // started early and leave nothing to steal. Units stay exclusive through one marker item per unit
@@ -119,12 +120,12 @@
 // while its heartbeat gets through and retries from its checkpoint (1s doubling up to 30s apart)
 // for Config.OutageTimeout (default 15m; negative: for ever), then Run returns the last error. A
 // request DynamoDB refuses for every item alike (AccessDeniedException on a ledger write, an effect
-// commit or a versioned worker's read of an item; a table gone) fails the pass the same way, its
-// claim given back. A holder whose heartbeat fails too loses its lease at expiry and becomes a
-// standby. A worker that
-// starts during an outage retries its start reads (the tables' descriptions, the group) the same
-// way and for as long; what no wait cures (lock.Retryable: a missing table, a wrong setting,
-// refused credentials) is returned at once.
+// commit or a versioned worker's read of an item; a table gone, or one an effect commit names that
+// does not exist) fails the pass the same way, its claim given back. A holder whose heartbeat fails
+// too loses its lease at expiry and becomes a standby. A worker that starts during an outage
+// retries its start reads (the tables' descriptions, the group) the same way and for as long; what
+// no wait cures (lock.Retryable: a missing table, a wrong setting, refused credentials) is returned
+// at once.
 //
 // # Effects
 //
@@ -219,13 +220,13 @@
 // timer, the checkpoint saver, the handler pool and the completer, each a method of pass, which
 // embeds its slot; share.go is what a pass reads (the slot's whole share, or its share with units
 // marked for thieves); dispatch.go hands scanned items to the handlers (prefiltering and batch
-// claims); process.go claims one item, runs the handler and records the outcome; effects.go is
-// how a handler's effects reach the ledger (WithEffects); handlers.go and completeonly.go hold the
-// handler timing and complete-only mode; steal.go, unitpass.go and
-// unitmarker.go work stealing; pause.go the pause and resize watch; budget.go the group's budget;
-// slotcheckpoint.go the slot
-// checkpoint and its counts; join.go, replan.go, planstart.go and resize.go the group's plan
-// (joining, changing plans, resizing); aliases.go the names that moved to package ledger.
+// claims); process.go claims one item, runs the handler and records the outcome; effects.go is how
+// a handler's effects reach the ledger (WithEffects); handlers.go and completeonly.go hold the
+// handler timing and complete-only mode; steal.go, unitpass.go and unitmarker.go work stealing;
+// pause.go the pause and resize watch; helping.go a once-worker's watch of the held slots before it
+// exits; budget.go the group's budget; slotcheckpoint.go the slot checkpoint and its counts;
+// join.go, replan.go, planstart.go and resize.go the group's plan (joining, changing plans,
+// resizing); aliases.go the names that moved to package ledger.
 //
 // # Example
 //

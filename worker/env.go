@@ -98,7 +98,8 @@ func (w *Worker) prepare(ctx context.Context) (*env, error) {
 		return nil, err
 	}
 	e.started = r.group
-	w.budgetFound(r.group.Budget.Set()) // a budget on the group: reads and reports at its interval from the start
+	// A budget on the group: the holder reads and reports at its interval from the start.
+	w.budgetFound(r.group.Budget.Set())
 	return e, nil
 }
 

@@ -69,7 +69,8 @@ func (s *slot) tail() (err error) {
 	defer func() {
 		close(stopKeep)
 		<-done
-		s.cp.counts = kept.final(p) // with the stream's items; a reader started again judges from how far the group had read
+		// With the stream's items; a reader started again judges from how far the group had read.
+		s.cp.counts = kept.final(p)
 		if kept.behind != nil && !errors.Is(err, follow.ErrTrimmed) {
 			err = kept.behind
 		}

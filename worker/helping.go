@@ -9,15 +9,15 @@ import (
 	"github.com/dynapart/dynapart/lock"
 )
 
-// A once-worker whose slot is finished takes any free, unfinished slot before it exits (runHelping).
-// When none is free, every unfinished slot is held; but a held lease only says that its holder
-// renewed it within the lease's time to live, not that the holder is still alive. A holder killed
-// a moment ago holds its slot until the lease runs out, and with no standby its share would be
-// left undone while the last once-workers exit 0 (helper-75). So before it exits, a helping worker
-// watches the held slots until each holder shows itself alive (its lease renewed: the version
-// moved; or the slot finished) or one runs out, which it then takes over. A live holder renews
-// every Heartbeat, so this costs about one heartbeat at the end of a once-worker's run, and reads
-// the group (one Query) a few times.
+// A once-worker whose slot is finished takes any free, unfinished slot before it exits
+// (runHelping). When none is free, every unfinished slot is held; but a held lease only says that
+// its holder renewed it within the lease's time to live, not that the holder is still alive. A
+// holder killed a moment ago holds its slot until the lease runs out, and with no standby its share
+// would be left undone while the last once-workers exit 0 (helper-75). So before it exits, a
+// helping worker watches the held slots until each holder shows itself alive (its lease renewed:
+// the version moved; or the slot finished) or one runs out, which it then takes over. A live holder
+// renews every Heartbeat, so this costs about one heartbeat at the end of a once-worker's run, and
+// reads the group (one Query) a few times.
 
 // help makes rounds of TryAcquireSlot until one takes a slot or every unfinished slot is held by a
 // live holder (lock.ErrNoFreeSlot). A watch whose read of the group fails is tried again, as a

@@ -153,7 +153,7 @@ var settings = []Setting{
 	{Field: "PollInterval", Flag: "poll-interval", Help: "pause between passes (default 30s continuous, 5s once)"},
 	{Field: "CheckpointInterval", Default: time.Second},
 	{Field: "OutageTimeout", Flag: "outage-timeout", Default: DefaultOutageTimeout,
-		Help: "how long a slot holder retries passes that fail (DynamoDB unreachable or throttled, or refusing a ledger write for every item: AccessDenied, a table gone), and a starting worker its start reads, before the worker exits with the last error (a success starts the count again); negative: for ever"},
+		Help: "how long a slot holder retries passes that fail (DynamoDB unreachable or throttled, or refusing a ledger write or an effect commit for every item: AccessDenied, a table gone), a starting worker its start reads, and a finishing --once worker its reads of the group while it watches held slots, before the worker exits with the last error (a success starts the count again); negative: for ever"},
 	{Field: "DrainTimeout", Flag: "drain-timeout", Default: 10 * time.Second,
 		Help: "on SIGTERM, how long handlers in flight may finish"},
 	{Field: "HandlerGrace", Default: 5 * time.Second},

@@ -63,9 +63,9 @@ func (l *LedgerFlags) Unused(ctx context.Context, g *Globals, led worker.Ledger,
 	if sum.Total == 0 || sum.Done+sum.Claimed+sum.Failed > 0 {
 		return nil
 	}
-	return Usagef("no job of %q used the ledger read (%s): none of its %d items has state there, and the groups of %q in "+
+	return Usagef("no job of %q used the ledger read (%s): none of its %s has state there, and the groups of %q in "+
 		"lease table %q record another: %s; give those flags (--lease-table names another lease table)",
-		l.Table, l.Args(), sum.Total, l.Table, l.LeaseTable, recordedText(groups))
+		l.Table, l.Args(), Count(sum.Total, "item"), l.Table, l.LeaseTable, recordedText(groups))
 }
 
 // ownGroupRecords reports whether the group work gives the job by default (TABLE/JOB) records the

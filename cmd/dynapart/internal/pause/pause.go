@@ -57,8 +57,8 @@ A group that paused itself at its budget (work --max-wcu/--max-rcu; status says 
 reached: ...)") needs a larger budget before it goes on: --max-wcu and --max-rcu record it first,
 then resume; a resume that leaves the group at its budget (without them, or with a limit not above
 what a unit at its budget used) is refused (exit 2, the figures named, nothing written), as its
-workers would pause it again. A budget below what the group has consumed is refused with exit 2, the figures named,
-and nothing written.`
+workers would pause it again. A budget below what the group has consumed is refused with exit 2,
+the figures named, and nothing written.`
 		cmd.Example = `  dynapart resume --group users/default
   dynapart resume --group users/default --max-wcu 200000`
 		cmd.Flags().Float64Var(&limits.WCU, "max-wcu", 0, "raise the group's write budget to this many WCU in all, then resume")

@@ -88,7 +88,9 @@ or ledger attribute, or a put if_absent of a row that exists: nothing of the eff
 completion is applied. A value nested deeper than DynamoDB stores (31 levels of arrays and
 objects) is such output. DynamoDB takes at most 4 KB of expressions per update (150 attributes
 with short names changed in one update fit, 400 do not), 100 writes and 4 MB in one commit;
-past those the commit is refused with DynamoDB's error, permanently too.
+past those the commit is refused with DynamoDB's error, permanently too. A commit whose writes
+name a table that does not exist (or that IAM denies) is no item's failure: it stops the pass as
+an outage (see Outages), no attempt used, its claim given back; create the table and run again.
 Without --exec the handler does nothing but complete the item (to try things out, benchmarks).
 --complete-only skips the claim and completes each item with one conditional write.
 
@@ -98,9 +100,11 @@ second, both settled on the capacity DynamoDB reports; --write-rate halves the r
 DynamoDB throttles and climbs back by a tenth a second (throttles show in progress and metrics).
 
 --once processes the share one time, then takes any other free, unfinished slot the same way, and
-exits 0 once every slot is finished or held by a live worker (so one --once process can do the
-whole table; a standby exits 0 once every slot is finished); otherwise the worker rescans every
---poll-interval until stopped. A --once worker whose slot is finished, when no free unfinished slot
+exits 0 once every slot is finished or held by a live worker (one that renews its lease: a held
+slot whose lease runs out, its worker dead, is taken over, so before it exits a --once worker
+watches the held slots for about one heartbeat; one that cannot read the group for
+--outage-timeout exits 1) (so one --once process can do the whole table; a standby exits 0 once
+every slot is finished); otherwise the worker rescans every --poll-interval until stopped. A --once worker whose slot is finished, when no free unfinished slot
 is left, steals: it takes scan units (segments, or shards) not yet started from slots still
 working, a few at a time from the end of their share, so a skewed table ends close to a balanced one;
 --no-steal turns that off (in a group of two or more slots the worker still marks each unit it
@@ -131,7 +135,8 @@ nothing: a finished once-group does not pass again), it says so first and that i
 what a run of a new group would process (--group with a new name, and --workers).
 
 Outages: a slot holder whose passes fail (DynamoDB unreachable or throttled beyond the SDK's
-retries, or refusing a ledger write for every item alike: AccessDenied, a table gone) keeps its
+retries, or refusing a ledger write or an effect commit for every item alike: AccessDenied, a
+table gone or one an effect names that does not exist) keeps its
 slot and retries from its checkpoint, 1s doubling up to 30s apart; after --outage-timeout (default
 15m; negative: for ever) it exits 1 with the last error. A worker started during an outage retries
 its start reads on the same terms; a standby waits through any outage.
