@@ -49,6 +49,25 @@ type SlotStatus struct {
 	Held bool
 }
 
+// Finished reports a group whose slots 0..N-1 are all finished under its current plan (slots past
+// N, left by a scale-down, do not count): a once job of it is done, and a once-worker of it has
+// nothing to do; a group never used (N = 0) is not finished.
+func (s *GroupStatus) Finished() bool {
+	if s.N == 0 {
+		return false
+	}
+	seen := 0
+	for _, sl := range s.Slots {
+		if sl.Slot < s.N {
+			if !sl.Finished {
+				return false
+			}
+			seen++
+		}
+	}
+	return seen == s.N
+}
+
 // GroupStatus reads the group with one consistent Query (every slot item, also those past n).
 func (c *Client) GroupStatus(ctx context.Context, group string) (*GroupStatus, error) {
 	if group == "" {

@@ -114,14 +114,5 @@ func (w *Worker) JobFinished(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if st.N == 0 {
-		return false, nil
-	}
-	// Only slots 0..N-1 make up the group; GroupStatus lists every slot item it finds.
-	for _, s := range st.Slots {
-		if s.Slot < st.N && !s.Finished {
-			return false, nil
-		}
-	}
-	return len(st.Slots) >= st.N, nil
+	return st.Finished(), nil
 }

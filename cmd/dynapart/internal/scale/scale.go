@@ -95,7 +95,7 @@ func runScale(cmd *cobra.Command, g *cli.Globals, group, leaseTable string, m in
 	}
 	fmt.Fprintf(out, "group %s: %d -> %s (plan epoch %d); running workers re-plan within one heartbeat\n",
 		group, res.OldN, cli.Count(res.NewN, "slot"), res.Epoch)
-	if cli.GroupFinished(before) {
+	if before.Finished() {
 		fmt.Fprintln(out, reopenedText(before.Meta["mode"]))
 	}
 	return nil

@@ -6,7 +6,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/dynapart/dynapart/cmd/dynapart/internal/cli"
 	"github.com/dynapart/dynapart/lock"
 	"github.com/dynapart/dynapart/worker"
 )
@@ -182,7 +181,7 @@ func (r *reader) read(ctx context.Context, now time.Time) (*Document, error) {
 	if err != nil {
 		return nil, err
 	}
-	doc := &Document{Group: r.group, Workers: st.N, Epoch: st.Epoch, Meta: st.Meta, Finished: cli.GroupFinished(st), Exists: groupExists(st), Paused: st.Paused, GeneratedAt: now.UTC(),
+	doc := &Document{Group: r.group, Workers: st.N, Epoch: st.Epoch, Meta: st.Meta, Finished: st.Finished(), Exists: groupExists(st), Paused: st.Paused, GeneratedAt: now.UTC(),
 		PausedReason: pausedReason(st), Budget: newBudgetDoc(st.Budget), Slots: []slotDoc{}, Throughput: throughput{Samples: []sample{}}}
 	plan := planOf(st)
 	for _, s := range st.Slots {

@@ -156,7 +156,7 @@ func printStatus(cmd *cobra.Command, g *cli.Globals, group, leaseTable string, l
 		return err
 	}
 	out := cmd.OutOrStdout()
-	text := statusJSON{Group: group, Workers: st.N, Epoch: st.Epoch, Meta: st.Meta, Finished: cli.GroupFinished(st), Paused: st.Paused,
+	text := statusJSON{Group: group, Workers: st.N, Epoch: st.Epoch, Meta: st.Meta, Finished: st.Finished(), Paused: st.Paused,
 		Reason: st.PausedReason, Budget: st.Budget}
 	plan := planOf(st)
 	for _, s := range st.Slots {

@@ -27,7 +27,7 @@ func finishedOnceGroup(ctx context.Context, g *cli.Globals, f *workFlags, group 
 	if err != nil {
 		return false, err
 	}
-	return cli.GroupFinished(st), nil
+	return st.Finished(), nil
 }
 
 // printFinished says that the group is finished, what a run would do and what the counts are.
