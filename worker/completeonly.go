@@ -98,7 +98,7 @@ func (p *pass) contentAfterRows(ctx context.Context, ts []task) []task {
 			p.stopOnReadRefusal(errs[i])
 			p.w.cfg.Logger.Warn("dynapart: reading an item after its ledger row failed; the item is tried again",
 				"slot", p.lease.Slot(), "err", errs[i])
-			p.again(p.w.cfg.Clock.Now().Add(p.w.cfg.RetryBackoff))
+			p.againKey(t.key, p.w.cfg.Clock.Now().Add(p.w.cfg.RetryBackoff))
 			t.item.Ack()
 			continue
 		case current[i] == nil:
@@ -160,7 +160,7 @@ func (p *pass) completeOnly(t task) {
 	case err != nil:
 		c.Logger.Error("dynapart: complete", "slot", slot, "err", err)
 		p.stopOnRefusal(err)
-		p.again(now.Add(c.RetryBackoff))
+		p.againKey(t.key, now.Add(c.RetryBackoff))
 	case res.Applied:
 		t.markFinished()
 		p.done(wctx, t.key, slot, item.Attempt, took)
@@ -194,13 +194,13 @@ func (p *pass) completeOnlyFailed(ctx context.Context, t task, herr error, took 
 	case err != nil:
 		c.Logger.Error("dynapart: record a failed attempt (complete-only); the item will be tried again", "slot", slot, "err", err)
 		p.stopOnRefusal(err)
-		p.again(at)
+		p.againKey(t.key, at)
 	case !res.Applied:
 		p.notNow(t.key, res.Found, took) // finished or claimed elsewhere meanwhile
 	case res.Found.Status == StatusRetry:
 		p.w.stats.retried.Add(1)
 		p.w.itemEvent(OutcomeRetried, t.key, slot, 0, took)
-		p.again(at)
+		p.againKey(t.key, at)
 	default:
 		p.deadLettered(ctx, t.key, slot, 0, took)
 		c.Logger.Warn("dynapart: item dead-lettered (complete-only)", "slot", slot, "err", herr) // no key: 'dynapart failed' lists them

@@ -198,12 +198,12 @@ func (p *pass) notNow(key Key, st ItemState, took time.Duration) {
 	p.w.stats.skipped.Add(1)
 	p.w.itemEvent(OutcomeSkipped, key, p.lease.Slot(), 0, took)
 	if st.Status != StatusPending || st.Claim != "" {
-		p.againFor(st)
+		p.againFor(key, st)
 	}
 }
 
 // againFor asks for another pass when an item in state st may need one (see notNow).
-func (p *pass) againFor(st ItemState) {
+func (p *pass) againFor(key Key, st ItemState) {
 	if st.Status.Finished() {
 		return
 	}
@@ -215,7 +215,7 @@ func (p *pass) againFor(st ItemState) {
 	if poll := now.Add(p.w.cfg.PollInterval); due.After(poll) {
 		due = poll
 	}
-	p.again(due)
+	p.againKey(key, due)
 }
 
 // prefilter skips, without a write, items whose inline state shows there is nothing to do now:

@@ -219,7 +219,8 @@
 // of passes, finishing and release. pass.go is one pass over a share: its contexts, the drain
 // timer, the checkpoint saver, the handler pool and the completer, each a method of pass, which
 // embeds its slot; share.go is what a pass reads (the slot's whole share, or its share with units
-// marked for thieves); dispatch.go hands scanned items to the handlers (prefiltering and batch
+// marked for thieves); keyedpass.go a once-job's next pass that reads only the items the last one
+// left, by key, instead of the whole share; dispatch.go hands scanned items to the handlers (prefiltering and batch
 // claims); process.go claims one item, runs the handler and records the outcome; effects.go is how
 // a handler's effects reach the ledger (WithEffects); handlers.go and completeonly.go hold the
 // handler timing and complete-only mode; steal.go, unitpass.go and unitmarker.go work stealing;

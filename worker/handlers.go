@@ -128,9 +128,9 @@ func (p *pass) giveBackLate(ctx context.Context, t task) {
 	if err := p.e.ledger.Release(ctx, cl, p.w.cfg.Clock.Now()); err == nil {
 		p.w.stats.released.Add(1)
 		p.w.itemEvent(OutcomeReleased, t.key, cl.Slot, cl.Attempt, 0)
-		p.again(p.w.cfg.Clock.Now())
+		p.againKey(t.key, p.w.cfg.Clock.Now())
 	} else {
-		p.again(cl.Until) // unknown: reclaimed once the claim expires
+		p.againKey(t.key, cl.Until) // unknown: reclaimed once the claim expires
 	}
 	p.w.cfg.Logger.Warn("dynapart: a batched claim waited too long for a handler; given back", "slot", cl.Slot, "key", ledger.KeyText(t.key))
 	t.item.Ack()
@@ -186,7 +186,7 @@ func (p *pass) abandoned(t task, until time.Time, keep bool) {
 	p.w.cfg.Logger.Error("dynapart: a handler ignored its cancelled context past HandlerGrace; abandoned (its goroutine is left running, the item will be claimed again)",
 		"slot", p.lease.Slot(), "key", ledger.KeyText(t.key), "grace", p.w.cfg.HandlerGrace)
 	if keep {
-		p.again(until)
+		p.againKey(t.key, until)
 		t.item.Ack()
 	}
 }

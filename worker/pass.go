@@ -41,6 +41,7 @@ type pass struct {
 	dirty   atomic.Bool
 	mu      sync.Mutex
 	nextDue time.Time  // once mode: the earliest pending retry or foreign claim
+	left    leftovers  // once mode: the items that need another pass (see keyedpass.go)
 	gate    *claimGate // with BatchClaims: bounds claims made ahead of the handlers
 	refusal error      // a write DynamoDB refused for good, which ends the pass (see stopOnRefusal)
 
@@ -59,6 +60,7 @@ type passResult struct {
 	cp         slotCheckpoint  // position reached (complete only when err == nil)
 	checkpoint checkpointState // whether cp was sent to the lease, or left to the finish write
 	nextDue    time.Duration   // once mode: when the earliest pending retry or foreign claim is due
+	left       keyedWork       // once mode: the items left for another pass (see keyedpass.go)
 }
 
 // task is a scanned item on its way to a handler.
@@ -134,6 +136,9 @@ func (s *slot) newPass(from slotCheckpoint, sh share) *pass {
 	now := s.w.cfg.Clock.Now()
 	p := &pass{slot: s, from: from, share: sh, startedAt: now, pausedAtStart: s.w.pause.pausedTime(now)}
 	p.dirty.Store(from.dirty)
+	if from.dirty {
+		p.left.add(nil) // resumed: items before the position may need another pass
+	}
 	if s.w.cfg.BatchClaims {
 		p.gate = newClaimGate(s.w.cfg.Concurrency, s.w.cfg.ClaimTTL)
 	}
@@ -171,11 +176,9 @@ func (p *pass) run() (passResult, error) {
 	if complete {
 		scanErr = err
 	}
-	p.mu.Lock()
-	if !p.nextDue.IsZero() {
-		res.nextDue = max(p.nextDue.Sub(c.Clock.Now()), minNextDue)
-	}
-	p.mu.Unlock()
+	res.nextDue, res.left = p.leftBehind()
+	st := p.sc.Stats()
+	res.left.cost = readCost{rcu: st.RCU, scanned: st.Scanned}
 	if err := p.refused(); err != nil {
 		return res, err // a failed pass: retried until OutageTimeout
 	}
@@ -189,6 +192,27 @@ func (p *pass) run() (passResult, error) {
 		return res, errors.New("dynapart: scan ended with unacknowledged items")
 	}
 	return res, nil
+}
+
+// leftBehind is when the earliest item the pass left for another is due (once mode), and the
+// items it left.
+func (p *pass) leftBehind() (time.Duration, keyedWork) {
+	var due time.Duration
+	p.mu.Lock()
+	if !p.nextDue.IsZero() {
+		due = max(p.nextDue.Sub(p.w.cfg.Clock.Now()), minNextDue)
+	}
+	p.mu.Unlock()
+	var left keyedWork
+	left.keys, left.named = p.left.named()
+	return due, left
+}
+
+// result is what the pass leaves behind now: its position and the items left for another pass.
+func (p *pass) result() passResult {
+	res := passResult{cp: p.current()}
+	res.nextDue, res.left = p.leftBehind()
+	return res
 }
 
 // startContexts derives fetchCtx and workCtx and starts the drain timer; stop ends them all and
@@ -385,8 +409,20 @@ func (p *pass) checkpointSaver(stop <-chan struct{}) {
 	}
 }
 
-// again marks the pass dirty: an item needs another pass, due at due.
-func (p *pass) again(due time.Time) {
+// again marks the pass dirty: an item the pass cannot name needs another pass, due at due (a
+// once-job's next pass rescans the share: see leftovers).
+func (p *pass) again(due time.Time) { p.againKey(nil, due) }
+
+// dirtyUnkeyed marks the pass dirty for items of another lease (a thief's), whose keys and due
+// times it does not know: the next pass rescans the share, after PollInterval at the latest.
+func (p *pass) dirtyUnkeyed() {
+	p.left.add(nil)
+	p.dirty.Store(true)
+}
+
+// againKey marks the pass dirty: the item of key needs another pass, due at due.
+func (p *pass) againKey(key Key, due time.Time) {
+	p.left.add(key)
 	p.dirty.Store(true)
 	p.mu.Lock()
 	if p.nextDue.IsZero() || due.Before(p.nextDue) {

@@ -103,7 +103,7 @@ func (p *pass) claimOne(t task, now time.Time) (*Claim, map[string]types.Attribu
 	if err != nil {
 		c.Logger.Warn("dynapart: claim failed; the item will be tried again", "slot", p.lease.Slot(), "err", err)
 		p.stopOnRefusal(err)
-		p.again(now.Add(min(c.RetryBackoff, c.PollInterval)))
+		p.againKey(t.key, now.Add(min(c.RetryBackoff, c.PollInterval)))
 		t.item.Ack()
 		return nil, nil
 	}
@@ -223,7 +223,7 @@ func (p *pass) completed(ctx context.Context, t task, claim Claim, err error, to
 		c.Logger.Error("dynapart: complete", "slot", claim.Slot, "err", err)
 		p.stopOnRefusal(err)
 		p.interrupted(ctx, t, claim, took)
-		p.again(c.Clock.Now())
+		p.againKey(t.key, c.Clock.Now())
 	default:
 		// Unknown outcome: the claim expires and the item is handled again.
 		c.Logger.Error("dynapart: complete", "slot", claim.Slot, "err", err)
@@ -241,7 +241,7 @@ func (p *pass) notSent(t task, claim Claim, err error, took time.Duration) {
 	wctx, cancel := p.writeContext()
 	defer cancel()
 	p.interrupted(ledger.Unqueued(wctx), t, claim, took) // not behind the queue that held the completion
-	p.again(p.w.cfg.Clock.Now())
+	p.againKey(t.key, p.w.cfg.Clock.Now())
 }
 
 // done counts a completed item; in index mode with the table ledger it also leaves the index.
@@ -264,10 +264,10 @@ func (p *pass) claimLost(cl Claim, err error, took time.Duration) {
 	p.w.itemEvent(OutcomeClaimLost, cl.Key, cl.Slot, cl.Attempt, took)
 	var lost *ledger.ClaimLostError
 	if errors.As(err, &lost) {
-		p.againFor(lost.Found)
+		p.againFor(cl.Key, lost.Found)
 		return
 	}
-	p.again(p.w.cfg.Clock.Now())
+	p.againKey(cl.Key, p.w.cfg.Clock.Now())
 }
 
 // completion is a handled item waiting for its batched completion write.
@@ -335,7 +335,7 @@ func (p *pass) failed(ctx context.Context, t task, cl Claim, herr error, took ti
 	case err == nil:
 		p.w.stats.retried.Add(1)
 		p.w.itemEvent(OutcomeRetried, cl.Key, cl.Slot, cl.Attempt, took)
-		p.again(at)
+		p.againKey(cl.Key, at)
 	case errors.Is(err, ErrClaimLost):
 		p.claimLost(cl, err, took)
 	case ledger.IsValidation(err):
@@ -377,7 +377,7 @@ func (p *pass) deadLetter(ctx context.Context, t task, cl Claim, msg string, too
 // is due again once its claim has expired; that pass finds it finished or claims it again.
 func (p *pass) unknown(cl Claim, took time.Duration) {
 	p.w.itemEvent(OutcomeUnknown, cl.Key, cl.Slot, cl.Attempt, took)
-	p.again(cl.Until)
+	p.againKey(cl.Key, cl.Until)
 }
 
 // deadLettered counts a dead-lettered item; in index mode it also leaves the index.

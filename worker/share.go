@@ -128,7 +128,7 @@ func (m *markedShare) unitDone(p *pass, mk lock.UnitMarker) {
 		return
 	}
 	if mk.Dirty {
-		p.dirty.Store(true)
+		p.dirtyUnkeyed() // a thief's items
 	}
 	p.counts.done.Add(mk.Thief.Done)
 	p.counts.failed.Add(mk.Thief.Failed)
@@ -261,7 +261,7 @@ func (m *markedShare) readOwnUnit(p *pass, mk lock.UnitMarker) error {
 		return err
 	}
 	if res.cp.dirty {
-		p.dirty.Store(true)
+		p.dirtyUnkeyed() // the unit pass's items
 	}
 	m.markDone(mk.Unit) // counted above
 	return nil

@@ -208,9 +208,10 @@ func (s *slot) passes() (finished bool, err error) {
 		if c.Once && !s.cp.dirty {
 			return s.finishWhenResumed()
 		}
-		wait := c.PollInterval
-		if c.Once && res.nextDue > 0 && res.nextDue < wait {
-			wait = res.nextDue // the pass's last item is due sooner: the job's end waits for it
+		wait := s.w.onceWait(res.nextDue)
+		finished, ended, wait, err := s.passesByKey(res.left, wait)
+		if ended {
+			return finished, err
 		}
 		s.cp = s.nextPass()
 		if err := s.saveCheckpoint(s.cp.encode()); err != nil {
@@ -220,6 +221,15 @@ func (s *slot) passes() (finished bool, err error) {
 			return false, nil
 		}
 	}
+}
+
+// onceWait is the wait before the next pass: PollInterval, or in once mode when the earliest item
+// a pass left is due (nextDue) when that is sooner: the job's end waits for it.
+func (w *Worker) onceWait(nextDue time.Duration) time.Duration {
+	if w.cfg.Once && nextDue > 0 && nextDue < w.cfg.PollInterval {
+		return nextDue
+	}
+	return w.cfg.PollInterval
 }
 
 // failedPass handles a pass (resumes: the next pass resumes it) or a follow that failed with err:

@@ -38,6 +38,9 @@ type Worker struct {
 	gate      *ledger.WriteGate // the ledger's writes pass through it (Config.WriteRate)
 	// warnedPartition: the warning that no item read has PartitionAttr was logged (once a Run).
 	warnedPartition atomic.Bool
+	// keyedRefused: DynamoDB refused a keyed pass's read for good (no dynamodb:BatchGetItem on the
+	// table): once-jobs rescan their share for the items left (see keyedpass.go).
+	keyedRefused atomic.Bool
 }
 
 // New validates cfg, fills in its defaults and returns a Worker. It does no I/O: tables are

@@ -1,0 +1,224 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/dynapart/dynapart/ddbfault"
+)
+
+// Keyed passes (keyedpass.go): a once-job whose pass leaves a few items for another pass reads
+// only those items again, by key, instead of scanning its share once per retry.
+
+// sourceReads records, in order, the Scan and BatchGetItem calls a worker makes on the source
+// table.
+type sourceReads struct {
+	mu  sync.Mutex
+	ops []string
+}
+
+func recordSourceReads(f *fixture) (*ddbfault.Client, *sourceReads) {
+	fc := ddbfault.New(f.db)
+	r := &sourceReads{}
+	fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+		if len(call.Tables) > 0 && call.Tables[0] == f.table {
+			r.mu.Lock()
+			r.ops = append(r.ops, call.Op)
+			r.mu.Unlock()
+		}
+		return send(ctx, call.In)
+	}, ddbfault.OpScan, ddbfault.OpBatchGetItem)
+	return fc, r
+}
+
+// scansAfterKeyedRead counts the Scans made after the first BatchGetItem, and the BatchGetItems.
+func (r *sourceReads) scansAfterKeyedRead() (scans, gets int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, op := range r.ops {
+		switch {
+		case op == ddbfault.OpBatchGetItem:
+			gets++
+		case gets > 0:
+			scans++
+		}
+	}
+	return scans, gets
+}
+
+func (r *sourceReads) count(op string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, o := range r.ops {
+		if o == op {
+			n++
+		}
+	}
+	return n
+}
+
+// failingFirst fails the attempts of items below fails[id] (1: the first attempt) and records
+// every call.
+func failingFirst(hc *handlerCalls, fails map[string]int) Handler {
+	return func(_ context.Context, it Item) error {
+		hc.record(it)
+		if it.Attempt <= fails[it.Key["id"].(*types.AttributeValueMemberS).Value] {
+			return fmt.Errorf("attempt %d fails", it.Attempt)
+		}
+		return nil
+	}
+}
+
+// TestOnceRetriesReadOnlyTheItemsLeft: three items of 300 fail their first attempt (one its
+// second too); the retries read those items by key, and the share is scanned once. Before, each
+// retry rescanned the share (three scans of 300 items for three items).
+func TestOnceRetriesReadOnlyTheItemsLeft(t *testing.T) {
+	for _, kind := range []LedgerKind{LedgerInline, LedgerTable} {
+		for _, completeOnly := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/completeOnly=%v", kind, completeOnly), func(t *testing.T) {
+				const n = 300
+				f := newFixture(t, n)
+				fc, reads := recordSourceReads(f)
+				c := completeOnlyOnce(f, kind)
+				c.Client, c.CompleteOnly = fc, completeOnly
+				w, err := New(c)
+				require.NoError(t, err)
+				hc := newHandlerCalls()
+				fails := map[string]int{itemKey(0): 2, itemKey(150): 1, itemKey(299): 1}
+				require.NoError(t, runOnceWithin(t, w, failingFirst(hc, fails), time.Minute))
+
+				for i := range n {
+					requireStatus(t, f, kind, itemKey(i), StatusDone)
+					require.Equal(t, fails[itemKey(i)]+1, hc.calls[itemKey(i)], "item %d", i)
+				}
+				scans, gets := reads.scansAfterKeyedRead()
+				require.Zero(t, scans, "no scan after the items left were read by key")
+				require.Equal(t, 2, gets, "one BatchGetItem per retry round: three items, then item 0")
+				require.Equal(t, int64(3), w.Stats().Passes, "the scanned pass and two keyed passes")
+			})
+		}
+	}
+}
+
+// TestManyItemsLeftRescanTheShare: when every item fails its first attempt, reading them all by
+// key would cost more than scanning the share again (each read is billed a unit's half at least,
+// the scan by bytes), so the worker rescans.
+func TestManyItemsLeftRescanTheShare(t *testing.T) {
+	const n = 60
+	f := newFixture(t, n)
+	fc, reads := recordSourceReads(f)
+	c := completeOnlyOnce(f, LedgerInline)
+	c.Client = fc
+	w, err := New(c)
+	require.NoError(t, err)
+	hc := newHandlerCalls()
+	fails := map[string]int{}
+	for i := range n {
+		fails[itemKey(i)] = 1
+	}
+	require.NoError(t, runOnceWithin(t, w, failingFirst(hc, fails), time.Minute))
+	for i := range n {
+		requireStatus(t, f, LedgerInline, itemKey(i), StatusDone)
+	}
+	require.Zero(t, reads.count(ddbfault.OpBatchGetItem), "no item read by key")
+	require.Greater(t, reads.count(ddbfault.OpScan), 1, "the share scanned again")
+}
+
+// TestKeyedPassStoppedLeavesARescan: a worker stopped while its keyed pass handles an item leaves
+// the slot's checkpoint dirty, so the next worker rescans the share and handles the item. Had the
+// stopped keyed pass saved its own clean state, the next worker would have marked the slot
+// finished with the item never done.
+func TestKeyedPassStoppedLeavesARescan(t *testing.T) {
+	for _, kind := range []LedgerKind{LedgerInline, LedgerTable} {
+		t.Run(string(kind), func(t *testing.T) {
+			const n = 50
+			f := newFixture(t, n)
+			fc, reads := recordSourceReads(f)
+			c := completeOnlyOnce(f, kind)
+			c.Client, c.DrainTimeout, c.HandlerGrace = fc, 50*time.Millisecond, 50*time.Millisecond
+			w, err := New(c)
+			require.NoError(t, err)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			stopped := make(chan struct{})
+			var once sync.Once
+			h := func(hctx context.Context, it Item) error {
+				if it.Key["id"].(*types.AttributeValueMemberS).Value != itemKey(7) {
+					return nil
+				}
+				if it.Attempt == 1 {
+					return errors.New("the first attempt fails: a keyed pass follows")
+				}
+				once.Do(func() { close(stopped); cancel() }) // the worker stops during the keyed pass
+				<-hctx.Done()
+				return hctx.Err()
+			}
+			done := make(chan error, 1)
+			go func() { done <- w.Run(ctx, h) }()
+			<-stopped
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				t.Fatal("Run did not return after its context ended")
+			}
+			require.Equal(t, 1, reads.count(ddbfault.OpBatchGetItem), "the stop came in the keyed pass")
+			st := requireStatusIn(t, f, kind, itemKey(7))
+			require.NotEqual(t, StatusDone, st.Status)
+
+			w2, err := New(c)
+			require.NoError(t, err)
+			hc := newHandlerCalls()
+			require.NoError(t, runOnceWithin(t, w2, func(_ context.Context, it Item) error { hc.record(it); return nil }, time.Minute))
+			require.Equal(t, 1, hc.calls[itemKey(7)], "the next worker handled the item the stop interrupted")
+			for i := range n {
+				requireStatus(t, f, kind, itemKey(i), StatusDone)
+			}
+		})
+	}
+}
+
+// requireStatusIn reads the state of item id.
+func requireStatusIn(t *testing.T, f *fixture, kind LedgerKind, id string) ItemState {
+	t.Helper()
+	st, err := f.ledger(t, kind, "").State(context.Background(), skey(id))
+	require.NoError(t, err)
+	return st
+}
+
+// TestKeyedReadRefusedScansInstead: a worker whose role may not BatchGetItem the source table (a
+// policy written before keyed passes) scans its share for the items left instead: the first
+// keyed read is refused, nothing is lost, and it is not tried again.
+func TestKeyedReadRefusedScansInstead(t *testing.T) {
+	const n = 40
+	f := newFixture(t, n)
+	fc, reads := recordSourceReads(f)
+	fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+		if call.Tables[0] == f.table {
+			return nil, &smithy.GenericAPIError{Code: "AccessDeniedException", Message: "test: no BatchGetItem"}
+		}
+		return send(ctx, call.In)
+	}, ddbfault.OpBatchGetItem)
+	c := completeOnlyOnce(f, LedgerTable)
+	c.Client, c.MaxAttempts = fc, 4
+	w, err := New(c)
+	require.NoError(t, err)
+	hc := newHandlerCalls()
+	fails := map[string]int{itemKey(3): 3}
+	require.NoError(t, runOnceWithin(t, w, failingFirst(hc, fails), time.Minute))
+	for i := range n {
+		requireStatus(t, f, LedgerTable, itemKey(i), StatusDone)
+	}
+	require.Equal(t, 4, hc.calls[itemKey(3)])
+	require.Equal(t, 1, reads.count(ddbfault.OpBatchGetItem), "refused once, then not tried again")
+	scans, _ := reads.scansAfterKeyedRead()
+	require.Positive(t, scans, "the share scanned for the items left")
+}
