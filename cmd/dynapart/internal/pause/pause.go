@@ -82,8 +82,8 @@ func runPause(cmd *cobra.Command, g *cli.Globals, a pauseArgs) error {
 	if group == "" {
 		return cli.Usagef("--group is required (the work command's --group, default TABLE/JOB)")
 	}
-	if a.limits.WCU < 0 || a.limits.RCU < 0 {
-		return cli.Usagef("--max-wcu and --max-rcu must be > 0")
+	if err := checkLimits(cmd, a.limits); err != nil {
+		return err
 	}
 	ctx := cmd.Context()
 	lc, err := g.LeaseClient(ctx, leaseTable)

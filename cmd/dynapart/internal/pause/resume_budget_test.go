@@ -52,3 +52,36 @@ func TestResumeLeavingTheBudgetReachedRefused(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, st.Paused)
 }
+
+// TestResumeBudgetFlagsRefused: a --max-wcu or --max-rcu that is not a finite number above 0 exits
+// 2 naming the flag and its value, and the paused group stays paused with its budget as it was.
+// --max-wcu 0 used to be taken as no flag (the group resumed without the budget asked for), and
+// NaN reached DynamoDB, which refused the write (exit 1, a ValidationException).
+func TestResumeBudgetFlagsRefused(t *testing.T) {
+	ctx := context.Background()
+	c := clitest.New(t)
+	db := ddbtest.Client(t)
+	_, leases := clitest.TableNames(t)
+	require.NoError(t, lock.CreateTable(ctx, db, leases))
+	ddbtest.DeleteOnCleanup(t, db, leases)
+	lc, err := lock.New(db, leases, lock.WithOwner("w"))
+	require.NoError(t, err)
+	const group = "g/flags"
+	l, err := lc.TryAcquireSlot(ctx, group, 1)
+	require.NoError(t, err)
+	require.NoError(t, l.Release(ctx))
+	_, err = lc.SetBudget(ctx, group, lock.Limits{WCU: 10})
+	require.NoError(t, err)
+	_, err = lc.PauseGroup(ctx, group)
+	require.NoError(t, err)
+
+	for _, flags := range [][]string{{"--max-wcu", "0"}, {"--max-wcu", "NaN"}, {"--max-rcu", "-1"}, {"--max-rcu", "Inf"}} {
+		_, stderr, code := c.Run("resume", "--group", group, "--lease-table", leases, flags[0], flags[1])
+		require.Equal(t, 2, code, "%v: %s", flags, stderr)
+		require.Contains(t, stderr, flags[0]+" must be a finite number > 0", flags)
+		st, err := lc.GroupState(ctx, group)
+		require.NoError(t, err)
+		require.True(t, st.Paused, "%v: nothing written", flags)
+		require.Equal(t, lock.Budget{MaxWCU: 10}, st.Budget, "%v: nothing written", flags)
+	}
+}
