@@ -65,7 +65,7 @@ func (l *LedgerFlags) Unused(ctx context.Context, g *Globals, led worker.Ledger,
 	}
 	return Usagef("no job of %q used the ledger read (%s): none of its %s has state there, and the groups of %q in "+
 		"lease table %q record another: %s; give those flags (--lease-table names another lease table)",
-		l.Table, l.Args(), Count(sum.Total, "item"), l.Table, l.LeaseTable, recordedText(groups))
+		l.Table, l.Args(), Count(sum.Total, "item"), l.Table, l.LeaseTable, recordedText(groups, *l))
 }
 
 // ownGroupRecords reports whether the group work gives the job by default (TABLE/JOB) records the
@@ -107,12 +107,24 @@ func (l LedgerFlags) Args() string {
 	return "--ledger inline"
 }
 
-// recordedText lists the groups by the ledger flags they record: `group "a", "b": --ledger ...`.
-func recordedText(groups []TableGroup) string {
+// argsBeside are the flags that name l's ledger to someone who read the ledger read names: Args,
+// and the attribute prefix also when it is the default and read names another, since the flags to
+// give must undo that --attr-prefix (helper-83: "--ledger inline" alone, for a read with
+// --attr-prefix xx_ of a group recording dp_, answered the same exit 2 again).
+func (l LedgerFlags) argsBeside(read LedgerFlags) string {
+	if l.Kind != string(worker.LedgerTable) && l.Prefix != read.Prefix {
+		return "--ledger inline --attr-prefix " + l.Prefix
+	}
+	return l.Args()
+}
+
+// recordedText lists the groups by the ledger flags they record, as the reader of read gives them:
+// `group "a", "b": --ledger ...`.
+func recordedText(groups []TableGroup, read LedgerFlags) string {
 	var order []string
 	names := map[string][]string{}
 	for _, gr := range groups {
-		args := gr.Ledger.Args()
+		args := gr.Ledger.argsBeside(read)
 		if names[args] == nil {
 			order = append(order, args)
 		}

@@ -53,3 +53,17 @@ func TestLedgerNoJobUsed(t *testing.T) {
 	stdout = c.MustRun(append(append([]string{"redrive"}, at...), used...)...)
 	require.Equal(t, "moved 0  not failed 0\n", stdout, "nothing failed in the ledger the group used: exit 0")
 }
+
+// TestLedgerNoJobUsedNamesThePrefix: read with --attr-prefix xx_ after a job on the inline ledger's
+// default prefix, verify exits 2 naming --attr-prefix dp_ among the flags to give: "--ledger
+// inline" alone, given beside the --attr-prefix xx_, answered the same again.
+func TestLedgerNoJobUsedNamesThePrefix(t *testing.T) {
+	c := clitest.New(t)
+	table, leases := c.SeededTables(t, 5)
+	at := []string{"--table", table, "--lease-table", leases}
+	c.MustRun(append([]string{"work", "--workers", "1", "--once", "--progress", "none"}, at...)...)
+	stdout, stderr, code := c.Run(append([]string{"verify", "--attr-prefix", "xx_"}, at...)...)
+	require.Equal(t, 2, code, "%s%s", stdout, stderr)
+	require.Contains(t, stderr, `group "`+table+`/default": --ledger inline --attr-prefix dp_;`)
+	c.MustRun(append([]string{"verify", "--ledger", "inline", "--attr-prefix", "dp_"}, at...)...)
+}
