@@ -35,6 +35,10 @@ type Setting struct {
 	// Default is the value an unset (zero) field takes, of the field's type; nil when the default
 	// is the zero value or is computed from other fields (Help says how).
 	Default any
+	// ZeroMeans says, for a default computed from other fields (Default nil), what an unset field
+	// stands for ("lease-ttl/3"): the CLI refuses its flag given as zero, naming it, as it does
+	// one with a Default. "" when zero is a value of its own (ReadRate: unlimited).
+	ZeroMeans string
 	// Help is the flag's help text.
 	Help string
 }
@@ -84,10 +88,11 @@ var (
 var settings = []Setting{
 	{Field: "Table", Flag: "table", GroupField: "meta.table", Help: "source table (required)"},
 	{Field: "LeaseTable", Flag: "lease-table", Default: DefaultLeaseTable, Help: "lease table"},
-	{Field: "Group", Flag: "group", Help: "lease group the workers share (default TABLE/JOB)"},
+	{Field: "Group", Flag: "group", ZeroMeans: "TABLE/JOB", Help: "lease group the workers share (default TABLE/JOB)"},
 	{Field: "Workers", Flag: "workers", GroupField: "n",
 		Help: "number of slots N of a new group (extra workers stand by); leave it out to join an existing group at its current N"},
 	{Field: "Segments", Flag: "segments", GroupField: "meta.segments", Scope: segmentScan,
+		ZeroMeans: "the group's, for a new group the smallest multiple of workers x sub-segments >= 64",
 		Help: "segment and filter mode: the group's fixed number of scan segments, set when the group is created; " +
 			"the group can be scaled up to that many slots (default: the group's, for a new group the smallest multiple of workers x sub-segments >= 64)"},
 
@@ -96,7 +101,8 @@ var settings = []Setting{
 	{Field: "SubSegments", Flag: "sub-segments", GroupField: "meta.sub_segments", Default: scan.DefaultSubSegments,
 		Help: "scan requests a slot has in flight (its segments are read that many at a time); the group's, set when the group is created"},
 	{Field: "PartitionAttr", Flag: "partition-attr", GroupField: "meta.partition_attr", Scope: filterMode,
-		Help: "filter mode: attribute to partition by (default the table's partition key)"},
+		ZeroMeans: "the table's partition key",
+		Help:      "filter mode: attribute to partition by (default the table's partition key)"},
 	{Field: "IndexName", Flag: "index-name", GroupField: "meta.index_name", Scope: indexMode, AddedLater: true,
 		Default: "dp_pending", Help: "index mode: the pending index"},
 	{Field: "ShardAttr", Flag: "shard-attr", GroupField: "meta.shard_attr", Scope: indexMode, AddedLater: true,
@@ -128,7 +134,7 @@ var settings = []Setting{
 
 	{Field: "LeaseTTL", Flag: "lease-ttl", Default: 10 * time.Second,
 		Help: "slot lease time to live; a dead worker's slot is taken over after it"},
-	{Field: "Heartbeat", Flag: "heartbeat", Help: "lease renewal interval (default lease-ttl/3)"},
+	{Field: "Heartbeat", Flag: "heartbeat", ZeroMeans: "lease-ttl/3", Help: "lease renewal interval (default lease-ttl/3)"},
 	{Field: "MaxClockSkew", Flag: "max-clock-skew", Default: time.Second,
 		Help: "clock difference tolerated between workers (added to the wait before a takeover, taken from the due time of an item reopened for a new version or given back)"},
 	{Field: "StandbyPoll", Flag: "standby-poll", Default: time.Second,
@@ -150,7 +156,7 @@ var settings = []Setting{
 	{Field: "Streams"},
 	{Field: "StreamPoll", Flag: "stream-poll", Default: time.Second,
 		Help: "with --follow: how often a shard with nothing new is read again (the time from a write to its handler is about this)"},
-	{Field: "PollInterval", Flag: "poll-interval", Help: "pause between passes (default 30s continuous, 5s once)"},
+	{Field: "PollInterval", Flag: "poll-interval", ZeroMeans: "30s continuous, 5s once", Help: "pause between passes (default 30s continuous, 5s once)"},
 	{Field: "CheckpointInterval", Default: time.Second},
 	{Field: "OutageTimeout", Flag: "outage-timeout", Default: DefaultOutageTimeout,
 		Help: "how long a slot holder retries passes that fail (DynamoDB unreachable or throttled, or refusing a ledger write or an effect commit for every item: AccessDenied, a table gone), a starting worker its start reads, and a finishing --once worker its reads of the group while it watches held slots, before the worker exits with the last error (a success starts the count again); negative: for ever"},
@@ -170,7 +176,7 @@ var settings = []Setting{
 	{Field: "AttrPrefix", Flag: "attr-prefix", GroupField: "meta.attr_prefix", Scope: Scope{Ledger: LedgerInline},
 		AddedLater: true, Default: DefaultAttrPrefix, Help: "inline ledger attribute prefix"},
 
-	{Field: "Owner", Flag: "owner", Help: "worker id in leases and claims (default hostname-pid-random)"},
+	{Field: "Owner", Flag: "owner", ZeroMeans: "hostname-pid-random", Help: "worker id in leases and claims (default hostname-pid-random)"},
 }
 
 // applyDefaults sets every zero field of c that has a Default in the table.

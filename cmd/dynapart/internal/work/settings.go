@@ -111,7 +111,7 @@ func (f *settingFlags) pageSizeZero(changed func(flag string) bool) error {
 }
 
 // zeroGiven refuses a setting flag given as the zero value of its type (0, 0s, "") when its row
-// has a default and applies to the run (its Scope: DYNAPART_LEDGER_TABLE= set for init does not
+// has a default (Default, or a computed one it names in ZeroMeans) and applies to the run (its Scope: DYNAPART_LEDGER_TABLE= set for init does not
 // stop an inline-ledger worker): worker.Config takes zero for that default, so --max-attempts 0
 // ran with 5 and --lease-table "" used dynapart-leases, unsaid. Booleans are left alone (false
 // is a value).
@@ -125,7 +125,11 @@ func (f *settingFlags) zeroGiven(changed func(flag string) bool) error {
 		run.Ledger = worker.LedgerInline
 	}
 	for _, s := range worker.Settings() {
-		if s.Flag == "" || s.Default == nil || !changed(s.Flag) || !s.Scope.Covers(run) {
+		def := s.Default
+		if def == nil && s.ZeroMeans != "" {
+			def = s.ZeroMeans
+		}
+		if s.Flag == "" || def == nil || !changed(s.Flag) || !s.Scope.Covers(run) {
 			continue
 		}
 		v := cfg.FieldByName(s.Field)
@@ -136,7 +140,7 @@ func (f *settingFlags) zeroGiven(changed func(flag string) bool) error {
 		if v.Kind() == reflect.String {
 			given = `""`
 		}
-		return cli.Usagef("--%s %s would mean the default, %v: give another value, or leave --%s out for the default", s.Flag, given, s.Default, s.Flag)
+		return cli.Usagef("--%s %s would mean the default, %v: give another value, or leave --%s out for the default", s.Flag, given, def, s.Flag)
 	}
 	return nil
 }

@@ -82,3 +82,21 @@ func TestZeroThatMeansTheDefaultRefused(t *testing.T) {
 		"--read-rate", "0")
 	require.Equal(t, 0, code, stderr)
 }
+
+// TestComputedDefaultZeroRefused: a setting whose default is computed (worker.Setting.ZeroMeans)
+// given as zero is bad usage too, naming what zero would have meant: --poll-interval 0s ran with
+// a 30s pause between passes (5s with --once), --heartbeat 0s with lease-ttl/3, --group "" as
+// TABLE/JOB, unsaid (helper-83).
+func TestComputedDefaultZeroRefused(t *testing.T) {
+	c := clitest.New(t)
+	table, leases := c.SeededTables(t, 2)
+	work := []string{"work", "--table", table, "--lease-table", leases, "--workers", "1", "--once", "--progress", "none"}
+	for flag, zero := range map[string]string{"poll-interval": "0s", "heartbeat": "0s", "group": "", "owner": "", "segments": "0"} {
+		requireRefused(t, c, table, work, flag, zero, "would mean the default, ")
+	}
+	requireRefused(t, c, table, work, "poll-interval", "0s", "30s continuous, 5s once")
+	requireRefused(t, c, table, append(work, "--mode", "filter"), "partition-attr", "", "the table's partition key")
+	// Another mode's setting is not looked at, as above.
+	_, stderr, code := c.RunEnv(map[string]string{"DYNAPART_PARTITION_ATTR": ""}, work...)
+	require.Equal(t, 0, code, stderr)
+}
