@@ -79,3 +79,14 @@ func (c *Client) recordMeta(ctx context.Context, t target) (metaItem, error) {
 	}
 	return have, checkMeta(t, have)
 }
+
+// CheckMeta compares meta, the settings a worker of group would record (defaults as
+// WithGroupMetaDefaults gives them), with the group's as read in st, as an acquisition does, and
+// writes nothing: a *GroupMismatchError names the first setting that differs. A group that does
+// not exist takes any settings. A dry run uses it to refuse what the run would be refused.
+func (st GroupState) CheckMeta(group string, meta, defaults map[string]string) error {
+	if !st.Exists {
+		return nil
+	}
+	return checkMeta(target{name: group, meta: meta, defs: defaults, join: true}, metaItem{exists: true, n: st.N, meta: st.Meta})
+}

@@ -74,8 +74,9 @@ func (w *Worker) groupSegments(st lock.GroupState, n int) int {
 }
 
 // Plan returns the scan plan a Run would start with now: the group's n (Workers for a group that
-// does not exist yet) and segment count. It reads the group's meta item; a Workers that disagrees
-// with the group, or Workers 0 for a group that does not exist, is an error as in Run.
+// does not exist yet) and segment count. It reads the group's meta item; a Workers or a group
+// setting (Mode, Once, the ledger, ...) that disagrees with the group, or Workers 0 for a group
+// that does not exist, is an error as in Run.
 func (w *Worker) Plan(ctx context.Context) (scan.Plan, error) {
 	c := w.cfg
 	if err := lock.CheckTable(ctx, describeOnly{c.Client}, c.LeaseTable); err != nil {
@@ -99,6 +100,9 @@ func (w *Worker) Plan(ctx context.Context) (scan.Plan, error) {
 	e := &env{locks: locks}
 	if err := w.joinGroup(e, st); err != nil {
 		return scan.Plan{}, err
+	}
+	if err := st.CheckMeta(c.Group, e.meta, e.metaDefaults); err != nil {
+		return scan.Plan{}, err // a Run would be refused at its first acquisition
 	}
 	return w.scanPlan(e, e.n), nil
 }

@@ -32,3 +32,25 @@ func TestWorkDryRunFinishedGroup(t *testing.T) {
 	require.Contains(t, out, "estimated cost of the job:")
 	require.Regexp(t, `(?m)^all\s+3\s+8\s+5\s+0\s`, out)
 }
+
+// TestWorkDryRunGroupSettingsDiffer: a dry run whose settings differ from the group's (--once on a
+// continuous group's, --mode, the ledger's) exits 2 with the error the run would give, naming the
+// flag, where it used to print figures for a run that is refused (helper-83).
+func TestWorkDryRunGroupSettingsDiffer(t *testing.T) {
+	c := clitest.New(t)
+	table, leases := c.SeededTables(t, 5)
+	c.WorkOnce(table, leases, 1)
+	work := []string{"work", "--table", table, "--lease-table", leases, "--dry-run"}
+	for flag, args := range map[string][]string{
+		"--once":        nil, // continuous, on the once-group
+		"--mode":        {"--once", "--mode", "filter"},
+		"--attr-prefix": {"--once", "--attr-prefix", "xx_"},
+	} {
+		_, stderr, code := c.Run(append(work, args...)...)
+		require.Equal(t, 2, code, "%v: %s", args, stderr)
+		require.Contains(t, stderr, flag+` "`, args)
+		require.Contains(t, stderr, `differs from group "`+table+`/default"`, args)
+		_, stderr, code = c.Run(append([]string{"work", "--table", table, "--lease-table", leases, "--progress", "none"}, args...)...)
+		require.Equal(t, 2, code, "%v: the run is refused alike: %s", args, stderr)
+	}
+}
