@@ -130,7 +130,8 @@ of each done or failed item; in --mode index the pending index's writes; approxi
 carries writes to other items is a transaction, 2 WCU per item it writes). Its total adds
 the reads a run makes besides its scans: items read again after their claims with --versions,
 ledger rows with --ledger table --complete-only or --transaction-batches. It takes no lease and
-writes nothing. With --once, on a group whose every slot is finished (a run of it processes
+writes nothing; settings the run would be refused for (a --workers or group setting other than an
+existing group's) exit 2 as they would for the run. With --once, on a group whose every slot is finished (a run of it processes
 nothing: a finished once-group does not pass again), it says so first and that its figures are
 what a run of a new group would process (--group with a new name, and --workers).
 
