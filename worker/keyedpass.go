@@ -240,8 +240,15 @@ func (p *pass) newKeyReader() *keyReader {
 	r := &keyReader{w: p.w, db: c.Client.(batchGetter)}
 	r.attrs.ConsistentRead = aws.Bool(c.ConsistentRead)
 	if attrs := p.projection(); len(attrs) > 0 {
+		// Each name once, as the scan's projection: DynamoDB refuses a path named twice (two
+		// document paths overlap), e.g. a key attribute that Projection names too.
 		names := expression.NamesList(expression.NameNoDotSplit(p.e.keyAttrs[0]))
+		seen := map[string]bool{p.e.keyAttrs[0]: true}
 		for _, a := range append(slices.Clone(p.e.keyAttrs[1:]), attrs...) {
+			if a == "" || seen[a] {
+				continue
+			}
+			seen[a] = true
 			names = names.AddNames(expression.NameNoDotSplit(a))
 		}
 		if e, err := expression.NewBuilder().WithProjection(names).Build(); err == nil {
