@@ -152,9 +152,12 @@ func (s *slot) passesByKey(work keyedWork, wait time.Duration) (finished, ended 
 		if s.stopped() || s.pastStop() || err != nil {
 			s.cp.dirty = true // not every item was looked at: the next pass rescans
 			if err != nil && !s.stopped() && !s.pastStop() {
-				s.log.Warn("dynapart: reading the items left for another pass by key failed; scanning the share again", "err", err)
-				if refusedForGood(err) {
-					s.w.keyedRefused.Store(true) // e.g. no dynamodb:BatchGetItem on the table: scan from now on
+				s.log.Warn("dynapart: the pass over the items left for another pass, read by key, failed; scanning the share again", "err", err)
+				var rerr *keyedReadError
+				if errors.As(err, &rerr) && refusedForGood(err) {
+					// e.g. no dynamodb:BatchGetItem on the table: scan from now on. A refusal of
+					// the pass's writes is not the keyed read's: the scan meets it too.
+					s.w.keyedRefused.Store(true)
 				}
 				return false, false, 0, nil
 			}
@@ -224,6 +227,15 @@ func (p *pass) dispatchKeys(keys []Key, sent, acked *atomic.Int64) error {
 	return nil
 }
 
+// keyedReadError is a keyed pass's BatchGetItem that failed (see passesByKey: only its refusal
+// turns keyed reads off).
+type keyedReadError struct{ err error }
+
+func (e *keyedReadError) Error() string {
+	return "dynapart: read the items left by key: " + e.err.Error()
+}
+func (e *keyedReadError) Unwrap() error { return e.err }
+
 // maxKeysPerGet is the most keys one BatchGetItem takes.
 const maxKeysPerGet = 100
 
@@ -287,7 +299,7 @@ func (r *keyReader) read(ctx context.Context, keys []Key) ([]map[string]types.At
 			RequestItems: map[string]types.KeysAndAttributes{table: req}, ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
 		})
 		if err != nil {
-			return nil, err
+			return nil, &keyedReadError{err: err}
 		}
 		rcu := 0.0
 		for _, cc := range out.ConsumedCapacity {
