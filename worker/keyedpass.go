@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -99,8 +100,10 @@ type readCost struct {
 	scanned int64
 }
 
-// byKey is about what reading n of the scan's items by key costs: each at least the smallest
-// charge of a read (half a unit, a whole one when consistent), or the scan's average when larger.
+// byKey is about what reading n of the scan's items by key costs. An item read by key is billed
+// by its own size in whole 4 KB units (half a unit each when not consistent), a scan by the bytes
+// of its pages: each item costs the scan's average item rounded up to whole such charges (less
+// a hundredth: a scan's pages round up too), at least one.
 func (r readCost) byKey(n int, consistent bool) float64 {
 	unit := 0.5
 	if consistent {
@@ -108,7 +111,7 @@ func (r readCost) byKey(n int, consistent bool) float64 {
 	}
 	perItem := unit
 	if r.scanned > 0 {
-		perItem = max(unit, r.rcu/float64(r.scanned))
+		perItem = unit * max(1, math.Ceil(r.rcu/float64(r.scanned)/unit-0.01))
 	}
 	return float64(n) * perItem
 }

@@ -74,3 +74,21 @@ func TestKeyedPassWriteRefusedKeepsKeyedReads(t *testing.T) {
 	require.Equal(t, 3, hc.calls[itemKey(9)])
 	require.Equal(t, 2, reads.count(ddbfault.OpBatchGetItem), "the round after the refused write reads by key again")
 }
+
+// TestKeyedReadCostOfLargeItems: an item read by key is billed by its own size, in whole 4 KB
+// units (halved when eventually consistent), where a scan bills the bytes of its pages. For 1,000
+// items of 5 KB a scan reads 625 units (eventually consistent): 800 of them read by key cost 800
+// (two half units each), more than the scan. Before, the estimate took the scan's average (0.625
+// a item: 500 for 800), and the worker read them by key, at more than a rescan costs.
+func TestKeyedReadCostOfLargeItems(t *testing.T) {
+	scan5KB := readCost{rcu: 625, scanned: 1000}
+	require.InDelta(t, 800.0, scan5KB.byKey(800, false), 1e-9)
+	require.InDelta(t, 1600.0, readCost{rcu: 1250, scanned: 1000}.byKey(800, true), 1e-9)
+	// Small items: at least the smallest charge; items just under 4 KB: one unit each.
+	require.InDelta(t, 50.0, readCost{rcu: 3, scanned: 1000}.byKey(100, false), 1e-9)
+	require.InDelta(t, 100.0, readCost{rcu: 3, scanned: 1000}.byKey(100, true), 1e-9)
+	require.InDelta(t, 50.0, readCost{rcu: 490, scanned: 1000}.byKey(100, false), 1e-9)
+	// A scan's pages round up (half a unit a page at most): 4 KB items stay one unit each.
+	require.InDelta(t, 50.0, readCost{rcu: 502, scanned: 1000}.byKey(100, false), 1e-9)
+	require.InDelta(t, 0.5, readCost{}.byKey(1, false), 1e-9)
+}
