@@ -34,7 +34,7 @@ type Stats struct {
 	// flag is set and no claim write of the worker is in flight. The slot is kept.
 	Paused bool `json:"paused"`
 
-	Scanned      int64 `json:"scanned"`       // items read from the slot's share
+	Scanned      int64 `json:"scanned"`       // items read from the slot's share (by key too: keyed passes)
 	Claimed      int64 `json:"claimed"`       // claims won
 	Skipped      int64 `json:"skipped"`       // items done, failed or held by another worker
 	Completed    int64 `json:"completed"`     // items this worker moved to done
@@ -52,14 +52,15 @@ type Stats struct {
 	Leases     int64 `json:"leases"`      // slot leases acquired
 	Takeovers  int64 `json:"takeovers"`   // leases taken from a holder that had not released
 	LeasesLost int64 `json:"leases_lost"` // leases lost while working
-	Passes     int64 `json:"passes"`      // completed scans of a share
+	Passes     int64 `json:"passes"`      // completed passes: scans of a share, and a once-job's keyed passes (keyedpass.go)
 	// Stolen counts the scan units (segments, shards) this worker took from slots still working
 	// and read to their end (see Config.NoSteal).
 	Stolen int64 `json:"stolen"`
 	// Follow is what following the table's stream did (Config.Follow); nil without it.
 	Follow *FollowStats `json:"follow,omitempty"`
 
-	// RCU is the read capacity consumed by the scans, by the worker's consistent reads of items
+	// RCU is the read capacity consumed by the scans, by a once-job's reads of the items a pass
+	// left, by key (keyed passes, keyedpass.go), by the worker's consistent reads of items
 	// (a versioned worker's after a claim, a follower's of the items its records name:
 	// FollowStats.RCU) and by the ledger's reads of state rows (Ledger.ConsumedRCU: the table
 	// ledger's rows before complete-only handlers, after transacted claims, before a follower
