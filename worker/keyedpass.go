@@ -35,7 +35,10 @@ import (
 //     table of small items is cheaper to scan again;
 //   - the worker reads an index (the index holds what is due; an item read by key may have left
 //     it), or its client has no BatchGetItem;
-//   - the keyed pass fails or stops (its checkpoint says dirty, so the slot's next holder rescans).
+//   - the keyed pass stops or its writes fail (its checkpoint says dirty, so the slot's next
+//     holder rescans), or its reads failed on their way maxKeyedFailures times in a row (each is
+//     made again after a backoff, with the same keys); a read refused for good turns keyed passes
+//     off for the run.
 //
 // Nothing else changes: the items' writes are the same conditional writes, judged by the state
 // read, so reading fewer items can only leave items for a rescan, never handle one twice. A keyed
@@ -146,27 +149,29 @@ type batchGetter interface {
 // share is done and the slot finished, or the slot stopped. Otherwise the slot goes on with a
 // scanned pass after next, the wait the last pass asked for.
 func (s *slot) passesByKey(work keyedWork, wait time.Duration) (finished, ended bool, next time.Duration, err error) {
+	failures := 0
 	for s.readsByKey(work) {
 		if !s.wait(wait) || !s.waitResumed() {
 			return false, true, 0, nil
 		}
 		res, err := s.runKeyedPass(work.keys)
 		s.cp = res.cp
-		if s.stopped() || s.pastStop() || err != nil {
-			s.cp.dirty = true // not every item was looked at: the next pass rescans
-			if err != nil && !s.stopped() && !s.pastStop() {
-				s.log.Warn("dynapart: the pass over the items left for another pass, read by key, failed; scanning the share again", "err", err)
-				var rerr *keyedReadError
-				if errors.As(err, &rerr) && refusedForGood(err) {
-					// e.g. no dynamodb:BatchGetItem on the table: scan from now on. A refusal of
-					// the pass's writes is not the keyed read's: the scan meets it too.
-					s.w.keyedRefused.Store(true)
-				}
-				return false, false, 0, nil
-			}
+		switch {
+		case s.stopped() || s.pastStop():
+			s.cp.dirty = true // not every item was looked at: the next holder rescans
 			_ = s.saveCheckpoint(s.cp.encode())
 			return false, true, 0, nil
+		case err != nil:
+			s.cp.dirty = true
+			failures++
+			if !s.keyedFailed(err, failures) {
+				return false, false, 0, nil
+			}
+			// The same keys again: what the failed pass left is among them.
+			wait = backoff(failedPassBackoff, maxFailedPassBackoff, failures)
+			continue
 		}
+		failures = 0
 		s.w.stats.passes.Add(1)
 		s.log.Info("dynapart: pass complete (the items left, read by key)", "pass", s.cp.pass, "items", len(work.keys), "again", s.cp.dirty)
 		if !s.cp.dirty {
@@ -181,6 +186,30 @@ func (s *slot) passesByKey(work keyedWork, wait time.Duration) (finished, ended 
 	}
 	return false, false, wait, nil
 }
+
+// keyedFailed logs a keyed pass that failed with err (the failures-th in a row) and reports
+// whether to read the same keys again after a backoff: a keyed read that failed on its way
+// (throttled past the SDK's retries, the network), up to maxKeyedFailures times in a row.
+// Otherwise the slot scans its share: a read refused for good (e.g. no dynamodb:BatchGetItem on
+// the table) turns keyed passes off for the run; a refusal of the pass's writes is not the keyed
+// read's, and the scan meets it too.
+func (s *slot) keyedFailed(err error, failures int) (again bool) {
+	var rerr *keyedReadError
+	read := errors.As(err, &rerr)
+	if read && !refusedForGood(err) && failures < maxKeyedFailures {
+		s.log.Warn("dynapart: reading the items left for another pass by key failed; reading them again", "err", err, "failures", failures)
+		return true
+	}
+	s.log.Warn("dynapart: the pass over the items left for another pass, read by key, failed; scanning the share again", "err", err)
+	if read && refusedForGood(err) {
+		s.w.keyedRefused.Store(true)
+	}
+	return false
+}
+
+// maxKeyedFailures is how many keyed passes in a row may fail on their reads before the slot
+// scans its share instead.
+const maxKeyedFailures = 3
 
 // runKeyedPass handles once more the items of keys, read by key, under the slot's lease.
 func (s *slot) runKeyedPass(keys []Key) (passResult, error) {
@@ -255,25 +284,35 @@ func (p *pass) newKeyReader() *keyReader {
 	r := &keyReader{w: p.w, db: c.Client.(batchGetter)}
 	r.attrs.ConsistentRead = aws.Bool(c.ConsistentRead)
 	if attrs := p.projection(); len(attrs) > 0 {
-		// Each name once, as the scan's projection: DynamoDB refuses a path named twice (two
-		// document paths overlap), e.g. a key attribute that Projection names too.
-		names := expression.NamesList(expression.NameNoDotSplit(p.e.keyAttrs[0]))
-		seen := map[string]bool{p.e.keyAttrs[0]: true}
-		for _, a := range append(slices.Clone(p.e.keyAttrs[1:]), attrs...) {
-			if a == "" || seen[a] {
-				continue
-			}
-			seen[a] = true
-			names = names.AddNames(expression.NameNoDotSplit(a))
+		if p.plan.Mode == scan.ModeFilter {
+			attrs = append(attrs, c.PartitionAttr) // as the scan's projection: the handler sees it
 		}
-		if e, err := expression.NewBuilder().WithProjection(names).Build(); err == nil {
-			r.attrs.ProjectionExpression, r.attrs.ExpressionAttributeNames = e.Projection(), e.Names()
-		}
+		r.attrs.ProjectionExpression, r.attrs.ExpressionAttributeNames = keyProjection(p.e.keyAttrs, attrs)
 	}
 	if c.ReadRate > 0 {
 		r.bucket = capacity.NewBucket(c.ReadRate, 2)
 	}
 	return r
+}
+
+// keyProjection is the projection of keyAttrs and attrs, each name once, as the scan's:
+// DynamoDB refuses a path named twice (two document paths overlap), e.g. a key attribute that
+// Projection names too.
+func keyProjection(keyAttrs, attrs []string) (*string, map[string]string) {
+	names := expression.NamesList(expression.NameNoDotSplit(keyAttrs[0]))
+	seen := map[string]bool{keyAttrs[0]: true}
+	for _, a := range append(slices.Clone(keyAttrs[1:]), attrs...) {
+		if a == "" || seen[a] {
+			continue
+		}
+		seen[a] = true
+		names = names.AddNames(expression.NameNoDotSplit(a))
+	}
+	e, err := expression.NewBuilder().WithProjection(names).Build()
+	if err != nil {
+		return nil, nil // not reached: the names are not empty
+	}
+	return e.Projection(), e.Names()
 }
 
 // read reads keys' items (those that exist), again for the keys DynamoDB left unprocessed, and

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dynapart/dynapart/ddbfault"
+	"github.com/dynapart/dynapart/scan"
 )
 
 // Keyed passes (keyedpass.go): a once-job whose pass leaves a few items for another pass reads
@@ -221,4 +222,69 @@ func TestKeyedReadRefusedScansInstead(t *testing.T) {
 	require.Equal(t, 1, reads.count(ddbfault.OpBatchGetItem), "refused once, then not tried again")
 	scans, _ := reads.scansAfterKeyedRead()
 	require.Positive(t, scans, "the share scanned for the items left")
+}
+
+// TestKeyedReadThrottledReadsAgain: a keyed read that fails on its way (throttled past the SDK's
+// retries) is made again after a backoff, with the same keys, instead of scanning the share: before,
+// any failed keyed read meant a rescan at once.
+func TestKeyedReadThrottledReadsAgain(t *testing.T) {
+	const n = 300
+	f := newFixture(t, n)
+	fc, reads := recordSourceReads(f)
+	var throttle onceFlag
+	fc.OnCall(func(ctx context.Context, call ddbfault.Call, send ddbfault.Send) (any, error) {
+		if call.Tables[0] == f.table && throttle.first() {
+			return nil, &smithy.GenericAPIError{Code: "ProvisionedThroughputExceededException", Message: "test: throttled"}
+		}
+		return send(ctx, call.In)
+	}, ddbfault.OpBatchGetItem)
+	c := completeOnlyOnce(f, LedgerInline)
+	c.Client = fc
+	w, err := New(c)
+	require.NoError(t, err)
+	hc := newHandlerCalls()
+	fails := map[string]int{itemKey(11): 1, itemKey(12): 1}
+	require.NoError(t, runOnceWithin(t, w, failingFirst(hc, fails), time.Minute))
+	for i := range n {
+		requireStatus(t, f, LedgerInline, itemKey(i), StatusDone)
+	}
+	require.True(t, throttle.used.Load())
+	scans, gets := reads.scansAfterKeyedRead()
+	require.Zero(t, scans, "no rescan after the throttled keyed read")
+	require.Equal(t, 2, gets, "the throttled read, then the same keys again")
+	require.Equal(t, 2, hc.calls[itemKey(11)])
+}
+
+// TestKeyedReadFilterModeProjection: in filter mode with a Projection, the items a keyed pass
+// reads carry the partition attribute as the scanned ones do (the scan adds it to its
+// projection), so a handler sees the same attributes in either pass.
+func TestKeyedReadFilterModeProjection(t *testing.T) {
+	const n = 200
+	f := newFixture(t, n)
+	f.seed(t, 0, n, func(i int, item map[string]types.AttributeValue) {
+		item["tenant"] = &types.AttributeValueMemberS{Value: fmt.Sprintf("t%d", i%7)}
+	})
+	fc, reads := recordSourceReads(f)
+	c := completeOnlyOnce(f, LedgerInline)
+	c.Client, c.Mode, c.PartitionAttr, c.Projection = fc, scan.ModeFilter, "tenant", []string{"n"}
+	w, err := New(c)
+	require.NoError(t, err)
+	var mu sync.Mutex
+	tenants := map[int]bool{} // attempt -> tenant seen
+	h := func(_ context.Context, it Item) error {
+		if it.Key["id"].(*types.AttributeValueMemberS).Value != itemKey(5) {
+			return nil
+		}
+		mu.Lock()
+		_, ok := it.Attrs["tenant"]
+		tenants[it.Attempt] = ok
+		mu.Unlock()
+		if it.Attempt == 1 {
+			return errors.New("the first attempt fails: a keyed pass follows")
+		}
+		return nil
+	}
+	require.NoError(t, runOnceWithin(t, w, h, time.Minute))
+	require.Equal(t, 1, reads.count(ddbfault.OpBatchGetItem), "the retry was read by key")
+	require.Equal(t, map[int]bool{1: true, 2: true}, tenants, "the partition attribute in the scanned pass and the keyed one")
 }
