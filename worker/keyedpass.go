@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"maps"
@@ -247,6 +248,7 @@ func (p *pass) dispatchKeys(keys []Key, sent, acked *atomic.Int64) error {
 		if err != nil {
 			return err
 		}
+		items = p.ownItems(items)
 		page := &scan.Page{Items: make([]*scan.Item, len(items))}
 		for i, it := range items {
 			sent.Add(1)
@@ -267,6 +269,19 @@ func (e *keyedReadError) Error() string {
 	return "dynapart: read the items left by key: " + e.err.Error()
 }
 func (e *keyedReadError) Unwrap() error { return e.err }
+
+// ownItems drops, in filter mode, the items whose partition attribute no longer maps to the slot
+// (changed since the scan), as the scan drops them: they are another slot's, whose pass handles
+// them, and this slot's handler running too would run it twice.
+func (p *pass) ownItems(items []map[string]types.AttributeValue) []map[string]types.AttributeValue {
+	if p.plan.Mode != scan.ModeFilter {
+		return items
+	}
+	attr := cmp.Or(p.w.cfg.PartitionAttr, p.e.keyAttrs[0])
+	return slices.DeleteFunc(items, func(it map[string]types.AttributeValue) bool {
+		return scan.PartitionOf(it, attr, p.plan.Slots) != p.lease.Slot()
+	})
+}
 
 // maxKeysPerGet is the most keys one BatchGetItem takes.
 const maxKeysPerGet = 100

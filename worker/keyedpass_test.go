@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
 	"github.com/stretchr/testify/require"
@@ -287,4 +289,50 @@ func TestKeyedReadFilterModeProjection(t *testing.T) {
 	require.NoError(t, runOnceWithin(t, w, h, time.Minute))
 	require.Equal(t, 1, reads.count(ddbfault.OpBatchGetItem), "the retry was read by key")
 	require.Equal(t, map[int]bool{1: true, 2: true}, tenants, "the partition attribute in the scanned pass and the keyed one")
+}
+
+// TestKeyedPassLeavesAnItemThatMovedSlot: in filter mode, an item whose partition attribute
+// changed after its slot's scan left it for another pass now belongs to another slot; the keyed
+// pass drops it as a scan would, and that slot handles it. Before, the keyed pass handled it in
+// the slot it had left (in complete-only mode both slots' handlers could run it).
+func TestKeyedPassLeavesAnItemThatMovedSlot(t *testing.T) {
+	const n = 100
+	f := newFixture(t, n)
+	tenantOf := map[int]string{} // slot -> a tenant value in that slot's partition
+	for i := 0; len(tenantOf) < 2; i++ {
+		v := fmt.Sprintf("tenant-%d", i)
+		if slot := scan.Partition(&types.AttributeValueMemberS{Value: v}, 2); tenantOf[slot] == "" {
+			tenantOf[slot] = v
+		}
+	}
+	f.seed(t, 0, n, func(i int, item map[string]types.AttributeValue) {
+		item["tenant"] = &types.AttributeValueMemberS{Value: tenantOf[i%2]}
+	})
+	moved := itemKey(4) // in slot 0's partition
+	c := completeOnlyOnce(f, LedgerInline)
+	c.Workers, c.Mode, c.PartitionAttr = 2, scan.ModeFilter, "tenant"
+	w, err := New(c)
+	require.NoError(t, err)
+	var mu sync.Mutex
+	slots := map[int]int{} // attempt -> slot
+	h := func(ctx context.Context, it Item) error {
+		if it.Key["id"].(*types.AttributeValueMemberS).Value != moved {
+			return nil
+		}
+		mu.Lock()
+		slots[it.Attempt] = it.Slot
+		mu.Unlock()
+		if it.Attempt > 1 {
+			return nil
+		}
+		_, err := f.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: aws.String(f.table), Key: it.Key, UpdateExpression: aws.String("SET tenant = :t"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":t": &types.AttributeValueMemberS{Value: tenantOf[1]}},
+		})
+		require.NoError(t, err)
+		return errors.New("the first attempt fails; the item has moved to slot 1 meanwhile")
+	}
+	require.NoError(t, runOnceWithin(t, w, h, time.Minute))
+	requireStatus(t, f, LedgerInline, moved, StatusDone)
+	require.Equal(t, map[int]int{1: 0, 2: 1}, slots, "attempt 1 in slot 0, attempt 2 in slot 1, whose partition the item moved to")
 }
