@@ -3,7 +3,6 @@ package worker
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/smithy-go"
@@ -27,14 +26,8 @@ func TestKeyedReadWithKeyInProjection(t *testing.T) {
 			fc, reads := recordSourceReads(f)
 			c := completeOnlyOnce(f, kind)
 			c.Client, c.CompleteOnly, c.Projection = fc, false, []string{"id", "n"}
-			w, err := New(c)
-			require.NoError(t, err)
-			hc := newHandlerCalls()
 			fails := map[string]int{itemKey(4): 2}
-			require.NoError(t, runOnceWithin(t, w, failingFirst(hc, fails), time.Minute))
-			for i := range n {
-				requireStatus(t, f, kind, itemKey(i), StatusDone)
-			}
+			_, hc := runRetrying(t, f, c, kind, n, fails)
 			require.Equal(t, 3, hc.calls[itemKey(4)])
 			scans, gets := reads.scansAfterKeyedRead()
 			require.Zero(t, scans, "no scan after the items left were read by key")
@@ -62,14 +55,8 @@ func TestKeyedPassWriteRefusedKeepsKeyedReads(t *testing.T) {
 	}, ddbfault.OpUpdateItem)
 	c := completeOnlyOnce(f, LedgerInline)
 	c.Client, c.CompleteOnly = fc, false
-	w, err := New(c)
-	require.NoError(t, err)
-	hc := newHandlerCalls()
 	fails := map[string]int{itemKey(9): 2}
-	require.NoError(t, runOnceWithin(t, w, failingFirst(hc, fails), time.Minute))
-	for i := range n {
-		requireStatus(t, f, LedgerInline, itemKey(i), StatusDone)
-	}
+	_, hc := runRetrying(t, f, c, LedgerInline, n, fails)
 	require.True(t, refuse.used.Load(), "the keyed pass's claim was refused")
 	require.Equal(t, 3, hc.calls[itemKey(9)])
 	require.Equal(t, 2, reads.count(ddbfault.OpBatchGetItem), "the round after the refused write reads by key again")

@@ -81,6 +81,20 @@ func failingFirst(hc *handlerCalls, fails map[string]int) Handler {
 	}
 }
 
+// runRetrying runs a once-worker of c over f's n items with failingFirst(fails) and requires
+// every item done in the end.
+func runRetrying(t *testing.T, f *fixture, c Config, kind LedgerKind, n int, fails map[string]int) (*Worker, *handlerCalls) {
+	t.Helper()
+	w, err := New(c)
+	require.NoError(t, err)
+	hc := newHandlerCalls()
+	require.NoError(t, runOnceWithin(t, w, failingFirst(hc, fails), time.Minute))
+	for i := range n {
+		requireStatus(t, f, kind, itemKey(i), StatusDone)
+	}
+	return w, hc
+}
+
 // TestOnceRetriesReadOnlyTheItemsLeft: three items of 300 fail their first attempt (one its
 // second too); the retries read those items by key, and the share is scanned once. Before, each
 // retry rescanned the share (three scans of 300 items for three items).
@@ -93,14 +107,9 @@ func TestOnceRetriesReadOnlyTheItemsLeft(t *testing.T) {
 				fc, reads := recordSourceReads(f)
 				c := completeOnlyOnce(f, kind)
 				c.Client, c.CompleteOnly = fc, completeOnly
-				w, err := New(c)
-				require.NoError(t, err)
-				hc := newHandlerCalls()
 				fails := map[string]int{itemKey(0): 2, itemKey(150): 1, itemKey(299): 1}
-				require.NoError(t, runOnceWithin(t, w, failingFirst(hc, fails), time.Minute))
-
+				w, hc := runRetrying(t, f, c, kind, n, fails)
 				for i := range n {
-					requireStatus(t, f, kind, itemKey(i), StatusDone)
 					require.Equal(t, fails[itemKey(i)]+1, hc.calls[itemKey(i)], "item %d", i)
 				}
 				scans, gets := reads.scansAfterKeyedRead()
@@ -121,17 +130,11 @@ func TestManyItemsLeftRescanTheShare(t *testing.T) {
 	fc, reads := recordSourceReads(f)
 	c := completeOnlyOnce(f, LedgerInline)
 	c.Client = fc
-	w, err := New(c)
-	require.NoError(t, err)
-	hc := newHandlerCalls()
 	fails := map[string]int{}
 	for i := range n {
 		fails[itemKey(i)] = 1
 	}
-	require.NoError(t, runOnceWithin(t, w, failingFirst(hc, fails), time.Minute))
-	for i := range n {
-		requireStatus(t, f, LedgerInline, itemKey(i), StatusDone)
-	}
+	runRetrying(t, f, c, LedgerInline, n, fails)
 	require.Zero(t, reads.count(ddbfault.OpBatchGetItem), "no item read by key")
 	require.Greater(t, reads.count(ddbfault.OpScan), 1, "the share scanned again")
 }
@@ -212,14 +215,8 @@ func TestKeyedReadRefusedScansInstead(t *testing.T) {
 	}, ddbfault.OpBatchGetItem)
 	c := completeOnlyOnce(f, LedgerTable)
 	c.Client, c.MaxAttempts = fc, 4
-	w, err := New(c)
-	require.NoError(t, err)
-	hc := newHandlerCalls()
 	fails := map[string]int{itemKey(3): 3}
-	require.NoError(t, runOnceWithin(t, w, failingFirst(hc, fails), time.Minute))
-	for i := range n {
-		requireStatus(t, f, LedgerTable, itemKey(i), StatusDone)
-	}
+	_, hc := runRetrying(t, f, c, LedgerTable, n, fails)
 	require.Equal(t, 4, hc.calls[itemKey(3)])
 	require.Equal(t, 1, reads.count(ddbfault.OpBatchGetItem), "refused once, then not tried again")
 	scans, _ := reads.scansAfterKeyedRead()
@@ -242,14 +239,8 @@ func TestKeyedReadThrottledReadsAgain(t *testing.T) {
 	}, ddbfault.OpBatchGetItem)
 	c := completeOnlyOnce(f, LedgerInline)
 	c.Client = fc
-	w, err := New(c)
-	require.NoError(t, err)
-	hc := newHandlerCalls()
 	fails := map[string]int{itemKey(11): 1, itemKey(12): 1}
-	require.NoError(t, runOnceWithin(t, w, failingFirst(hc, fails), time.Minute))
-	for i := range n {
-		requireStatus(t, f, LedgerInline, itemKey(i), StatusDone)
-	}
+	_, hc := runRetrying(t, f, c, LedgerInline, n, fails)
 	require.True(t, throttle.used.Load())
 	scans, gets := reads.scansAfterKeyedRead()
 	require.Zero(t, scans, "no rescan after the throttled keyed read")

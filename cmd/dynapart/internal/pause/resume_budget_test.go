@@ -17,20 +17,9 @@ import (
 // once (helper-76, helper-80: each of these resumed it). --max-wcu 30 raises it and resumes.
 func TestResumeLeavingTheBudgetReachedRefused(t *testing.T) {
 	ctx := context.Background()
-	c := clitest.New(t)
-	db := ddbtest.Client(t)
-	_, leases := clitest.TableNames(t)
-	require.NoError(t, lock.CreateTable(ctx, db, leases))
-	ddbtest.DeleteOnCleanup(t, db, leases)
-	lc, err := lock.New(db, leases, lock.WithOwner("w"))
-	require.NoError(t, err)
 	const group = "g/budget"
-	l, err := lc.TryAcquireSlot(ctx, group, 1)
-	require.NoError(t, err)
-	require.NoError(t, l.Release(ctx))
-	_, err = lc.SetBudget(ctx, group, lock.Limits{WCU: 10})
-	require.NoError(t, err)
-	_, err = lc.AddUsage(ctx, group, 20, 5)
+	c, lc, leases := groupWithBudget(t, group)
+	_, err := lc.AddUsage(ctx, group, 20, 5)
 	require.NoError(t, err)
 	paused, err := lc.PauseForBudget(ctx, group)
 	require.NoError(t, err)
@@ -59,20 +48,9 @@ func TestResumeLeavingTheBudgetReachedRefused(t *testing.T) {
 // NaN reached DynamoDB, which refused the write (exit 1, a ValidationException).
 func TestResumeBudgetFlagsRefused(t *testing.T) {
 	ctx := context.Background()
-	c := clitest.New(t)
-	db := ddbtest.Client(t)
-	_, leases := clitest.TableNames(t)
-	require.NoError(t, lock.CreateTable(ctx, db, leases))
-	ddbtest.DeleteOnCleanup(t, db, leases)
-	lc, err := lock.New(db, leases, lock.WithOwner("w"))
-	require.NoError(t, err)
 	const group = "g/flags"
-	l, err := lc.TryAcquireSlot(ctx, group, 1)
-	require.NoError(t, err)
-	require.NoError(t, l.Release(ctx))
-	_, err = lc.SetBudget(ctx, group, lock.Limits{WCU: 10})
-	require.NoError(t, err)
-	_, err = lc.PauseGroup(ctx, group)
+	c, lc, leases := groupWithBudget(t, group)
+	_, err := lc.PauseGroup(ctx, group)
 	require.NoError(t, err)
 
 	for _, flags := range [][]string{{"--max-wcu", "0"}, {"--max-wcu", "NaN"}, {"--max-rcu", "-1"}, {"--max-rcu", "Inf"}} {
@@ -84,4 +62,24 @@ func TestResumeBudgetFlagsRefused(t *testing.T) {
 		require.True(t, st.Paused, "%v: nothing written", flags)
 		require.Equal(t, lock.Budget{MaxWCU: 10}, st.Budget, "%v: nothing written", flags)
 	}
+}
+
+// groupWithBudget makes a lease table with group (one slot, released) and a budget of 10 WCU on
+// it, and returns the CLI, a lock client and the table's name.
+func groupWithBudget(t *testing.T, group string) (*clitest.CLI, *lock.Client, string) {
+	t.Helper()
+	ctx := context.Background()
+	c := clitest.New(t)
+	db := ddbtest.Client(t)
+	_, leases := clitest.TableNames(t)
+	require.NoError(t, lock.CreateTable(ctx, db, leases))
+	ddbtest.DeleteOnCleanup(t, db, leases)
+	lc, err := lock.New(db, leases, lock.WithOwner("w"))
+	require.NoError(t, err)
+	l, err := lc.TryAcquireSlot(ctx, group, 1)
+	require.NoError(t, err)
+	require.NoError(t, l.Release(ctx))
+	_, err = lc.SetBudget(ctx, group, lock.Limits{WCU: 10})
+	require.NoError(t, err)
+	return c, lc, leases
 }
