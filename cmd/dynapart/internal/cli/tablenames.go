@@ -22,13 +22,20 @@ func CheckTableNames(fs *pflag.FlagSet) error {
 		if f == nil || f.Value.String() == "" {
 			continue
 		}
-		v := f.Value.String()
-		if a, err := arn.Parse(v); err == nil && a.Service == "dynamodb" {
-			continue
-		}
-		if !tableName.MatchString(v) {
-			return Usagef("--%s %q: not a DynamoDB table name (3 to 255 characters of a-z, A-Z, 0-9, '_', '-' and '.'; or a table ARN)", name, v)
+		if v := f.Value.String(); !IsTableName(v) {
+			return Usagef("--%s %q: %s", name, v, NotATableName)
 		}
 	}
 	return nil
+}
+
+// NotATableName says why a name IsTableName refuses is refused.
+const NotATableName = "not a DynamoDB table name (3 to 255 characters of a-z, A-Z, 0-9, '_', '-' and '.'; or a table ARN)"
+
+// IsTableName reports whether DynamoDB takes v as a table's name, or v is a DynamoDB ARN (a table's).
+func IsTableName(v string) bool {
+	if a, err := arn.Parse(v); err == nil && a.Service == "dynamodb" {
+		return true
+	}
+	return tableName.MatchString(v)
 }

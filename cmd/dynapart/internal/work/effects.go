@@ -132,6 +132,8 @@ func (w writeDoc) write(where string) (ledger.Write, error) {
 		case err != nil:
 		case w.Put.Table == "":
 			err = fmt.Errorf("--exec-effects: %s.put: no table", where)
+		case !cli.IsTableName(w.Put.Table):
+			err = notATable(w.Put.Table, where+".put")
 		case len(item) == 0:
 			err = fmt.Errorf("--exec-effects: %s.put: no item", where)
 		}
@@ -155,10 +157,19 @@ func tableKey(table string, key map[string]any, where string) (ledger.Key, error
 	if table == "" {
 		return nil, fmt.Errorf("--exec-effects: %s: no table", where)
 	}
+	if !cli.IsTableName(table) {
+		return nil, notATable(table, where)
+	}
 	if len(key) == 0 {
 		return nil, fmt.Errorf("--exec-effects: %s: no key", where)
 	}
 	return plainItem(key, where+".key")
+}
+
+// notATable refuses the table of the write at where before anything is sent: DynamoDB refuses the
+// commit as a whole, without saying which write names it.
+func notATable(table, where string) error {
+	return fmt.Errorf("--exec-effects: %s.table %q: %s", where, table, cli.NotATableName)
 }
 
 func plainItem(m map[string]any, where string) (map[string]types.AttributeValue, error) {

@@ -15,9 +15,9 @@ import (
 func TestParseEffects(t *testing.T) {
 	e, err := parseEffects([]byte(`{"set": {"first": "Ada", "tags": ["a", 1, null], "meta": {"ok": true}}, "add": {"n": 2},
 		"remove": ["name"], "writes": [
-		{"put": {"table": "T", "item": {"pk": "x", "v": 1.5}, "if_absent": true}},
-		{"update": {"table": "C", "key": {"pk": "total"}, "add": {"n": 1}}},
-		{"delete": {"table": "T", "key": {"pk": "old"}}}]}`))
+		{"put": {"table": "items", "item": {"pk": "x", "v": 1.5}, "if_absent": true}},
+		{"update": {"table": "counters", "key": {"pk": "total"}, "add": {"n": 1}}},
+		{"delete": {"table": "items", "key": {"pk": "old"}}}]}`))
 	require.NoError(t, err)
 	require.Len(t, e.ItemChanges(), 5)
 	ws := e.Writes()
@@ -28,7 +28,7 @@ func TestParseEffects(t *testing.T) {
 	require.Equal(t, ledger.WriteUpdate, ws[1].Kind)
 	require.Equal(t, ledger.WriteDelete, ws[2].Kind)
 
-	deepest := `{"set": {"a": ` + strings.Repeat("[", 31) + `"x"` + strings.Repeat("]", 31) + `}, "writes": [{"put": {"table": "T", "item": {"pk": "x", "m": ` +
+	deepest := `{"set": {"a": ` + strings.Repeat("[", 31) + `"x"` + strings.Repeat("]", 31) + `}, "writes": [{"put": {"table": "items", "item": {"pk": "x", "m": ` +
 		strings.Repeat(`{"k":`, 31) + "1" + strings.Repeat("}", 31) + `}}}]}`
 	_, err = parseEffects([]byte(deepest))
 	require.NoError(t, err, "31 levels in a value, as DynamoDB stores")
@@ -45,8 +45,12 @@ func TestParseEffects(t *testing.T) {
 		`{"add": {"n": "one"}}`: "add.n: want a number",
 		`{"writes": [{}]}`:      "writes[0]: want exactly one of put, update, delete",
 		`{"writes": [{"put": {"item": {"pk": "x"}}}]}`:   "writes[0].put: no table",
-		`{"writes": [{"update": {"table": "T"}}]}`:       "writes[0].update: no key",
+		`{"writes": [{"update": {"table": "items"}}]}`:   "writes[0].update: no key",
 		`{"writes": [{"delete": {"key": {"pk": "x"}}}]}`: "writes[0].delete: no table",
+		// A table name DynamoDB refuses: its refusal of the commit does not say which write.
+		`{"writes": [{"put": {"table": "items", "item": {"pk": "x"}}}, {"put": {"table": "a b", "item": {"pk": "x"}}}]}`: `writes[1].put.table "a b": not a DynamoDB table name`,
+		`{"writes": [{"update": {"table": "ab", "key": {"pk": "x"}, "set": {"v": 1}}}]}`:                                 `writes[0].update.table "ab": not a DynamoDB table name`,
+		`{"writes": [{"delete": {"table": "t/x", "key": {"pk": "x"}}}]}`:                                                 `writes[0].delete.table "t/x": not a DynamoDB table name`,
 		// Not an object: refused, not taken for "no effects" (jq prints null for a missing field).
 		`null`: "the output is null, not a JSON object",
 		`[]`:   "the output is an array",
@@ -61,20 +65,20 @@ func TestParseEffects(t *testing.T) {
 		`{}{}`:                                              "text after the object at line 1, column 3",
 		`{} 1`:                                              "text after the object at line 1, column 4",
 		`{}"s"`:                                             "text after the object at line 1, column 3",
-		`{"writes": [{"update": {"table": "T", "key": {"pk": "x"}}}]}`: "writes[0].update: no change (set, add or remove)",
-		`{"writes": [{"put": {"table": "T", "item": null}}]}`:          "writes[0].put.item: want an object, got null",
-		`{"writes": [{"put": {"table": "T", "item": {}}}]}`:            "writes[0].put: no item",
+		`{"writes": [{"update": {"table": "items", "key": {"pk": "x"}}}]}`: "writes[0].update: no change (set, add or remove)",
+		`{"writes": [{"put": {"table": "items", "item": null}}]}`:          "writes[0].put.item: want an object, got null",
+		`{"writes": [{"put": {"table": "items", "item": {}}}]}`:            "writes[0].put: no item",
 		`{"set": null}`:             "set: want an object, got null at line 1, column 9",
 		`{"remove": ["a", null]}`:   "remove[1]: want a string, got null at line 1, column 18",
 		`{"writes": {"put": {}}}`:   "writes: want an array, got an object",
 		`{"set": {"é": 1, "é": 2}}`: `set: "é" is given twice (at line 1, column 18)`,
 		// Numbers DynamoDB cannot store, named here: its own refusal names a placeholder (":1").
 		`{"set": {"ok": 1, "price": 1e400}}`: "set.price: number 1e400: out of DynamoDB's range",
-		`{"writes": [{"put": {"table": "T", "item": {"pk": "x", "n": 1234567890123456789012345678901234567890}}}]}`: "item.n: number 1234567890123456789012345678901234567890: 39 significant digits",
-		`{"set": {"a": ` + strings.Repeat("[", 100) + strings.Repeat("]", 100) + `}}`:                               "a value nested deeper than DynamoDB stores",
+		`{"writes": [{"put": {"table": "items", "item": {"pk": "x", "n": 1234567890123456789012345678901234567890}}}]}`: "item.n: number 1234567890123456789012345678901234567890: 39 significant digits",
+		`{"set": {"a": ` + strings.Repeat("[", 100) + strings.Repeat("]", 100) + `}}`:                                   "a value nested deeper than DynamoDB stores",
 		// DynamoDB stores 31 levels of lists and maps in a value: the 32nd is refused here, with its path.
-		`{"set": {"a": ` + strings.Repeat("[", 32) + strings.Repeat("]", 32) + `}}`:                                                            "set.a" + strings.Repeat("[0]", 31) + ": a value nested deeper than DynamoDB stores (31 levels",
-		`{"writes": [{"put": {"table": "T", "item": {"pk": "x", "m": ` + strings.Repeat(`{"k":`, 32) + "1" + strings.Repeat("}", 32) + `}}}]}`: "a value nested deeper than DynamoDB stores",
+		`{"set": {"a": ` + strings.Repeat("[", 32) + strings.Repeat("]", 32) + `}}`:                                                                "set.a" + strings.Repeat("[0]", 31) + ": a value nested deeper than DynamoDB stores (31 levels",
+		`{"writes": [{"put": {"table": "items", "item": {"pk": "x", "m": ` + strings.Repeat(`{"k":`, 32) + "1" + strings.Repeat("}", 32) + `}}}]}`: "a value nested deeper than DynamoDB stores",
 	} {
 		_, err := parseEffects([]byte(out))
 		require.Error(t, err, out)

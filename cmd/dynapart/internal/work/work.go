@@ -81,11 +81,11 @@ array L, object M): a set or binary value read on stdin and echoed back changes 
 becomes an L, a B an S of its base64 text). set/add/remove change the item itself (with the inline
 ledger in the completion's own write).
 Names are spelled as above, each once in an object, with values of the kinds shown (null is
-none); the output is UTF-8, and no string escapes half a surrogate pair (a lone \ud800). Other
-output fails the attempt permanently (the item is dead-lettered: fix CMD, then 'dynapart
-redrive'), saying what is wrong and where (path, line and column), and so does an effect on a key
-or ledger attribute, or a put if_absent of a row that exists: nothing of the effects or the
-completion is applied. A value nested deeper than DynamoDB stores (31 levels of arrays and
+none), each table a DynamoDB table name or ARN; the output is UTF-8, and no string escapes half
+a surrogate pair (a lone \ud800). Other output fails the attempt permanently (the item is
+dead-lettered: fix CMD, then 'dynapart redrive'), saying what is wrong and where (path, line and
+column), and so does an effect on a key or ledger attribute, or a put if_absent of a row that
+exists: nothing of the effects or the completion is applied. A value nested deeper than DynamoDB stores (31 levels of arrays and
 objects) is such output. DynamoDB takes at most 4 KB of expressions per update (150 attributes
 with short names changed in one update fit, 400 do not), 100 writes and 4 MB in one commit;
 past those the commit is refused with DynamoDB's error, permanently too. A commit whose writes
