@@ -80,17 +80,20 @@ Values are plain JSON and write its types only (string S, number N, true/false B
 array L, object M): a set or binary value read on stdin and echoed back changes its type (a set
 becomes an L, a B an S of its base64 text). set/add/remove change the item itself (with the inline
 ledger in the completion's own write).
-Names are spelled as above, each once in an object, with values of the kinds shown (null is
-none), each table a DynamoDB table name or ARN; the output is UTF-8, and no string escapes half
-a surrogate pair (a lone \ud800). Other output fails the attempt permanently (the item is
+Names are spelled as above, each once in an object, with values of the kinds shown (null is none),
+each table a DynamoDB table name or ARN; the output is UTF-8, and no string escapes half a
+surrogate pair (a lone \ud800). Other output fails the attempt permanently (the item is
 dead-lettered: fix CMD, then 'dynapart redrive'), saying what is wrong and where (path, line and
 column), and so does an effect on a key or ledger attribute, or a put if_absent of a row that
-exists: nothing of the effects or the completion is applied. A value nested deeper than DynamoDB stores (31 levels of arrays and
-objects) is such output. DynamoDB takes at most 4 KB of expressions per update (150 attributes
-with short names changed in one update fit, 400 do not), 100 writes and 4 MB in one commit;
-past those the commit is refused with DynamoDB's error, permanently too. A commit whose writes
-name a table that does not exist (or that IAM denies) is no item's failure: it stops the pass as
-an outage (see Outages), no attempt used, its claim given back; create the table and run again.
+exists: nothing of the effects or the completion is applied. A value nested deeper than DynamoDB
+stores (31 levels of arrays and objects) is such output, and so is output over 4 MB (its pipe is
+closed at the limit, whatever CMD's exit). DynamoDB takes at most 4 KB of expressions per update
+(150 attributes with short names changed in one update fit, 400 do not), 100 actions and 4 MB in
+one commit; past those the commit is refused with DynamoDB's error, permanently too. The completion
+is one of the 100 actions (with --ledger table a change of the item itself one more): more than 99
+writes (98) are refused so before anything is sent, naming the write. A commit whose writes name a
+table that does not exist (or that IAM denies) is no item's failure: it stops the pass as an outage
+(see Outages), no attempt used, its claim given back; create the table and run again.
 Without --exec the handler does nothing but complete the item (to try things out, benchmarks).
 --complete-only skips the claim and completes each item with one conditional write.
 
