@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/dynapart/dynapart/internal/capacity"
@@ -137,7 +139,7 @@ func (l *core) fencedMerged(ctx context.Context, cm commit) error {
 		return nil
 	}
 	if IsValidation(err) {
-		return &EffectError{Write: -1, Reason: "the item's update was refused by DynamoDB, nothing of the commit applied", Err: err}
+		return itemRefused(cm.plan.item, "the item's update was refused by DynamoDB, nothing of the commit applied", err)
 	}
 	if accessDenied(err) {
 		return l.wrapErr(cm.op.String(), l.row.table, err) // nothing applied
@@ -160,7 +162,7 @@ func (l *core) unclaimedMerged(ctx context.Context, cm commit) (Result, error) {
 		return Result{}, l.wrapErr(cm.op.String(), l.row.table, err) // nothing applied
 	}
 	if IsValidation(err) {
-		return Result{}, &EffectError{Write: -1, Reason: "the item's update was refused by DynamoDB, nothing of the commit applied", Err: err}
+		return Result{}, itemRefused(cm.plan.item, "the item's update was refused by DynamoDB, nothing of the commit applied", err)
 	}
 	return l.settleUnclaimed(ctx, cm.op, cm.rowKey, cm.vals, err)
 }
@@ -279,7 +281,7 @@ func (l *core) commitAnswer(cm commit, n int, err error) (retry, applied bool, f
 			return false, false, ItemState{}, l.missingTableErr(cm.plan, err) // nothing applied
 		}
 		if refused(err) {
-			return false, false, ItemState{}, &EffectError{Write: refusedPart(cm.plan), Reason: "the commit was refused by DynamoDB, nothing of it applied", Err: err}
+			return false, false, ItemState{}, wholeRefused(cm.plan, "the commit was refused by DynamoDB, nothing of it applied", err)
 		}
 		return true, false, ItemState{}, nil // a conflict, throttling, or an unknown outcome
 	}
@@ -321,7 +323,7 @@ func (l *core) commitAnswer(cm commit, n int, err error) (retry, applied bool, f
 		case i == 0 && code == "ValidationError" && cm.plan.item != nil && l.source == "":
 			// The item's changes ride on the completion: DynamoDB finding it invalid (an operand of
 			// the wrong type, the item past 400 KB) refuses them.
-			return false, false, ItemState{}, &EffectError{Write: -1, Reason: effectReason(code, ""), Err: reasonErr(r)}
+			return false, false, ItemState{}, itemRefused(cm.plan.item, effectReason(code, ""), reasonErr(r))
 		case i == 0 && code == "ValidationError":
 			// The completion alone is invalid (its attributes take the item past 400 KB): refused
 			// for good, as the same write outside a transaction is (IsValidation).
@@ -330,7 +332,7 @@ func (l *core) commitAnswer(cm commit, n int, err error) (retry, applied bool, f
 		case i == 0:
 			return false, false, ItemState{}, l.wrapErr("commit", l.row.table, fmt.Errorf("the completion cancelled with %s: %s", code, aws.ToString(r.Message)))
 		case i <= extra:
-			return false, false, ItemState{}, refusal(code, &EffectError{Write: -1, Reason: effectReason(code, "the item no longer exists"), Err: reasonErr(r)})
+			return false, false, ItemState{}, refusal(code, itemRefused(cm.plan.item, effectReason(code, "the item no longer exists"), reasonErr(r)))
 		default:
 			return false, false, ItemState{}, refusal(code, &EffectError{Write: i - 1 - extra, Reason: effectReason(code, "its condition failed"), Err: reasonErr(r)})
 		}
@@ -352,7 +354,7 @@ func unmatchedRefusal(p *effectPlan, reasons []types.CancellationReason) error {
 		case code == "ConditionalCheckFailed":
 			failed = errUnmatchedCondition
 		default:
-			return &EffectError{Write: refusedPart(p), Reason: effectReason(code, ""), Err: reasonErr(r)}
+			return wholeRefused(p, effectReason(code, ""), reasonErr(r))
 		}
 	}
 	return failed
@@ -430,11 +432,55 @@ func refusedPart(p *effectPlan) int {
 	return WholeCommit
 }
 
+// wholeRefused is the *EffectError of a commit DynamoDB refused as a whole for reason (err).
+func wholeRefused(p *effectPlan, reason string, err error) *EffectError {
+	if part := refusedPart(p); part != -1 {
+		return &EffectError{Write: part, Reason: reason, Err: err}
+	}
+	return itemRefused(p.item, reason, err)
+}
+
 func effectReason(code, ccf string) string {
 	if code == "ConditionalCheckFailed" {
 		return ccf + ": the commit was cancelled, nothing of it applied"
 	}
 	return "refused by DynamoDB (" + code + "): the commit was cancelled, nothing of it applied"
+}
+
+// itemRefused is the refusal of the item's own update (its changes c) for reason, with DynamoDB's
+// error err. DynamoDB's "An operand in the update expression has an incorrect data type" names no
+// attribute; of the item's changes only an ADD can meet it (a SET or REMOVE takes any type), so the
+// error names the attribute the update adds to, or lists them when it adds to more than one.
+func itemRefused(c *clauses, reason string, err error) *EffectError {
+	e := &EffectError{Write: -1, Reason: reason, Err: err}
+	adds := c.addedNames()
+	switch {
+	case err == nil || len(adds) == 0 || !strings.Contains(err.Error(), "incorrect data type"):
+	case len(adds) == 1:
+		e.Attr = adds[0]
+		e.Reason += " (the update adds to it: ADD takes a number to a number, a set to a set of its type)"
+	default:
+		quoted := make([]string, len(adds))
+		for i, a := range adds {
+			quoted[i] = strconv.Quote(a)
+		}
+		e.Reason += fmt.Sprintf(" (the update adds to %s: ADD takes a number to a number, a set to a set of its type)", strings.Join(quoted, ", "))
+	}
+	return e
+}
+
+// addedNames are the attributes c adds to (its ADD clause); none for nil.
+func (c *clauses) addedNames() []string {
+	if c == nil {
+		return nil
+	}
+	var out []string
+	for _, part := range c.add {
+		if ph, _, _ := strings.Cut(part, " "); c.names[ph] != "" {
+			out = append(out, c.names[ph])
+		}
+	}
+	return out
 }
 
 func reasonErr(r types.CancellationReason) error {

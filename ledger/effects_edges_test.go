@@ -116,7 +116,8 @@ func TestCompleteBatchWithoutImageSettlesByRead(t *testing.T) {
 
 // an item effect DynamoDB refuses as invalid (ADD to a string attribute: a handler bug) is
 // an *EffectError on the transaction path but not on the merged (inline) path, where it is a plain
-// error the worker treats as an unknown outcome (claim mode) or retries for ever (complete-only).
+// error the worker treats as an unknown outcome (claim mode) or retries for ever (complete-only);
+// either path names the attribute added to, which DynamoDB's error does not.
 func TestEffectsInvalidItemUpdateRefused(t *testing.T) {
 	ctx := context.Background()
 	for _, kind := range []string{"inline", "table"} {
@@ -132,6 +133,9 @@ func TestEffectsInvalidItemUpdateRefused(t *testing.T) {
 			t.Logf("%s CompleteOnlyWith: errors.Is(err, ErrEffectRefused)=%v err=%v", kind, errors.Is(err2, ErrEffectRefused), err2)
 			require.ErrorIs(t, err, ErrEffectRefused)
 			require.ErrorIs(t, err2, ErrEffectRefused)
+			// DynamoDB's "incorrect data type" names no attribute: the error names the one added to.
+			require.ErrorContains(t, err, `the item's update, attribute "payload"`)
+			require.ErrorContains(t, err2, `the item's update, attribute "payload"`)
 		})
 	}
 }
