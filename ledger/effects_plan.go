@@ -264,6 +264,9 @@ func (l *core) checkWrite(i int, itemKey Key, w Write) error {
 	}
 	switch w.Kind {
 	case WritePut:
+		if _, ok := w.Item[""]; ok {
+			return refuse("", "an empty attribute name in its item")
+		}
 		if w.IfAbsent && !slices.ContainsFunc(slices.Collect(maps.Keys(w.Item)), plainName) {
 			return refuse("", "a put if absent with no attribute whose name has neither [ nor ] (its key's)")
 		}

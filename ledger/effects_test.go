@@ -158,6 +158,10 @@ func TestEffectsRefusedBeforeWriting(t *testing.T) {
 				{(&Effects{}).Check(e.other, otherKey("c"), expression.Name("s").Equal(expression.Value("\xff"))), ""},
 				{(&Effects{}).Check(e.other, otherKey("c"), expression.AttributeExists(expression.Name("s\xff"))), ""},
 				{(&Effects{}).Update(e.other, otherKey("c")), ""}, // no change
+				// An empty attribute name in a put's item, as in a change: DynamoDB refuses the
+				// commit as a whole without saying which write.
+				{(&Effects{}).Put(e.other, map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "p"},
+					"": &types.AttributeValueMemberN{Value: "1"}}), ""},
 			}
 			if kind == "inline" {
 				cases = append(cases, struct {
