@@ -52,8 +52,9 @@ type Document struct {
 	// owners, positions and lags; null when the group does not follow a stream. The versions
 	// handled, superseded and unchanged are the workers' counters: see Worker and their metrics.
 	Stream *streamDoc `json:"stream"`
-	// Error is the last sample's error, when it failed; the rest is from the sample before.
-	Error string `json:"error,omitempty"`
+	// Error is the last sample's error, when it failed ("" otherwise: always in the JSON); the
+	// rest is from the sample before.
+	Error string `json:"error"`
 }
 
 // slotDoc is one slot. Progress is read from the slot's checkpoint; null before its first one.

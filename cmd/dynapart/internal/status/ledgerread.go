@@ -41,7 +41,7 @@ type ledgerState struct {
 	// Reading says a read is under way; Error is the last read's error (the counts shown are
 	// from the read before).
 	Reading bool   `json:"reading"`
-	Error   string `json:"error,omitempty"`
+	Error   string `json:"error"`
 }
 
 // ledgerRead is one read of the ledger.

@@ -39,7 +39,7 @@ type streamDoc struct {
 	// ReadAt is when the stream was read (at most every 5 s, so it may be older than the sample).
 	ReadAt time.Time `json:"read_at"`
 	// Error is the last read's error; the rest is from the read before (empty before one).
-	Error string `json:"error,omitempty"`
+	Error string `json:"error"`
 }
 
 // shardDoc is one shard of the stream.
@@ -57,7 +57,7 @@ type shardDoc struct {
 	// ApproximateCreationDateTime): 0 when there is none (caught up); null for a finished shard or
 	// when it could not be read (Error says why).
 	LagSeconds *float64 `json:"lag_seconds"`
-	Error      string   `json:"error,omitempty"`
+	Error      string   `json:"error"`
 }
 
 // streamWatch reads the stream of a group for the page, at most every every; the last read is
