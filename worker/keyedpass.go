@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"maps"
@@ -42,7 +41,11 @@ import (
 //     off for the run.
 //
 // Nothing else changes: the items' writes are the same conditional writes, judged by the state
-// read, so reading fewer items can only leave items for a rescan, never handle one twice. A keyed
+// read, so reading fewer items can only leave items for a rescan, never complete one twice. In
+// filter mode a keyed pass handles the items it left even when their partition attribute has
+// moved them to another slot since: that slot's pass may be over already, and a rescan would
+// drop them, leaving them undone; its handler may run too, as for an item claimed twice in
+// flight (complete-only: the handler runs in both, the completion and its effects land once). A keyed
 // pass keeps the slot's checkpoint at the end of the scanned pass (with its counts), so thieves
 // find nothing to take and a new holder resumes a complete pass.
 
@@ -248,7 +251,6 @@ func (p *pass) dispatchKeys(keys []Key, sent, acked *atomic.Int64) error {
 		if err != nil {
 			return err
 		}
-		items = p.ownItems(items)
 		page := &scan.Page{Items: make([]*scan.Item, len(items))}
 		for i, it := range items {
 			sent.Add(1)
@@ -269,19 +271,6 @@ func (e *keyedReadError) Error() string {
 	return "dynapart: read the items left by key: " + e.err.Error()
 }
 func (e *keyedReadError) Unwrap() error { return e.err }
-
-// ownItems drops, in filter mode, the items whose partition attribute no longer maps to the slot
-// (changed since the scan), as the scan drops them: they are another slot's, whose pass handles
-// them, and this slot's handler running too would run it twice.
-func (p *pass) ownItems(items []map[string]types.AttributeValue) []map[string]types.AttributeValue {
-	if p.plan.Mode != scan.ModeFilter {
-		return items
-	}
-	attr := cmp.Or(p.w.cfg.PartitionAttr, p.e.keyAttrs[0])
-	return slices.DeleteFunc(items, func(it map[string]types.AttributeValue) bool {
-		return scan.PartitionOf(it, attr, p.plan.Slots) != p.lease.Slot()
-	})
-}
 
 // maxKeysPerGet is the most keys one BatchGetItem takes.
 const maxKeysPerGet = 100

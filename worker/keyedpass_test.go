@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -282,12 +283,13 @@ func TestKeyedReadFilterModeProjection(t *testing.T) {
 	require.Equal(t, map[int]bool{1: true, 2: true}, tenants, "the partition attribute in the scanned pass and the keyed one")
 }
 
-// TestKeyedPassLeavesAnItemThatMovedSlot: in filter mode, an item whose partition attribute
-// changed after its slot's scan left it for another pass now belongs to another slot; the keyed
-// pass drops it as a scan would, and that slot handles it. Before, the keyed pass handled it in
-// the slot it had left (in complete-only mode both slots' handlers could run it).
-func TestKeyedPassLeavesAnItemThatMovedSlot(t *testing.T) {
-	const n = 100
+// TestKeyedPassFinishesAnItemThatMovedSlot: in filter mode, an item whose partition attribute
+// moves it to another slot after its slot's pass left it for another is still handled by the
+// keyed pass, when the other slot has finished already. 3890160 dropped such items from keyed
+// passes, as a scan drops them: the job then ended with the item in retry (the other slot's pass
+// was over), depending on which slot finished first; this test orders the slots so that it is.
+func TestKeyedPassFinishesAnItemThatMovedSlot(t *testing.T) {
+	const n = 60
 	f := newFixture(t, n)
 	tenantOf := map[int]string{} // slot -> a tenant value in that slot's partition
 	for i := 0; len(tenantOf) < 2; i++ {
@@ -299,31 +301,55 @@ func TestKeyedPassLeavesAnItemThatMovedSlot(t *testing.T) {
 	f.seed(t, 0, n, func(i int, item map[string]types.AttributeValue) {
 		item["tenant"] = &types.AttributeValueMemberS{Value: tenantOf[i%2]}
 	})
-	moved := itemKey(4) // in slot 0's partition
 	c := completeOnlyOnce(f, LedgerInline)
-	c.Workers, c.Mode, c.PartitionAttr = 2, scan.ModeFilter, "tenant"
-	w, err := New(c)
+	c.Workers, c.Mode, c.PartitionAttr, c.NoSteal = 2, scan.ModeFilter, "tenant", true
+
+	// Worker a takes a slot first; b takes the other, finishes it and exits while a's first item
+	// waits. Then a's item moves to b's slot and fails its first attempt.
+	acquired := make(chan int, 1)
+	ca := c
+	ca.Hooks.OnLease = func(ev LeaseEvent) {
+		if ev.Kind == LeaseAcquired {
+			select {
+			case acquired <- ev.Slot:
+			default:
+			}
+		}
+	}
+	a, err := New(ca)
 	require.NoError(t, err)
+	b, err := New(c)
+	require.NoError(t, err)
+	bDone := make(chan error, 1)
+	var moved atomic.Pointer[string]
 	var mu sync.Mutex
-	slots := map[int]int{} // attempt -> slot
-	h := func(ctx context.Context, it Item) error {
-		if it.Key["id"].(*types.AttributeValueMemberS).Value != moved {
+	handled := map[string]int{}
+	ha := func(ctx context.Context, it Item) error {
+		id := it.Key["id"].(*types.AttributeValueMemberS).Value
+		mu.Lock()
+		handled[id]++
+		mu.Unlock()
+		if !moved.CompareAndSwap(nil, &id) && *moved.Load() != id || it.Attempt > 1 {
 			return nil
 		}
-		mu.Lock()
-		slots[it.Attempt] = it.Slot
-		mu.Unlock()
-		if it.Attempt > 1 {
-			return nil
+		if err := <-bDone; err != nil {
+			return Permanent(fmt.Errorf("b: %w", err))
 		}
 		_, err := f.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName: aws.String(f.table), Key: it.Key, UpdateExpression: aws.String("SET tenant = :t"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":t": &types.AttributeValueMemberS{Value: tenantOf[1]}},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":t": &types.AttributeValueMemberS{Value: tenantOf[1-it.Slot]}},
 		})
-		require.NoError(t, err)
-		return errors.New("the first attempt fails; the item has moved to slot 1 meanwhile")
+		if err != nil {
+			return Permanent(err)
+		}
+		return errors.New("the first attempt fails; the item has moved to the finished slot meanwhile")
 	}
-	require.NoError(t, runOnceWithin(t, w, h, time.Minute))
-	requireStatus(t, f, LedgerInline, moved, StatusDone)
-	require.Equal(t, map[int]int{1: 0, 2: 1}, slots, "attempt 1 in slot 0, attempt 2 in slot 1, whose partition the item moved to")
+	aDone := make(chan error, 1)
+	go func() { aDone <- runOnceWithin(t, a, ha, time.Minute) }()
+	<-acquired
+	go func() { bDone <- runOnceWithin(t, b, func(context.Context, Item) error { return nil }, time.Minute) }()
+	require.NoError(t, <-aDone)
+	id := *moved.Load()
+	requireStatus(t, f, LedgerInline, id, StatusDone)
+	require.Equal(t, 2, handled[id], "its first attempt, then the keyed pass's")
 }
