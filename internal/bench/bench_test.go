@@ -184,9 +184,12 @@ func TestTransform(t *testing.T) {
 	require.NotNil(t, tw)
 	require.Len(t, tw.Loop, 2) // a quick run's two rounds
 	require.Len(t, tw.Ledger, 2)
+	require.Len(t, tw.State, 2)
 	require.Positive(t, tw.Loop.Min())
 	require.Positive(t, tw.Ledger.Min())
+	require.Positive(t, tw.State.Min())
 	require.Len(t, tw.LoopCPU.Client, 2)
+	require.Len(t, tw.StateCPU.Client, 2)
 	require.Len(t, tw.LedgerCPU.Server, servers)
 
 	for v, floor := range map[string]float64{VariantPlain: 1, VariantCompleteOnly: 1, VariantClaim: 2, VariantMigrationLoop: 1, VariantTransform: 1} {
@@ -211,7 +214,8 @@ func TestTransform(t *testing.T) {
 		"| CPU µs per item, this process / DynamoDB Local: loop · Run |",
 		"| Run, transform: WCU per item by DynamoDB's billing rules | 1.0, the loop's own",
 		"| … its completion write alone vs the loop's write, keys known (no scan), items/s | reported (the ceiling of the ratio above on DynamoDB Local) | c=4: ",
-		"### The completion write alone", "| concurrency | loop's write items/s | completion write items/s | ratio | CPU µs per write, this process / DynamoDB Local: loop · completion |\n|---|---|---|---|---|\n| 4 | ",
+		"| … the loop's write with the completion's three state attributes vs the loop's write, items/s | reported (what storing the item's state costs DynamoDB Local) | c=4: ",
+		"### The completion write alone", "| concurrency | loop's write items/s | with the state items/s | completion write items/s | with the state ÷ loop | completion ÷ with the state | completion ÷ loop | CPU µs per write, this process / DynamoDB Local: loop · with the state · completion |\n|---|---|---|---|---|---|---|---|\n| 4 | ",
 		"| Run, batched claims: WCU per item by DynamoDB's billing rules | <= 2.2 WCU per item in <= 0.15 requests per item",
 		"| Run, claim+complete | ", "| hand migration loop | 1.0", "2 WCU, in requests of up to 25",
 	} {

@@ -2,9 +2,17 @@ package bench
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/binary"
 	"fmt"
+	"math/rand/v2"
 	"slices"
+	"strconv"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/dynapart/dynapart/ledger"
 	"github.com/dynapart/dynapart/worker"
@@ -16,19 +24,23 @@ import (
 // lease, no worker), conc in flight, in alternating blocks of items on one table of people, so
 // that DynamoDB Local's drift over the minute hits both alike. The completion write sets three
 // attributes the loop's does not (the item's status, done_at and the write's claim id, which
-// settles a lost answer); this is what they cost, and so the ceiling of the transform's ratio.
+// settles a lost answer); this is what they cost, and so the ceiling of the transform's ratio. A
+// third write, the loop's with those three attributes added (State), splits the cost: State ÷
+// Loop is what storing the attributes costs DynamoDB Local, Ledger ÷ State what the ledger's
+// side of the same request costs.
 type TransformWrites struct {
 	Block, Rounds int // items per block; blocks of each write per concurrency
 	Points        []*TransformWritesPoint
 }
 
-// TransformWritesPoint is one concurrency: one items/s value per block, block i of Ledger next to
-// block i of Loop (which of the two goes first alternates), so Ratio(Ledger, Loop) pairs them.
+// TransformWritesPoint is one concurrency: one items/s value per block, block i of each write next
+// to block i of the others (which goes first rotates), so Ratio(Ledger, Loop) pairs them.
 type TransformWritesPoint struct {
-	Concurrency  int
-	Loop, Ledger Sample
-	// LoopCPU, LedgerCPU: this process's and DynamoDB Local's CPU time per write, one value per block
-	LoopCPU, LedgerCPU CPUPerItem
+	Concurrency         int
+	Loop, State, Ledger Sample
+	// LoopCPU, StateCPU, LedgerCPU: this process's and DynamoDB Local's CPU time per write, one
+	// value per block
+	LoopCPU, StateCPU, LedgerCPU CPUPerItem
 }
 
 // Point is the measurement at concurrency c, or nil.
@@ -57,8 +69,8 @@ func transformWritesRounds(o Options) int {
 	return 4 * o.Reps
 }
 
-// MeasureTransformWrites measures the two writes at every concurrency, rounds pairs of blocks
-// each, on a fresh table per concurrency.
+// MeasureTransformWrites measures the three writes at every concurrency, rounds blocks of each, on
+// a fresh table per concurrency.
 func (e *Env) MeasureTransformWrites(ctx context.Context, concs []int, rounds int) (*TransformWrites, error) {
 	tw := &TransformWrites{Rounds: rounds}
 	for _, c := range concs {
@@ -67,8 +79,9 @@ func (e *Env) MeasureTransformWrites(ctx context.Context, concs []int, rounds in
 			return nil, fmt.Errorf("transform writes at concurrency %d: %w", c, err)
 		}
 		tw.Points = append(tw.Points, p)
-		e.logf("transform writes at concurrency %2d: loop %s, completion write %s (%s); CPU µs per write (this process / DynamoDB Local): loop %s, completion %s", c,
-			p.Loop.Fmt(0, "/s"), p.Ledger.Fmt(0, "/s"), Ratio(p.Ledger, p.Loop).X(), p.LoopCPU.Fmt(), p.LedgerCPU.Fmt())
+		e.logf("transform writes at concurrency %2d: loop %s, loop with the state %s (%s), completion write %s (%s); CPU µs per write (this process / DynamoDB Local): loop %s, with the state %s, completion %s", c,
+			p.Loop.Fmt(0, "/s"), p.State.Fmt(0, "/s"), Ratio(p.State, p.Loop).X(), p.Ledger.Fmt(0, "/s"), Ratio(p.Ledger, p.Loop).X(),
+			p.LoopCPU.Fmt(), p.StateCPU.Fmt(), p.LedgerCPU.Fmt())
 	}
 	if len(concs) > 0 {
 		tw.Block = transformWritesBlock(slices.Max(concs))
@@ -76,11 +89,13 @@ func (e *Env) MeasureTransformWrites(ctx context.Context, concs []int, rounds in
 	return tw, nil
 }
 
-// transformWritesAt alternates blocks of the loop's write and of the completion write over the
-// items of one fresh table, in order, conc in flight.
+// transformWritesAt rotates blocks of the loop's write, the loop's write with the state's
+// attributes and the completion write over the items of one fresh table, in order, conc in
+// flight.
 func (e *Env) transformWritesAt(ctx context.Context, conc, rounds int) (*TransformWritesPoint, error) {
 	block := transformWritesBlock(conc)
-	n := 2 * rounds * block
+	sides := 3
+	n := sides * rounds * block
 	table, err := e.freshTableOf(ctx, "twrite", n, personItem)
 	if err != nil {
 		return nil, err
@@ -91,19 +106,23 @@ func (e *Env) transformWritesAt(ctx context.Context, conc, rounds int) (*Transfo
 		return nil, err
 	}
 	p := &TransformWritesPoint{Concurrency: conc}
-	sides := []struct {
+	writes := [...]struct {
 		write func(i int) error
 		out   *Sample
 		cpu   *CPUPerItem
 	}{
 		{func(i int) error { _, err := e.DB.UpdateItem(ctx, migrationWrite(table, personItem(i))); return err }, &p.Loop, &p.LoopCPU},
+		{func(i int) error {
+			_, err := e.DB.UpdateItem(ctx, migrationWriteWithState(table, personItem(i)))
+			return err
+		}, &p.State, &p.StateCPU},
 		{func(i int) error { return completeTransformed(ctx, l, i) }, &p.Ledger, &p.LedgerCPU},
 	}
 	server := e.serverPID()
 	for r := range rounds {
-		for k := range sides {
-			side := sides[(k+r)%2] // which goes first alternates
-			from := (2*r + k) * block
+		for k := range writes {
+			side := writes[(k+r)%sides] // which goes first rotates
+			from := (sides*r + k) * block
 			meter := startCPU(server)
 			rate, err := inChunks(block, conc, 1, func(i, _ int) error { return side.write(from + i) })
 			if err != nil {
@@ -113,7 +132,7 @@ func (e *Env) transformWritesAt(ctx context.Context, conc, rounds int) (*Transfo
 			side.cpu.add(meter, block)
 		}
 	}
-	if err := e.checkMigrated(ctx, table, n); err != nil { // both writes migrate their items
+	if err := e.checkMigrated(ctx, table, n); err != nil { // every write migrates its items
 		return nil, err
 	}
 	return p, nil
@@ -133,4 +152,25 @@ func completeTransformed(ctx context.Context, l ledger.Ledger, i int) error {
 		err = fmt.Errorf("item %d: completion refused (found %s)", i, res.Found.Status)
 	}
 	return err
+}
+
+// migrationWriteWithState is migrationWrite with the three attributes the transform's completion
+// write also sets, under the inline ledger's default names and with values of its form: the
+// status done, done_at (the time in milliseconds) and a claim id of 16 characters.
+func migrationWriteWithState(table string, it map[string]types.AttributeValue) *dynamodb.UpdateItemInput {
+	in := migrationWrite(table, it)
+	in.UpdateExpression = aws.String("SET #f = :f, #l = :l, #st = :st, #da = :da, #cl = :cl REMOVE #n")
+	in.ExpressionAttributeNames["#st"], in.ExpressionAttributeNames["#da"], in.ExpressionAttributeNames["#cl"] = "dp_status", "dp_done_at", "dp_claim"
+	in.ExpressionAttributeValues[":st"] = &types.AttributeValueMemberS{Value: "done"}
+	in.ExpressionAttributeValues[":da"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(time.Now().UnixMilli(), 10)}
+	in.ExpressionAttributeValues[":cl"] = &types.AttributeValueMemberS{Value: stateClaimID()}
+	return in
+}
+
+// stateClaimID is a random id of the ledger's claim ids' length (12 random bytes, base64).
+func stateClaimID() string {
+	var b [12]byte
+	binary.LittleEndian.PutUint64(b[:8], rand.Uint64())
+	binary.LittleEndian.PutUint32(b[8:], rand.Uint32())
+	return base64.RawURLEncoding.EncodeToString(b[:])
 }
