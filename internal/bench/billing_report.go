@@ -176,32 +176,30 @@ func (r *Results) transformGoals() []Goal {
 		parts = append(parts, fmt.Sprintf("c=%d: Run %s (%s on the job's table), loop %s%s", c, run.Cost.WCU.Counted(3), run.Cost.TableWCU.Counted(3),
 			loop.Cost.WCU.Counted(3), mark))
 	}
-	writes, _ := goalCells(concs, func(c int) (Sample, bool) {
-		p := r.TransformWrites.Point(c)
-		if p == nil {
-			return nil, false
-		}
-		return Ratio(p.Ledger, p.Loop), true
-	}, func(float64) bool { return true })
-	if writes == "" {
-		writes = "n/a (not measured)"
-	}
-	state, _ := goalCells(concs, func(c int) (Sample, bool) {
-		p := r.TransformWrites.Point(c)
-		if p == nil {
-			return nil, false
-		}
-		return Ratio(p.State, p.Loop), true
-	}, func(float64) bool { return true })
-	if state == "" {
-		state = "n/a (not measured)"
-	}
+	writes := r.transformWritesCells(func(p *TransformWritesPoint) Sample { return Ratio(p.Ledger, p.Loop) })
+	state := r.transformWritesCells(func(p *TransformWritesPoint) Sample { return Ratio(p.State, p.Loop) })
 	return []Goal{
 		{VariantTransform + " vs " + VariantMigrationLoop + ", items/s", ">= 0.9x at every concurrency", cell, verdict(all)},
 		{"… its completion write alone vs the loop's write, keys known (no scan), items/s", "reported (the ceiling of the ratio above on DynamoDB Local)", writes, "–"},
 		{"… the loop's write with the completion's three state attributes vs the loop's write, items/s", "reported (what storing the item's state costs DynamoDB Local)", state, "–"},
 		{VariantTransform + ": WCU per item by DynamoDB's billing rules", "1.0, the loop's own (every write of the job, to 2 decimals)", strings.Join(parts, "<br>"), verdict(atLoop)},
 	}
+}
+
+// transformWritesCells is a reported goal's cells of the completion write alone (TransformWrites):
+// ratio at every concurrency measured.
+func (r *Results) transformWritesCells(ratio func(*TransformWritesPoint) Sample) string {
+	cells, _ := goalCells(r.Options.Concurrencies, func(c int) (Sample, bool) {
+		p := r.TransformWrites.Point(c)
+		if p == nil {
+			return nil, false
+		}
+		return ratio(p), true
+	}, func(float64) bool { return true })
+	if cells == "" {
+		return "n/a (not measured)"
+	}
+	return cells
 }
 
 func (r *Results) billingGoals() []Goal {
