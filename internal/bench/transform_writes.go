@@ -21,8 +21,8 @@ import (
 // TransformWrites attributes the transform's items/s to its write: the completion write alone
 // (the ledger's CompleteOnlyWith with the item's change, the one request Run sends per item)
 // against the hand migration loop's UpdateItem, with the keys known in advance (no scan, no
-// lease, no worker), conc in flight, in alternating blocks of items on one table of people, so
-// that DynamoDB Local's drift over the minute hits both alike. The completion write sets three
+// lease, no worker), conc in flight, in rotating blocks of items on one table of people, so
+// that DynamoDB Local's drift over the minute hits all alike. The completion write sets three
 // attributes the loop's does not (the item's status, done_at and the write's claim id, which
 // settles a lost answer); this is what they cost, and so the ceiling of the transform's ratio. A
 // third write, the loop's with those three attributes added (State), splits the cost: State ÷
