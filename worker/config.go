@@ -304,7 +304,7 @@ const (
 	OutcomeDeadLettered Outcome = "dead_lettered"
 	OutcomeReleased     Outcome = "released"
 	OutcomeClaimLost    Outcome = "claim_lost"
-	OutcomeSkipped      Outcome = "skipped" // done, failed or held by another worker
+	OutcomeSkipped      Outcome = "skipped" // done, failed, held by another worker or not yet due
 	// OutcomeUnprocessable: the item cannot be claimed at all (DynamoDB refuses the write as
 	// invalid, e.g. an item too large to carry the inline ledger's attributes). It stays pending.
 	OutcomeUnprocessable Outcome = "unprocessable"

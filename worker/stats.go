@@ -36,7 +36,7 @@ type Stats struct {
 
 	Scanned      int64 `json:"scanned"`       // items read from the slot's share (by key too: keyed passes)
 	Claimed      int64 `json:"claimed"`       // claims won
-	Skipped      int64 `json:"skipped"`       // items done, failed or held by another worker
+	Skipped      int64 `json:"skipped"`       // items done, failed, held by another worker or not yet due
 	Completed    int64 `json:"completed"`     // items this worker moved to done
 	Retried      int64 `json:"retried"`       // failed attempts scheduled for a retry
 	DeadLettered int64 `json:"dead_lettered"` // items moved to failed
