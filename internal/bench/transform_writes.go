@@ -94,7 +94,7 @@ func (e *Env) MeasureTransformWrites(ctx context.Context, concs []int, rounds in
 // flight.
 func (e *Env) transformWritesAt(ctx context.Context, conc, rounds int) (*TransformWritesPoint, error) {
 	block := transformWritesBlock(conc)
-	sides := 3
+	const sides = 3 // the writes below
 	n := sides * rounds * block
 	table, err := e.freshTableOf(ctx, "twrite", n, personItem)
 	if err != nil {
@@ -106,7 +106,7 @@ func (e *Env) transformWritesAt(ctx context.Context, conc, rounds int) (*Transfo
 		return nil, err
 	}
 	p := &TransformWritesPoint{Concurrency: conc}
-	writes := [...]struct {
+	writes := [sides]struct {
 		write func(i int) error
 		out   *Sample
 		cpu   *CPUPerItem
