@@ -155,10 +155,11 @@ func (l *core) checkChanges(write int, table string, cs []Change) error {
 	return nil
 }
 
-// changeNotUTF8 is why c's value is refused for text that is not UTF-8; "" when it is not.
+// changeNotUTF8 is why c's value is refused for what no write can carry (unsendable) or for text
+// that is not UTF-8; "" when it is not.
 func changeNotUTF8(c Change) string {
-	if p, found := nilValue(c.value); found && c.kind != changeRemove {
-		return nilReason("the value", p)
+	if p, why := unsendable(c.value); why != "" && c.kind != changeRemove {
+		return "the value" + p + " " + why
 	}
 	if p, bad := notUTF8(c.value); bad {
 		return utf8Reason("the value", p)
@@ -230,11 +231,11 @@ func fieldNotOfKind(w Write) string {
 
 func (l *core) checkWrite(i int, itemKey Key, w Write) error {
 	refuse := func(attr, reason string) error { return &EffectError{Write: i, Attr: attr, Reason: reason, Err: w.err} }
-	if p, found := attrsNil(w.Key); found {
-		return refuse("", nilReason("the key's attribute ", p))
+	if p, why := attrsUnsendable(w.Key); why != "" {
+		return refuse("", "the key's attribute "+p+" "+why)
 	}
-	if p, found := attrsNil(w.Item); found {
-		return refuse("", nilReason("the item's attribute ", p))
+	if p, why := attrsUnsendable(w.Item); why != "" {
+		return refuse("", "the item's attribute "+p+" "+why)
 	}
 	key := w.Key
 	if w.Kind == WritePut {
@@ -264,9 +265,6 @@ func (l *core) checkWrite(i int, itemKey Key, w Write) error {
 	}
 	switch w.Kind {
 	case WritePut:
-		if _, ok := w.Item[""]; ok {
-			return refuse("", "an empty attribute name in its item")
-		}
 		if w.IfAbsent && !slices.ContainsFunc(slices.Collect(maps.Keys(w.Item)), plainName) {
 			return refuse("", "a put if absent with no attribute whose name has neither [ nor ] (its key's)")
 		}

@@ -162,6 +162,14 @@ func TestEffectsRefusedBeforeWriting(t *testing.T) {
 				// commit as a whole without saying which write.
 				{(&Effects{}).Put(e.other, map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "p"},
 					"": &types.AttributeValueMemberN{Value: "1"}}), ""},
+				// An empty attribute name in a map, at any depth: DynamoDB refuses the write naming
+				// only the value's placeholder (":0").
+				{(&Effects{}).Item(Set("m", map[string]any{"": 1})), "m"},
+				{(&Effects{}).Item(Set("l", []any{map[string]any{"a": map[string]any{"": "x"}}})), "l"},
+				{(&Effects{}).Update(e.other, otherKey("c"), Set("m", map[string]any{"": 1})), "m"},
+				{(&Effects{}).Put(e.other, map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "p"},
+					"m": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"": &types.AttributeValueMemberNULL{Value: true}}}}), ""},
+				{(&Effects{}).Check(e.other, otherKey("c"), expression.Name("s").Equal(expression.Value(map[string]any{"": 1}))), ""},
 			}
 			if kind == "inline" {
 				cases = append(cases, struct {

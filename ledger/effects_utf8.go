@@ -58,8 +58,9 @@ func utf8Reason(what, path string) string {
 }
 
 // exprNotUTF8 is why a rendered write is refused for text that is not UTF-8 in its expressions'
-// names or values (its condition's: the rest was checked before it was rendered); "" when it is
-// not. A condition sent with U+FFFD would compare with other text than the one given.
+// names or values, or a value no write can carry (unsendable), in its condition's (the rest was
+// checked before it was rendered); "" when it is not. A condition sent with U+FFFD would compare
+// with other text than the one given.
 func exprNotUTF8(ti types.TransactWriteItem) string {
 	var names map[string]string
 	var values map[string]types.AttributeValue
@@ -79,6 +80,9 @@ func exprNotUTF8(ti types.TransactWriteItem) string {
 		}
 	}
 	for _, v := range values {
+		if p, why := unsendable(v); why != "" {
+			return "a value of the condition" + p + " " + why
+		}
 		if p, bad := notUTF8(v); bad {
 			return utf8Reason("a value of the condition", p)
 		}
@@ -86,37 +90,43 @@ func exprNotUTF8(ti types.TransactWriteItem) string {
 	return ""
 }
 
-// nilValue says where v holds a nil attribute value (a typed nil, which a failed type assertion
-// on an item's Attrs gives), as a path below v; the SDK cannot send one (its size and its JSON read
-// the nil pointer). found is false when there is none.
-func nilValue(v types.AttributeValue) (path string, found bool) {
+// unsendable says where v holds what no write can carry, as a path below v, and why (a phrase
+// that follows the path; "" when there is none): a nil attribute value (a typed nil, which a
+// failed type assertion on an item's Attrs gives; the SDK cannot send one: its size and its JSON
+// read the nil pointer), or a map with an empty attribute name, which DynamoDB refuses naming only
+// the value's placeholder (":0").
+func unsendable(v types.AttributeValue) (path, why string) {
 	if v == nil || nilPointer(v) {
-		return "", true
+		return "", nilWhy
 	}
 	switch x := v.(type) {
 	case *types.AttributeValueMemberL:
 		for i, e := range x.Value {
-			if p, found := nilValue(e); found {
-				return fmt.Sprintf("[%d]%s", i, p), true
+			if p, why := unsendable(e); why != "" {
+				return fmt.Sprintf("[%d]%s", i, p), why
 			}
 		}
 	case *types.AttributeValueMemberM:
-		return attrsNil(x.Value)
+		return attrsUnsendable(x.Value)
 	}
-	return "", false
+	return "", ""
 }
 
-// attrsNil is nilValue for a map of attributes; the path starts with the attribute's name, quoted.
-func attrsNil(m map[string]types.AttributeValue) (path string, found bool) {
+// attrsUnsendable is unsendable for a map of attributes (an item, a key, a map value); the path
+// starts with the attribute's name, quoted.
+func attrsUnsendable(m map[string]types.AttributeValue) (path, why string) {
 	for _, name := range slices.Sorted(maps.Keys(m)) {
-		if p, found := nilValue(m[name]); found {
-			return fmt.Sprintf("[%q]%s", name, p), true
+		if name == "" {
+			return `[""]`, emptyNameWhy
+		}
+		if p, why := unsendable(m[name]); why != "" {
+			return fmt.Sprintf("[%q]%s", name, p), why
 		}
 	}
-	return "", false
+	return "", ""
 }
 
-// nilReason is the EffectError reason for a nil attribute value at path.
-func nilReason(what, path string) string {
-	return fmt.Sprintf("%s%s is a nil attribute value (a failed type assertion gives one): give a value, or leave it out", what, path)
-}
+const (
+	nilWhy       = "is a nil attribute value (a failed type assertion gives one): give a value, or leave it out"
+	emptyNameWhy = "is an empty attribute name: DynamoDB refuses one in a map as in an item"
+)

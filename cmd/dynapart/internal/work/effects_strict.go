@@ -15,7 +15,8 @@ import (
 // name twice is ambiguous, so strictEffects walks the output once before it is decoded: it refuses
 // a name given twice in any object (an item's attributes included), a field of the contract
 // spelled otherwise than the contract spells it or holding another kind of value (null included),
-// nesting deeper than DynamoDB stores, any output that is not one JSON object, and text that is
+// an empty attribute name (an item's, a key's, or a map's in a value: DynamoDB's refusal names only
+// a placeholder), nesting deeper than DynamoDB stores, any output that is not one JSON object, and text that is
 // not UTF-8 or a string that is not characters (effects_text.go). An error says where: the path in
 // the object and the line and column in the output.
 
@@ -112,6 +113,9 @@ func (w *effectsWalk) object(shape, where string) error {
 			return fmt.Errorf("%s: %q is given twice (at %s)", orTop(where), name, w.at(w.next(start)))
 		}
 		seen[name] = true
+		if !checked && name == "" {
+			return fmt.Errorf("%s: an empty attribute name (\"\") at %s: DynamoDB refuses one, in a map as in an item", orTop(where), w.at(w.next(start)))
+		}
 		if checked && !slices.Contains(fields, name) {
 			return fmt.Errorf("%s: unknown field %q at %s (want one of %s)", orTop(where), name, w.at(w.next(start)), strings.Join(fields, ", "))
 		}

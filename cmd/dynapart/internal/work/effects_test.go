@@ -76,6 +76,10 @@ func TestParseEffects(t *testing.T) {
 		`{"set": {"ok": 1, "price": 1e400}}`: "set.price: number 1e400: out of DynamoDB's range",
 		`{"writes": [{"put": {"table": "items", "item": {"pk": "x", "n": 1234567890123456789012345678901234567890}}}]}`: "item.n: number 1234567890123456789012345678901234567890: 39 significant digits",
 		`{"set": {"a": ` + strings.Repeat("[", 100) + strings.Repeat("]", 100) + `}}`:                                   "a value nested deeper than DynamoDB stores",
+		// An empty attribute name, at the top or in a map: DynamoDB's refusal names a placeholder (":0").
+		`{"set": {"m": {"a": {"": 1}}}}`: `set.m.a: an empty attribute name ("") at line 1, column 22`,
+		`{"set": {"": 1}}`:               `set: an empty attribute name ("")`,
+		`{"writes": [{"update": {"table": "items", "key": {"": "x"}, "set": {"a": 1}}}]}`: `writes[0].update.key: an empty attribute name ("")`,
 		// DynamoDB stores 31 levels of lists and maps in a value: the 32nd is refused here, with its path.
 		`{"set": {"a": ` + strings.Repeat("[", 32) + strings.Repeat("]", 32) + `}}`:                                                                "set.a" + strings.Repeat("[0]", 31) + ": a value nested deeper than DynamoDB stores (31 levels",
 		`{"writes": [{"put": {"table": "items", "item": {"pk": "x", "m": ` + strings.Repeat(`{"k":`, 32) + "1" + strings.Repeat("}", 32) + `}}}]}`: "a value nested deeper than DynamoDB stores",

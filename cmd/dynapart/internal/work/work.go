@@ -80,7 +80,8 @@ Values are plain JSON and write its types only (string S, number N, true/false B
 array L, object M): a set or binary value read on stdin and echoed back changes its type (a set
 becomes an L, a B an S of its base64 text). set/add/remove change the item itself (with the inline
 ledger in the completion's own write).
-Names are spelled as above, each once in an object, with values of the kinds shown (null is none),
+Names are spelled as above, each once in an object and none empty (nor a key of an object in a
+value), with values of the kinds shown (null is none),
 each table a DynamoDB table name or ARN; the output is UTF-8, and no string escapes half a
 surrogate pair (a lone \ud800). Other output fails the attempt permanently (the item is
 dead-lettered: fix CMD, then 'dynapart redrive'), saying what is wrong and where (path, line and
