@@ -124,7 +124,9 @@
 // ledger's own state (a ledger attribute, the table ledger's table, the item itself as another
 // write) are refused before anything is written, a table named by ARN as by name, and so is text
 // that is not UTF-8 (DynamoDB would store U+FFFD for its bad bytes: the item would not be what the
-// completion records as the version handled).
+// completion records as the version handled), and values no write can carry (a nil attribute
+// value, an empty attribute name in a map, a number DynamoDB does not store, an empty set or one
+// with a member twice: DynamoDB's own refusal names only a placeholder), with their path.
 //
 // # Versions
 //

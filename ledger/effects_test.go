@@ -170,6 +170,13 @@ func TestEffectsRefusedBeforeWriting(t *testing.T) {
 				{(&Effects{}).Put(e.other, map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "p"},
 					"m": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"": &types.AttributeValueMemberNULL{Value: true}}}}), ""},
 				{(&Effects{}).Check(e.other, otherKey("c"), expression.Name("s").Equal(expression.Value(map[string]any{"": 1}))), ""},
+				// Numbers and sets DynamoDB does not store, refused by it naming only the placeholder.
+				{(&Effects{}).Item(Set("n", &types.AttributeValueMemberN{Value: "abc"})), "n"},
+				{(&Effects{}).Item(Set("tags", &types.AttributeValueMemberSS{})), "tags"},
+				{(&Effects{}).Item(Add("ns", &types.AttributeValueMemberNS{Value: []string{"1", "1.0"}})), "ns"},
+				{(&Effects{}).Update(e.other, otherKey("c"), Set("bs", &types.AttributeValueMemberBS{Value: [][]byte{{1}, {1}}})), "bs"},
+				{(&Effects{}).Put(e.other, map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "p"},
+					"l": &types.AttributeValueMemberL{Value: []types.AttributeValue{&types.AttributeValueMemberNS{Value: []string{"1e400"}}}}}), ""},
 			}
 			if kind == "inline" {
 				cases = append(cases, struct {
