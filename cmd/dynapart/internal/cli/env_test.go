@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -46,4 +47,28 @@ func TestBindEnvKeyOutsideExec(t *testing.T) {
 	env := map[string]string{"DYNAPART_KEY": "pk:N"}
 	require.NoError(t, cli.BindEnv(cmd, func(k string) (string, bool) { v, ok := env[k]; return v, ok }))
 	require.Equal(t, "pk:N", cmd.Flags().Lookup("key").Value.String())
+}
+
+// TestFromEnvNamesTheVariable: a usage error naming a flag that DYNAPART_<FLAG> set names the
+// variable too (the command line does not show it); a flag given on the command line, one it does
+// not name (--page, not --page-size), and errors other than usage errors are left as they are.
+func TestFromEnvNamesTheVariable(t *testing.T) {
+	cmd := &cobra.Command{Use: "x"}
+	cmd.Flags().Float64("max-wcu", 0, "")
+	cmd.Flags().Int("page", 0, "")
+	cmd.Flags().Int("page-size", 0, "")
+	require.NoError(t, cmd.Flags().Parse([]string{"--page-size", "5"}))
+	env := map[string]string{"DYNAPART_MAX_WCU": "0", "DYNAPART_PAGE": "3", "DYNAPART_PAGE_SIZE": "7"}
+	require.NoError(t, cli.BindEnv(cmd, func(k string) (string, bool) { v, ok := env[k]; return v, ok }))
+
+	err := cli.FromEnv(cmd, cli.Usagef("--max-wcu must be > 0, got 0"))
+	require.True(t, cli.IsUsage(err))
+	require.EqualError(t, err, "--max-wcu must be > 0, got 0 (--max-wcu from DYNAPART_MAX_WCU)")
+	err = cli.FromEnv(cmd, cli.Usagef("--page-size: must be > 0; --max-wcu too"))
+	require.EqualError(t, err, "--page-size: must be > 0; --max-wcu too (--max-wcu from DYNAPART_MAX_WCU)",
+		"--page-size came from the command line, --page is not named")
+	err = cli.FromEnv(cmd, cli.Usagef("--page: bad"))
+	require.EqualError(t, err, "--page: bad (--page from DYNAPART_PAGE)")
+	runtime := errors.New("--max-wcu: a runtime failure")
+	require.Same(t, runtime, cli.FromEnv(cmd, runtime))
 }

@@ -37,6 +37,7 @@ func Run(args []string, sio cli.Stdio) int {
 		// cobra reports untyped).
 		err = &cli.UsageError{Err: err}
 	}
+	err = cli.FromEnv(cmd, err)
 	var exit *cli.ExitError
 	if errors.As(err, &exit) {
 		if exit.Msg != "" {
@@ -69,7 +70,8 @@ Every flag can also be given as an environment variable DYNAPART_<FLAG>, e.g. DY
 or DYNAPART_LEASE_TTL=10s (flags on the command line win); but a dynapart command that CMD of
 'work --exec' runs (DYNAPART_IDEMPOTENCY_KEY set) reads no flag from the variables 'work --exec'
 sets per item (DYNAPART_KEY, DYNAPART_SLOT, DYNAPART_ATTEMPT, DYNAPART_TOKEN,
-DYNAPART_IDEMPOTENCY_KEY, DYNAPART_VERSION), so it does not take the item's key for its own --key. AWS
+DYNAPART_IDEMPOTENCY_KEY, DYNAPART_VERSION), so it does not take the item's key for its own --key. A
+usage error about a flag set from a variable names the variable too. AWS
 settings come from the standard chain (AWS_REGION, AWS_PROFILE, AWS_ENDPOINT_URL_DYNAMODB, ...)
 and --endpoint.
 
