@@ -29,11 +29,14 @@ import (
 type Stdio struct {
 	Out, Err  io.Writer
 	LookupEnv func(string) (string, bool)
-	HTTP      aws.HTTPClient // nil: the AWS SDK's, with a larger idle pool (httpClient)
+	Environ   func() []string // every variable, for misspelt settings (MisspeltEnv); nil: not looked at
+	HTTP      aws.HTTPClient  // nil: the AWS SDK's, with a larger idle pool (httpClient)
 }
 
 // OSStdio is the process's own stdio and environment.
-func OSStdio() Stdio { return Stdio{Out: os.Stdout, Err: os.Stderr, LookupEnv: os.LookupEnv} }
+func OSStdio() Stdio {
+	return Stdio{Out: os.Stdout, Err: os.Stderr, LookupEnv: os.LookupEnv, Environ: os.Environ}
+}
 
 // Getenv is the value of the environment variable k, "" when unset.
 func (s Stdio) Getenv(k string) string {

@@ -71,7 +71,8 @@ or DYNAPART_LEASE_TTL=10s (flags on the command line win); but a dynapart comman
 'work --exec' runs (DYNAPART_IDEMPOTENCY_KEY set) reads no flag from the variables 'work --exec'
 sets per item (DYNAPART_KEY, DYNAPART_SLOT, DYNAPART_ATTEMPT, DYNAPART_TOKEN,
 DYNAPART_IDEMPOTENCY_KEY, DYNAPART_VERSION), so it does not take the item's key for its own --key. A
-usage error about a flag set from a variable names the variable too. AWS
+usage error about a flag set from a variable names the variable too, and a DYNAPART_ variable a
+letter or two from a flag's (DYNAPART_LEASE_TL) is warned of. AWS
 settings come from the standard chain (AWS_REGION, AWS_PROFILE, AWS_ENDPOINT_URL_DYNAMODB, ...)
 and --endpoint.
 
@@ -93,11 +94,16 @@ Exit codes: 0 success, 1 runtime failure, 2 bad usage or invalid configuration (
 		if err := cli.BindEnv(cmd, g.IO.LookupEnv); err != nil {
 			return err
 		}
-		if err := cli.CheckTableNames(cmd.Flags()); err != nil {
+		log, _, err := g.Logger() // --log-level and --log-format are checked before any command runs
+		if err != nil {
 			return err
 		}
-		_, _, err := g.Logger() // --log-level and --log-format are checked before any command runs
-		return err
+		if g.IO.Environ != nil { // before the other checks: a misspelt setting may be what they refuse
+			for _, m := range cli.MisspeltEnv(cmd, g.IO.Environ()) {
+				log.Warn(fmt.Sprintf("dynapart: %s sets nothing (ignored): did you mean %s (%s)?", m.Name, m.Meant, m.Flag))
+			}
+		}
+		return cli.CheckTableNames(cmd.Flags())
 	}
 	root.SetOut(sio.Out)
 	root.SetErr(sio.Err)
