@@ -1,10 +1,16 @@
 package ledger
 
 import (
+	"context"
+	"fmt"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/require"
+
+	"github.com/dynapart/dynapart/internal/ddbtest"
 )
 
 // TestUnsendable: a value no write can carry is found at any depth, with its path and why; the
@@ -50,5 +56,39 @@ func TestUnsendable(t *testing.T) {
 		if tc.why == "" {
 			require.Empty(t, why, "%#v", tc.v)
 		}
+	}
+}
+
+// TestUnsendableAgreesWithDynamoDB: for numbers, sets and maps at the edges, unsendable refuses
+// exactly the values DynamoDB refuses (each sent alone in an UpdateItem): it never refuses a value
+// DynamoDB stores, and names every one it would refuse.
+func TestUnsendableAgreesWithDynamoDB(t *testing.T) {
+	db := ddbtest.Client(t)
+	table := ddbtest.CreateTable(t, db, ddbtest.Key{Name: "pk", Type: "S"})
+	var values []types.AttributeValue
+	for _, n := range []string{"0", "007", "-0", "+0", "+1", "1.", ".5", "-.5", "1e5", "1E+5", "1e-5", "0e2147483647",
+		"0e2147483648", "1e-130", "1e-131", "9.9999999999999999999999999999999999999E+125", "1e126",
+		"12345678901234567890123456789012345678", "123456789012345678901234567890123456789", "1234567890123456789012345678901234567800000",
+		" 1", "1 ", "0x10", "Infinity", "NaN", "", "-", "1e", "1.2.3", "e5", "1_000"} {
+		values = append(values, &types.AttributeValueMemberN{Value: n},
+			&types.AttributeValueMemberNS{Value: []string{"2", n}})
+	}
+	values = append(values,
+		&types.AttributeValueMemberNS{Value: []string{"100", "1e2"}}, &types.AttributeValueMemberNS{Value: []string{"0", "-0"}},
+		&types.AttributeValueMemberNS{Value: []string{"1.50", "1.5"}}, &types.AttributeValueMemberNS{Value: []string{"1", "2"}},
+		&types.AttributeValueMemberSS{Value: []string{"a", "A"}}, &types.AttributeValueMemberSS{Value: []string{"", "a"}},
+		&types.AttributeValueMemberSS{Value: []string{"a", "a"}}, &types.AttributeValueMemberSS{},
+		&types.AttributeValueMemberBS{Value: [][]byte{{}, {1}}}, &types.AttributeValueMemberBS{Value: [][]byte{{1}, {1}}},
+		&types.AttributeValueMemberBS{}, &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{" ": &types.AttributeValueMemberS{}}},
+		&types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"": &types.AttributeValueMemberS{}}},
+		&types.AttributeValueMemberL{Value: []types.AttributeValue{&types.AttributeValueMemberSS{Value: []string{"x", "x"}}}})
+	for i, v := range values {
+		_, err := db.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{TableName: aws.String(table),
+			Key:                       Key{"pk": &types.AttributeValueMemberS{Value: fmt.Sprint(i)}},
+			UpdateExpression:          aws.String("SET #a = :v"),
+			ExpressionAttributeNames:  map[string]string{"#a": "a"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":v": v}})
+		_, why := unsendable(v)
+		require.Equal(t, err != nil, why != "", "%#v: DynamoDB: %v; unsendable: %q", v, err, why)
 	}
 }
