@@ -16,6 +16,7 @@ func (d *demo) watch(ctx context.Context) error {
 	view := &demoView{out: d.out, tty: cli.IsTerminal(d.out)}
 	killAt := int64(float64(d.f.items) * d.f.killAt)
 	var m cli.RateMeter
+	m.Update(time.Now(), 0) // the first frame's rate is measured from the start, not 0/s
 	deadline := time.After(5 * time.Minute)
 	ticker := time.NewTicker(200 * time.Millisecond)
 	defer ticker.Stop()

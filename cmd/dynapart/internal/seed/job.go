@@ -38,6 +38,7 @@ type counts struct{ written, existed atomic.Int64 }
 // left alone.
 func (j Job) Run(ctx context.Context, stderr io.Writer) error {
 	var n counts
+	prog := newProgress(stderr, "seed "+j.Table, &n, int64(j.Items))
 	batches := make(chan []map[string]types.AttributeValue)
 	eg, ectx := errgroup.WithContext(ctx)
 	eg.Go(func() error { return j.produce(ectx, batches) })
@@ -60,7 +61,7 @@ func (j Job) Run(ctx context.Context, stderr io.Writer) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		showProgress(stderr, stop, "seed "+j.Table, &n, int64(j.Items))
+		prog.show(stop)
 	}()
 	err := eg.Wait()
 	close(stop)
