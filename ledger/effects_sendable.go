@@ -17,7 +17,8 @@ import (
 // unsendable says where v holds what no write can carry, as a path below v, and why (a phrase
 // that follows the path; "" when there is none): a nil attribute value (a typed nil, which a
 // failed type assertion on an item's Attrs gives; the SDK's size and JSON read the nil pointer), a
-// map with an empty attribute name, a number DynamoDB does not store (ddbnum.Check), or a set that
+// NULL whose Value is false, a binary (B, or a BS member) whose Value is nil, a map with an empty
+// attribute name, a number DynamoDB does not store (ddbnum.Check), or a set that
 // is empty or holds a member twice.
 func unsendable(v types.AttributeValue) (path, why string) {
 	if v == nil || nilPointer(v) {
@@ -26,6 +27,14 @@ func unsendable(v types.AttributeValue) (path, why string) {
 	switch x := v.(type) {
 	case *types.AttributeValueMemberN:
 		return "", numberWhy(x.Value)
+	case *types.AttributeValueMemberNULL:
+		if !x.Value {
+			return "", nullFalseWhy
+		}
+	case *types.AttributeValueMemberB:
+		if x.Value == nil {
+			return "", nilBinaryWhy
+		}
 	case *types.AttributeValueMemberSS:
 		return setWhy(x.Value, func(s string) (string, string) { return s, "" })
 	case *types.AttributeValueMemberNS:
@@ -34,7 +43,12 @@ func unsendable(v types.AttributeValue) (path, why string) {
 			return c, numberWhy(n)
 		})
 	case *types.AttributeValueMemberBS:
-		return setWhy(x.Value, func(b []byte) (string, string) { return string(b), "" })
+		return setWhy(x.Value, func(b []byte) (string, string) {
+			if b == nil {
+				return "", nilBinaryWhy
+			}
+			return string(b), ""
+		})
 	case *types.AttributeValueMemberL:
 		for i, e := range x.Value {
 			if p, why := unsendable(e); why != "" {
@@ -94,4 +108,6 @@ const (
 	emptyNameWhy = "is an empty attribute name: DynamoDB refuses one in a map as in an item"
 	emptySetWhy  = "is an empty set: DynamoDB stores none (remove the attribute, or leave it out)"
 	duplicateWhy = "is a set's member given twice: DynamoDB refuses a set with a duplicate"
+	nullFalseWhy = "is a NULL whose Value is false: DynamoDB takes only NULL true (&types.AttributeValueMemberNULL{Value: true})"
+	nilBinaryWhy = "is a binary whose Value is nil, which the SDK sends as no value: give []byte{} for an empty one"
 )
