@@ -126,7 +126,8 @@
 // that is not UTF-8 (DynamoDB would store U+FFFD for its bad bytes: the item would not be what the
 // completion records as the version handled), and values no write can carry (a nil attribute
 // value, an empty attribute name in a map, a number DynamoDB does not store, an empty set or one
-// with a member twice: DynamoDB's own refusal names only a placeholder), with their path.
+// with a member twice, a NULL whose Value is false, a binary whose Value is nil: DynamoDB's own
+// refusal names only a placeholder), with their path.
 //
 // # Versions
 //

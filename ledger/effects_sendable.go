@@ -106,7 +106,7 @@ func numberWhy(n string) string {
 const (
 	nilWhy       = "is a nil attribute value (a failed type assertion gives one): give a value, or leave it out"
 	emptyNameWhy = "is an empty attribute name: DynamoDB refuses one in a map as in an item"
-	emptySetWhy  = "is an empty set: DynamoDB stores none (remove the attribute, or leave it out)"
+	emptySetWhy  = "is an empty set: DynamoDB takes none"
 	duplicateWhy = "is a set's member given twice: DynamoDB refuses a set with a duplicate"
 	nullFalseWhy = "is a NULL whose Value is false: DynamoDB takes only NULL true (&types.AttributeValueMemberNULL{Value: true})"
 	nilBinaryWhy = "is a binary whose Value is nil, which the SDK sends as no value: give []byte{} for an empty one"

@@ -61,7 +61,9 @@ func TestUnsendable(t *testing.T) {
 
 // TestUnsendableAgreesWithDynamoDB: for numbers, sets and maps at the edges, unsendable refuses
 // exactly the values DynamoDB refuses (each sent alone in an UpdateItem): it never refuses a value
-// DynamoDB stores, and names every one it would refuse.
+// DynamoDB stores as given, and names every one it would refuse. One refusal is its own: a number
+// written in digits other than ASCII's (DynamoDB Local reads "١٢" as 12), which DynamoDB stores as
+// other text than given, so the content Effects.AppliedTo computes would not be the item's.
 func TestUnsendableAgreesWithDynamoDB(t *testing.T) {
 	db := ddbtest.Client(t)
 	table := ddbtest.CreateTable(t, db, ddbtest.Key{Name: "pk", Type: "S"})
@@ -90,5 +92,9 @@ func TestUnsendableAgreesWithDynamoDB(t *testing.T) {
 			ExpressionAttributeValues: map[string]types.AttributeValue{":v": v}})
 		_, why := unsendable(v)
 		require.Equal(t, err != nil, why != "", "%#v: DynamoDB: %v; unsendable: %q", v, err, why)
+	}
+	for _, n := range []string{"١٢", "１"} {
+		_, why := unsendable(&types.AttributeValueMemberN{Value: n})
+		require.Contains(t, why, "not a number", "%q", n)
 	}
 }
