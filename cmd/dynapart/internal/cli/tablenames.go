@@ -1,10 +1,16 @@
 package cli
 
 import (
+	"errors"
+	"fmt"
 	"regexp"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws/arn"
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/dynapart/dynapart/lock"
 )
 
 // tableFlags are the flags that name a DynamoDB table, in every command that has them.
@@ -38,4 +44,21 @@ func IsTableName(v string) bool {
 		return true
 	}
 	return tableName.MatchString(v)
+}
+
+// TableFlagOf is err, a *lock.TableError of cmd, with the flag that named its table in front
+// ("--lease-table: lock: table ...: table does not exist"), when its message does not name one:
+// status, pause, resume and scale met the lease table's error without saying which setting it is
+// (FromEnv then names the variable that set it). Other errors are returned as they are.
+func TableFlagOf(cmd *cobra.Command, err error) error {
+	var te *lock.TableError
+	if cmd == nil || !errors.As(err, &te) || strings.Contains(err.Error(), "--") {
+		return err
+	}
+	for _, name := range tableFlags {
+		if f := cmd.Flags().Lookup(name); f != nil && f.Value.String() == te.Table {
+			return &UsageError{fmt.Errorf("--%s: %w", name, err)}
+		}
+	}
+	return err
 }

@@ -37,7 +37,7 @@ func Run(args []string, sio cli.Stdio) int {
 		// cobra reports untyped).
 		err = &cli.UsageError{Err: err}
 	}
-	err = cli.FromEnv(cmd, err)
+	err = cli.FromEnv(cmd, cli.TableFlagOf(cmd, err))
 	var exit *cli.ExitError
 	if errors.As(err, &exit) {
 		if exit.Msg != "" {
