@@ -40,7 +40,7 @@ Pausing a paused group is a no-op (exit 0, "already paused"). A group that does 
 meta item: never run, or a typo) exits 2 and nothing is written.`,
 		Example: `  dynapart pause --group users/default
   dynapart resume --group users/default`,
-		Args: cobra.NoArgs,
+		Args: cli.UsageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runPause(cmd, g, pauseArgs{group: group, leaseTable: leaseTable, pause: pause, limits: limits})
 		},

@@ -60,6 +60,10 @@ func TestBadUsageExits2AndWritesNothing(t *testing.T) {
 		{[]string{"work", "--table", "bad name!", "--workers", "2", "--once"}, `--table "bad name!": not a DynamoDB table name`},
 		{[]string{"verify", "--table", tbl, "--ledger", "table", "--ledger-table", "ab"}, `--ledger-table "ab"`},
 		{[]string{"pause", "--lease-table", strings.Repeat("x", 256), "--group", "g"}, "--lease-table"},
+		// A group given without --group: an argument these commands do not take (it exited 1).
+		{[]string{"resume", "users/default"}, `unknown command "users/default"`},
+		{[]string{"pause", "users/default"}, `unknown command "users/default"`},
+		{[]string{"scale", "users/default", "--workers", "2"}, `unknown command "users/default"`},
 	}
 	for _, tc := range cases {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

@@ -47,7 +47,7 @@ item: never run, or a typo), M < 1, or M beyond what the group's segments (or sh
 2 and nothing is written.`,
 		Example: `  dynapart scale --group users/default --workers 6
   dynapart scale --group users/default --workers 2 --lease-table dynapart-leases`,
-		Args: cobra.NoArgs,
+		Args: cli.UsageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !cmd.Flags().Changed("workers") {
 				return cli.Usagef("--workers is required: the group's new slot count")
