@@ -57,7 +57,10 @@ func FromEnv(cmd *cobra.Command, err error) error {
 	var from []string
 	visit := func(f *pflag.Flag) {
 		src := f.Annotations[envSource]
-		if note := fmt.Sprintf("--%s from %s", f.Name, strings.Join(src, "")); len(src) > 0 && namesFlag(msg, f.Name) && !slices.Contains(from, note) {
+		if len(src) == 0 || !namesFlag(msg, f.Name) {
+			return
+		}
+		if note := fmt.Sprintf("--%s from %s", f.Name, src[0]); !slices.Contains(from, note) {
 			from = append(from, note)
 		}
 	}
