@@ -131,8 +131,8 @@ func (l *core) checkChanges(write int, table string, cs []Change) error {
 			return refuse("empty attribute name")
 		case !utf8.ValidString(c.name):
 			return refuse(utf8Reason("the name", ""))
-		case changeNotUTF8(c) != "":
-			return refuse(changeNotUTF8(c))
+		case changeValueWhy(c) != "":
+			return refuse(changeValueWhy(c))
 		case !plainName(c.name):
 			// The SDK's expressions read a bracket as a list index, whatever the name says.
 			return refuse("a name with [ or ]: names are attribute names, not paths, and DynamoDB's expressions cannot name this one")
@@ -155,9 +155,9 @@ func (l *core) checkChanges(write int, table string, cs []Change) error {
 	return nil
 }
 
-// changeNotUTF8 is why c's value is refused for what no write can carry (unsendable) or for text
-// that is not UTF-8; "" when it is not.
-func changeNotUTF8(c Change) string {
+// changeValueWhy is why c's value is refused: what no write can carry (unsendable), or text that is
+// not UTF-8; "" when it is not.
+func changeValueWhy(c Change) string {
 	if p, why := unsendable(c.value); why != "" && c.kind != changeRemove {
 		return "the value" + p + " " + why
 	}

@@ -18,8 +18,8 @@ import (
 // that follows the path; "" when there is none): a nil attribute value (a typed nil, which a
 // failed type assertion on an item's Attrs gives; the SDK's size and JSON read the nil pointer), a
 // NULL whose Value is false, a binary (B, or a BS member) whose Value is nil, a map with an empty
-// attribute name, a number DynamoDB does not store (ddbnum.Check), or a set that
-// is empty or holds a member twice.
+// attribute name, a number DynamoDB does not store (ddbnum.Check), or a set that is empty or
+// holds a member twice.
 func unsendable(v types.AttributeValue) (path, why string) {
 	if v == nil || nilPointer(v) {
 		return "", nilWhy
