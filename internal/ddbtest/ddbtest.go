@@ -3,7 +3,8 @@
 //
 // The endpoint comes from $DYNAPART_TEST_ENDPOINT (make test sets it). When it is unset the harness
 // starts DynamoDB Local itself, once per test binary in Main before any test (so that its goroutines
-// are not taken for a test's leak), and plain `go test ./...` works too. When
+// are not taken for a test's leak), and `go test -timeout 45m ./...` works too (the worker
+// package's tests take over go test's default 10 minutes). When
 // DynamoDB cannot be reached a test fails with CI=true and skips otherwise: a test that skips in CI
 // would count as missing.
 //
