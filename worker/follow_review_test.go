@@ -151,7 +151,8 @@ func (r *reviewRuns) total() int {
 type reviewWorker struct {
 	*Worker
 	cancel context.CancelFunc
-	done   chan error
+	done   chan error    // Run's error, for the test to read
+	exited chan struct{} // closed once Run has returned: stop waits on it, not on done, which a test may have read
 	once   sync.Once
 }
 
@@ -201,8 +202,8 @@ func startReview(t *testing.T, f *fixture, kind LedgerKind, name string, streams
 	w, err := New(cfg)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	rw := &reviewWorker{Worker: w, cancel: cancel, done: make(chan error, 1)}
-	go func() { rw.done <- w.Run(ctx, h) }()
+	rw := &reviewWorker{Worker: w, cancel: cancel, done: make(chan error, 1), exited: make(chan struct{})}
+	go func() { rw.done <- w.Run(ctx, h); close(rw.exited) }()
 	t.Cleanup(rw.stop)
 	return rw
 }
@@ -211,7 +212,7 @@ func (rw *reviewWorker) stop() {
 	rw.once.Do(func() {
 		rw.cancel()
 		select {
-		case <-rw.done:
+		case <-rw.exited: // a test that read done waited 30 s here (TestFollowerWriteRefusedForGoodEndsTheRun: 31 s a subtest)
 		case <-time.After(30 * time.Second):
 		}
 	})
