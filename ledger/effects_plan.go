@@ -155,26 +155,11 @@ func (l *core) checkChanges(write int, table string, cs []Change) error {
 	return nil
 }
 
-// changeValueWhy is why c's value is refused: what no write can carry (unsendable), or text that is
-// not UTF-8; "" when it is not.
+// changeValueWhy is why c's value is refused: what no write can carry (unsendable, text that is not
+// UTF-8 included); "" when it is not.
 func changeValueWhy(c Change) string {
 	if p, why := unsendable(c.value); why != "" && c.kind != changeRemove {
 		return "the value" + p + " " + why
-	}
-	if p, bad := notUTF8(c.value); bad {
-		return utf8Reason("the value", p)
-	}
-	return ""
-}
-
-// writeNotUTF8 is why w's key or put item is refused for text that is not UTF-8; "" when it is
-// not (an update's changes are checked with the other changes).
-func writeNotUTF8(w Write) string {
-	if p, bad := attrsNotUTF8(w.Key); bad {
-		return utf8Reason("the key's attribute ", p)
-	}
-	if p, bad := attrsNotUTF8(w.Item); bad {
-		return utf8Reason("the item's attribute ", p)
 	}
 	return ""
 }
@@ -256,9 +241,6 @@ func (l *core) checkWrite(i int, itemKey Key, w Write) error {
 		return refuse("", fmt.Sprintf("a write to dynapart's table %q (the lease table)", w.Table))
 	case sameTable(w.Table, l.sourceTable()) && sameKey(key, itemKey, l.keyAttrs):
 		return refuse("", "a write to the item itself (change it with Effects.Item; from --exec-effects, the top-level set, add and remove)")
-	}
-	if reason := writeNotUTF8(w); reason != "" {
-		return refuse("", reason)
 	}
 	if reason := fieldNotOfKind(w); reason != "" {
 		return refuse("", reason)

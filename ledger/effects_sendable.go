@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -18,13 +19,18 @@ import (
 // that follows the path; "" when there is none): a nil attribute value (a typed nil, which a
 // failed type assertion on an item's Attrs gives; the SDK's size and JSON read the nil pointer), a
 // NULL whose Value is false, a binary (B, or a BS member) whose Value is nil, a map with an empty
-// attribute name, a number DynamoDB does not store (ddbnum.Check), or a set that is empty or
-// holds a member twice.
+// attribute name, a number DynamoDB does not store (ddbnum.Check), a set that is empty or holds
+// a member twice, or text that is not UTF-8 (a string, a string set's member, a map's attribute
+// name: notUTF8Why).
 func unsendable(v types.AttributeValue) (path, why string) {
 	if v == nil || nilPointer(v) {
 		return "", nilWhy
 	}
 	switch x := v.(type) {
+	case *types.AttributeValueMemberS:
+		if !utf8.ValidString(x.Value) {
+			return "", notUTF8Why
+		}
 	case *types.AttributeValueMemberN:
 		return "", numberWhy(x.Value)
 	case *types.AttributeValueMemberNULL:
@@ -36,7 +42,12 @@ func unsendable(v types.AttributeValue) (path, why string) {
 			return "", nilBinaryWhy
 		}
 	case *types.AttributeValueMemberSS:
-		return setWhy(x.Value, func(s string) (string, string) { return s, "" })
+		return setWhy(x.Value, func(s string) (string, string) {
+			if !utf8.ValidString(s) {
+				return "", notUTF8Why
+			}
+			return s, ""
+		})
 	case *types.AttributeValueMemberNS:
 		return setWhy(x.Value, func(n string) (string, string) {
 			c, _ := ddbnum.Canonical(n) // 1 and 1.0 are one member
@@ -65,8 +76,11 @@ func unsendable(v types.AttributeValue) (path, why string) {
 // starts with the attribute's name, quoted.
 func attrsUnsendable(m map[string]types.AttributeValue) (path, why string) {
 	for _, name := range slices.Sorted(maps.Keys(m)) {
-		if name == "" {
+		switch {
+		case name == "":
 			return `[""]`, emptyNameWhy
+		case !utf8.ValidString(name):
+			return fmt.Sprintf("[%q]", name), notUTF8Why
 		}
 		if p, why := unsendable(m[name]); why != "" {
 			return fmt.Sprintf("[%q]%s", name, p), why
